@@ -1,0 +1,31 @@
+# `make demo` and `make test` set everything up on a fresh machine (a .venv beside this file).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-all bench install clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# torch first, pinned: the CPU build on these machines (a plain `torch` requirement pulls CUDA wheels).
+$(STAMP): setup.py | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m pybuda.tools.demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n 2 tests
+
+bench: $(STAMP)
+	$(PY) benchmarks/compile_time.py
+
+clean:
+	rm -rf $(VENV) pybuda_out .pytest_cache

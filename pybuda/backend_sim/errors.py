@@ -1,0 +1,6 @@
+"""Exception type shared by every part of the backend simulator."""
+from __future__ import annotations
+
+
+class SimulatorError(Exception):
+    """A netlist, program or data problem found while parsing, simulating or estimating a netlist."""

@@ -1,0 +1,176 @@
+"""Numeric models of the Buda data formats and of the matrix unit's math fidelity.
+
+All functions take and return float32 numpy arrays; values are "as stored" in the given format.
+The models (rounding modes, block layout, fidelity bit splits) are documented in docs/simulator.md.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from pybuda.dataformat import DataFormat, MathFidelity
+
+BFP_BLOCK = 16  # values sharing one exponent: 16 consecutive values of a tile row (one face row)
+
+# Integer formats: (low, high) clip range after round-to-nearest-even.
+_INT_RANGES = {
+    DataFormat.Int8: (-127.0, 127.0),
+    DataFormat.UInt8: (0.0, 255.0),
+    DataFormat.UInt16: (0.0, 65535.0),
+    DataFormat.Int32: (-2147483648.0, 2147483647.0),
+    DataFormat.RawUInt8: (0.0, 255.0),
+    DataFormat.RawUInt16: (0.0, 65535.0),
+    DataFormat.RawUInt32: (0.0, 4294967295.0),
+}
+# Shared-exponent range (unbiased) of the BFP families: 5-bit field (bias 15) or 8-bit field (bias 127,
+# limited to float32's largest finite exponent).
+_BFP_EXP_RANGE = {"a": (-15, 16), "b": (-127, 127)}
+
+
+def quantize(x: np.ndarray, df: "DataFormat | str") -> np.ndarray:
+    """Round `x` to the values representable in `df`; returns a new float32 array of the same shape.
+
+    Float32: identity. Float16: IEEE half, round-to-nearest-even, overflow to +-inf (numpy cast).
+    Float16_b: bfloat16, round-to-nearest-even (ml_dtypes). Bfp8/4/2 (A and B): block floating point,
+    one exponent per 16 consecutive values along the last axis (see `quantize_bfp`). Lf8 / Fp8_e4m3: ml_dtypes
+    float8_e5m2 / float8_e4m3fn. Integer formats: round-to-nearest-even then clip to the format's range.
+    """
+    df = DataFormat.parse(df)
+    arr = np.asarray(x, dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if df is DataFormat.Float32:
+            return arr.copy()
+        if df is DataFormat.Float16:
+            return arr.astype(np.float16).astype(np.float32)
+        if df is DataFormat.Float16_b:
+            return arr.astype(ml_dtypes.bfloat16).astype(np.float32)
+        if df.is_bfp:
+            return quantize_bfp(arr, df.mantissa_bits, df.exponent_family)
+        if df is DataFormat.Lf8:
+            return arr.astype(ml_dtypes.float8_e5m2).astype(np.float32)
+        if df is DataFormat.Fp8_e4m3:
+            return arr.astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+        if df in _INT_RANGES:
+            lo, hi = _INT_RANGES[df]
+            return np.clip(np.rint(arr.astype(np.float64)), lo, hi).astype(np.float32)
+    raise ValueError(f"no numeric model for data format {df.value}")  # pragma: no cover - every enum member is handled
+
+
+def quantize_bfp(x: np.ndarray, mantissa_bits: int, family: str) -> np.ndarray:
+    """Block floating point: groups of 16 consecutive values along the last axis share an exponent.
+
+    Shared exponent E = floor(log2(max |v|)) of the block, clipped to the family's range ('a': 5-bit, 'b': 8-bit).
+    Each value becomes sign * k * 2**(E - (mantissa_bits - 1)) with integer k = round-half-even(|v| / step)
+    clipped to 2**mantissa_bits - 1 (the magnitude field holds the explicit leading one). NaN stays NaN, +-inf
+    saturates to the largest magnitude of the block. A last axis that is not a multiple of 16 is zero-padded.
+    """
+    arr = np.asarray(x, dtype=np.float32)
+    shape = arr.shape
+    if arr.size == 0:
+        return arr.copy()
+    cols = shape[-1] if arr.ndim else 1
+    flat = arr.reshape(-1, cols).astype(np.float64)
+    pad = (-cols) % BFP_BLOCK
+    if pad:
+        flat = np.pad(flat, ((0, 0), (0, pad)))
+    blocks = flat.reshape(-1, BFP_BLOCK)
+    mag = np.abs(blocks)
+    mag_for_max = np.where(np.isnan(mag), 0.0, np.minimum(mag, np.finfo(np.float32).max))
+    block_max = mag_for_max.max(axis=1, keepdims=True)
+    _, exp = np.frexp(block_max)  # block_max = m * 2**exp, m in [0.5, 1)
+    emin, emax = _BFP_EXP_RANGE[family]
+    shared = np.clip(exp - 1, emin, emax)
+    step = np.ldexp(1.0, shared - (mantissa_bits - 1))
+    kmax = float(2 ** mantissa_bits - 1)
+    with np.errstate(invalid="ignore"):
+        k = np.clip(np.rint(blocks / step), -kmax, kmax)
+    out = (k * step).reshape(flat.shape)[:, :cols]
+    return out.reshape(shape).astype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Math fidelity model
+#
+# The matrix unit's source registers hold 19-bit values (sign, 8-bit exponent, 10-bit mantissa); operands are
+# truncated to that on unpack. Its multiplier is 5 bits (srcA) x 7 bits (srcB) wide, so a full product is built
+# from up to four phases over mantissa slices, MSB slices first:
+#   srcA: hi = hidden bit + fraction bits 1..4, lo = fraction bits 5..9 (fraction bit 10 is never used)
+#   srcB: hi = hidden bit + fraction bits 1..6, lo = fraction bits 7..10
+#   LoFi: Ahi*Bhi | HiFi2: + Alo*Bhi | HiFi3: + Ahi*Blo | HiFi4: + Alo*Blo
+# For bfloat16 operands (7 fraction bits) HiFi4 is the exact product; LoFi keeps ~4 x 6 fraction bits.
+# ---------------------------------------------------------------------------------------------------
+
+SRC_FRACTION_BITS = 10
+SRCA_SPLIT = (4, 5)  # fraction bits in the (hi, lo) slices of srcA
+SRCB_SPLIT = (6, 4)  # fraction bits in the (hi, lo) slices of srcB
+
+
+def truncate_mantissa(x: np.ndarray, fraction_bits: int) -> np.ndarray:
+    """Keep the sign, exponent and the top `fraction_bits` of a float32 mantissa (round toward zero)."""
+    arr = np.ascontiguousarray(x, dtype=np.float32)
+    mask = np.uint32((0xFFFFFFFF << (23 - fraction_bits)) & 0xFFFFFFFF)
+    out = (arr.view(np.uint32) & mask).view(np.float32)
+    return np.where(np.isfinite(arr), out, arr).astype(np.float32)
+
+
+def to_source_register(x: np.ndarray) -> np.ndarray:
+    """Value as held in srcA/srcB: mantissa truncated to 10 fraction bits (no-op for Float16 / Float16_b data)."""
+    return truncate_mantissa(x, SRC_FRACTION_BITS)
+
+
+def fidelity_slices(x: np.ndarray, operand: str) -> tuple[np.ndarray, np.ndarray]:
+    """(hi, hi+lo) of an operand in source register `operand` ('a' or 'b'), both float32."""
+    hi_bits, lo_bits = SRCA_SPLIT if operand == "a" else SRCB_SPLIT
+    src = to_source_register(x)
+    return truncate_mantissa(src, hi_bits), truncate_mantissa(src, hi_bits + lo_bits)
+
+
+def _phase_terms(fidelity: MathFidelity) -> list[tuple[str, str]]:
+    """Which (srcA slice, srcB slice) combinations are summed: 'hi' = MSB slice, 'full' = hi+lo."""
+    phases = fidelity.phases
+    if phases <= 1:
+        return [("hi", "hi")]
+    if phases == 2:
+        return [("full", "hi")]
+    if phases == 3:
+        return [("full", "hi"), ("hi", "lo")]
+    return [("full", "full")]
+
+
+def fidelity_product(a: np.ndarray, b: np.ndarray, fidelity: "MathFidelity | str") -> np.ndarray:
+    """Elementwise a*b as the matrix unit computes it with a = srcA operand, b = srcB operand."""
+    fidelity = MathFidelity.parse(fidelity)
+    a_hi, a_full = fidelity_slices(a, "a")
+    b_hi, b_full = fidelity_slices(b, "b")
+    parts = {"a": {"hi": a_hi, "full": a_full}, "b": {"hi": b_hi, "full": b_full, "lo": b_full - b_hi}}
+    out = None
+    with np.errstate(over="ignore", invalid="ignore"):
+        for sa, sb in _phase_terms(fidelity):
+            term = parts["a"][sa] * parts["b"][sb]
+            out = term if out is None else out + term
+    return out.astype(np.float32)
+
+
+class FidelityMatmul:
+    """Precomputed operand slices for `src_b @ src_a` under a math fidelity (used for K-step accumulation).
+
+    `src_b` is the matmul's input 0 (activations, streamed through srcB), `src_a` is input 1 (weights, srcA).
+    """
+
+    def __init__(self, src_b: np.ndarray, src_a: np.ndarray, fidelity: "MathFidelity | str"):
+        self.terms = _phase_terms(MathFidelity.parse(fidelity))
+        a_hi, a_full = fidelity_slices(src_a, "a")
+        b_hi, b_full = fidelity_slices(src_b, "b")
+        self._a = {"hi": a_hi, "full": a_full}
+        self._b = {"hi": b_hi, "full": b_full, "lo": (b_full - b_hi).astype(np.float32)}
+
+    def partial(self, k0: int, k1: int, b_index=Ellipsis, a_index=Ellipsis) -> np.ndarray:
+        """Product over inner-dimension elements [k0, k1) in float32 (optionally indexing leading dims first)."""
+        out = None
+        with np.errstate(over="ignore", invalid="ignore"):
+            for sa, sb in self.terms:
+                lhs = self._b[sb][b_index][..., k0:k1]
+                rhs = self._a[sa][a_index][..., k0:k1, :]
+                term = np.matmul(lhs, rhs)
+                out = term if out is None else out + term
+        return out.astype(np.float32)

@@ -1,0 +1,204 @@
+"""Per-op kernel cycle model of the Buda backend (netlist-format.md §5.1-5.4).
+
+`kernel_cycles` returns the cycles one core needs to process one input of an op, from the op's per-core output
+blocking. Arithmetic follows the backend: parameters and sums in float32, result truncated to an integer and
+clamped to [1, 2**30]. This module reads no netlists and caches its parameter tables, so the compiler's
+balancer can call it in inner loops.
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import yaml
+
+from pybuda.dataformat import DataFormat, MathFidelity
+
+ARCHS = ("grayskull", "wormhole_b0")
+MAX_CYCLES = 2 ** 30
+MIN_CYCLES = 1
+_PARAMS_DIR = Path(__file__).resolve().parent / "params"
+
+UNARY_OPS = frozenset({
+    "abs", "cosine", "datacopy", "dropout", "ethernet_datacopy", "exp", "gelu", "gelu_derivative", "log", "lrelu",
+    "nop", "power", "reciprocal", "reduce", "sigmoid", "sine", "sqrt", "square", "tanh", "tilizer",
+})
+BINARY_OPS = frozenset({"add", "subtract", "multiply", "maximum", "quantization", "dequantization",
+                        "requantization"})
+NARY_OPS = frozenset({"splice"})
+
+_f32 = np.float32
+
+
+@functools.lru_cache(maxsize=None)
+def load_params(arch: str) -> dict:
+    """The parameter table of an architecture: {op: {attribute_key: {param: float32}}} (cached)."""
+    if arch not in ARCHS:
+        raise ValueError(f"no op-cycle parameters for arch {arch!r}; legal: {', '.join(ARCHS)}")
+    with open(_PARAMS_DIR / f"{arch}.yaml") as f:
+        raw = yaml.safe_load(f)
+    return {op: {key: {p: _f32(v) for p, v in params.items()} for key, params in sets.items()}
+            for op, sets in raw["ops"].items()}
+
+
+@functools.lru_cache(maxsize=4096)
+def _param_set(arch: str, op_name: str, active: frozenset) -> dict:
+    table = load_params(arch)
+    sets = table.get(op_name, table["nop"])
+    for key in reversed(list(sets)):  # bottom-up: the last fully matching key wins
+        if key == "base":
+            continue
+        if all(part in active for part in key.split("/")):
+            return sets[key]
+    return sets["base"]
+
+
+def param_set(arch: str, op_type: str, out_df: "DataFormat | str", attributes: Mapping[str, Any] | None = None,
+              ) -> dict:
+    """The {param: value} set the model uses for an op (after the sparse/reduce_z renames and key matching)."""
+    attrs = dict(attributes or {})
+    df = DataFormat.parse(out_df)
+    return _param_set(arch, _params_op_name(op_type, attrs), _active_keys(op_type, df, attrs))
+
+
+def _params_op_name(op_type: str, attrs: Mapping[str, Any]) -> str:
+    if op_type == "matmul" and _truthy(attrs.get("identity")):
+        return "matmul_sparse"
+    if op_type == "reduce" and str(attrs.get("dim", "")) == "z":
+        return "reduce_z"
+    return op_type
+
+
+def _active_keys(op_type: str, df: DataFormat, attrs: Mapping[str, Any]) -> frozenset:
+    active = set()
+    if df.is_bfp:
+        active.add("df_bfp")
+    if df is DataFormat.Int8 or df is DataFormat.UInt8:
+        active.add("df_int8")
+    if df is DataFormat.Int32 or (op_type == "matmul" and (_truthy(attrs.get("requant"))
+                                                          or _truthy(attrs.get("dequant")))):
+        active.add("df_int32")
+    if _truthy(attrs.get("approximate_mode")):
+        active.add("approx")
+    vector = str(attrs.get("vector", "")).lower()
+    if vector == "r":
+        active.add("vector_r")
+    elif vector == "c":
+        active.add("vector_c")
+    if _truthy(attrs.get("l1_acc")):
+        active.add("l1_acc_en")
+    if op_type == "reduce" and str(attrs.get("dim", "")) == "c":
+        active.add("dim_c")
+    return frozenset(active)
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1")
+    return bool(value)
+
+
+def _finish(cycles: np.floating) -> int:
+    value = int(cycles) if np.isfinite(cycles) else MAX_CYCLES
+    return max(MIN_CYCLES, min(MAX_CYCLES, value))
+
+
+def kernel_cycles(arch: str, op_type: str, *, t: int, mblock: tuple[int, int] | list, ublock: tuple[int, int] | list,
+                  out_df: "DataFormat | str", math_fidelity: "MathFidelity | str", m_k: int = 1, u_kt: int = 1,
+                  attributes: Mapping[str, Any] | None = None) -> int:
+    """Cycles for one core to process one input of an op (netlist-format.md §5.3).
+
+    `t`, `mblock`, `ublock` are the op's per-core output blocking, `out_df` its output format (the backend's
+    `data_format`), `m_k`/`u_kt` the matmul (or depthwise) inner-dimension split. `attributes` are the netlist op
+    attributes that select parameter variants and formulas: approximate_mode, vector, l1_acc, dim and z (reduce),
+    identity (sparse matmul; nonzero tiles per core from `sparse_indices`, else the dense upper bound
+    t*m_k*mblock_m*ublock_rt*u_kt), accumulate and z (matmul: t*z products per input), requant/dequant.
+    Unknown op types use the unary formula with `nop` parameters, as the backend does.
+    """
+    attrs = dict(attributes or {})
+    df = DataFormat.parse(out_df)
+    fidelity = MathFidelity.parse(math_fidelity)
+    mm, mn = int(mblock[0]), int(mblock[1])
+    urt, uct = int(ublock[0]), int(ublock[1])
+    t, m_k, u_kt = int(t), int(m_k), int(u_kt)
+    if min(t, mm, mn, urt, uct, m_k, u_kt) <= 0:
+        raise ValueError(f"{op_type}: t, mblock, ublock, m_k, u_kt must be positive "
+                         f"(t={t}, mblock={[mm, mn]}, ublock={[urt, uct]}, m_k={m_k}, u_kt={u_kt})")
+    params = param_set(arch, op_type, df, attrs)
+    phases = fidelity.phases
+    n_ublocks = mm * mn
+    n_tiles = n_ublocks * urt * uct
+
+    if op_type == "matmul":
+        if _truthy(attrs.get("accumulate")):
+            t *= int(attrs.get("z", 1))
+        if _truthy(attrs.get("identity")):
+            nz_tiles = int(attrs.get("sparse_indices") or t * m_k * mm * urt * u_kt)
+            return _finish(_sparse_matmul_v1(params, t, mm, mn, urt, uct, m_k, nz_tiles, phases))
+        if arch == "grayskull":
+            return _finish(_dense_matmul_v1(params, t, mm, mn, urt, uct, m_k, u_kt, phases))
+        return _finish(_dense_matmul_v2(params, t, mm, mn, urt, uct, m_k, u_kt, phases))
+    if op_type == "depthwise":
+        return _finish(_dense_matmul_v2(params, t, mm, mn, urt, uct, m_k, 1, phases))
+    if op_type in BINARY_OPS:
+        dfw = 1
+        if op_type != "maximum":
+            if df in (DataFormat.Float16, DataFormat.Float16_b):
+                dfw = 2
+            elif df is DataFormat.Float32:
+                dfw = 4
+        cycles = _f32(t) * (_f32(n_ublocks) * params["ublock_weight"]
+                            + _f32(n_tiles) * params["tile_weight"] * _f32(dfw))
+        return _finish(cycles)
+    if op_type in NARY_OPS:
+        cycles = _f32(t) * (_f32(n_ublocks) * params["ublock_weight"] + _f32(n_tiles) * params["tile_weight"])
+        return _finish(cycles)
+    # unary, reduce, fused_op, embedding, topk, tilizer and unknown types
+    z, w3 = 1, _f32(0)
+    if op_type == "reduce" and str(attrs.get("dim", "")) == "z":
+        z = int(attrs.get("z", 1))
+        if z > 1:
+            w3 = params.get("z_weight", _f32(0))
+        else:
+            z = 1
+    cycles = _f32(t * z) * (_f32(n_ublocks) * params["ublock_weight"] + _f32(n_tiles) * params["tile_weight"] + w3)
+    return _finish(cycles)
+
+
+def _dense_matmul_v1(p: dict, t, mm, mn, urt, uct, m_k, u_kt, phases) -> np.floating:
+    """Grayskull dense matmul: t*((m_k-1)*m_k_weight + m_k*U*ublock_weight + m_k*U*u_kt*urt*uct*tile_weight*F)."""
+    n_ublocks = mm * mn
+    mblock_exec = m_k * n_ublocks
+    ublock_exec = mblock_exec * u_kt * urt * uct
+    return _f32(t) * (_f32(m_k - 1) * p["m_k_weight"] + _f32(mblock_exec) * p["ublock_weight"]
+                      + _f32(ublock_exec) * p["tile_weight"] * _f32(phases))
+
+
+def _dense_matmul_v2(p: dict, t, mm, mn, urt, uct, m_k, u_kt, phases) -> np.floating:
+    """Wormhole_b0 dense matmul (and depthwise): t*(math + dest spill + unpack)."""
+    n_ublocks = m_k * mm * mn
+    math_tiles = n_ublocks * u_kt * urt * uct * phases
+    spill_tiles = (m_k - 1) * mm * mn * urt * uct
+    unpack_tiles = u_kt * urt * (1 + uct) * n_ublocks
+    return _f32(t) * (_f32(math_tiles) * p["math_tiles_weight"] + _f32(spill_tiles) * p["math_dest_spill_weight"]
+                      + _f32(n_ublocks) * p["unpack_ublocks_weight"] + _f32(unpack_tiles) * p["unpack_tiles_weight"])
+
+
+def _sparse_matmul_v1(p: dict, t, mm, mn, urt, uct, m_k, nz_tiles, phases) -> np.floating:
+    """Sparse (identity) matmul V1: math + reload + pack + encode/decode cycles."""
+    strips = t * m_k
+    sparse_ublocks = strips * mm
+    nz_ublocks = nz_tiles // (t * urt * uct)
+    sparse_ublocks = max(sparse_ublocks, nz_ublocks)
+    math = _f32(nz_tiles * mn * uct) * p["tile_weight"] * _f32(phases)
+    per_ublock_reload = p["reload_config"] + p["reload"] * _f32(uct * urt)
+    reload = (_f32(sparse_ublocks) * p["reload_wait_pop"] + _f32(nz_ublocks) * per_ublock_reload) * _f32(mn)
+    if m_k > 1:
+        reload = reload + _f32(mm * t) * per_ublock_reload * _f32(mn)
+    pack = (p["pack_wait_push"] * _f32((sparse_ublocks - nz_ublocks) * mn)
+            + p["pack"] * _f32(2 * t * mn * mm * uct * urt))
+    decode = (_f32(nz_tiles) * p["nz_tile_decode"] * _f32(2 + mn) + _f32(sparse_ublocks) * p["ublock_decode"]
+              + _f32(nz_ublocks) * p["nz_ublock_decode"])
+    return math + reload + pack + decode

@@ -1,0 +1,388 @@
+"""Analytic timing estimate of a netlist (no numerics): kernel cycles, bandwidth limits, epochs and switches.
+
+Model (details and numbers in docs/simulator.md):
+- per op and input: limiter = max(kernel cycles, per-core input bytes / source bandwidth, per-core output
+  bytes / sink bandwidth); prologue inputs and epilogue outputs move once per epoch, not per input;
+- per epoch (one execute of a graph): fill (longest op chain of one input) + (input_count - 1) * slowest op's
+  limiter + prologue load + epilogue write-back;
+- per program: epochs in program order (loops unrolled with their counts), plus the device's epoch switch cost
+  whenever the executed graph changes.
+"""
+from __future__ import annotations
+
+import collections
+import csv
+import dataclasses
+import math
+from typing import Any, Mapping
+
+from pybuda.dataformat import DataFormat
+from pybuda.device import DeviceSpec, arch_spec, get_device
+from pybuda.ir.tms import tm_shape
+
+from .errors import SimulatorError
+from .executor import topo_order
+from .netlist_io import GraphDef, Netlist, OpDef, load_netlist
+from .op_cycles import kernel_cycles
+from .program import ProgramRunner, QueueSetting
+
+LIMITERS = ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out")
+MATMUL_TILE_CYCLES = {"grayskull": 32, "wormhole_b0": 16}  # ideal cycles per 32x32x32 tile MAC and fidelity phase
+
+
+@dataclasses.dataclass
+class OpPerf:
+    """One op's per-core, per-input timing."""
+
+    name: str
+    type: str
+    graph: str
+    epoch: int
+    grid: tuple[int, int]
+    cores: int
+    kernel_cycles: int
+    bw_cycles: float
+    limiter_cycles: float
+    limiter: str
+    terms: dict[str, float]
+    prologue_bytes_per_core: int = 0
+    epilogue_bytes_per_core: int = 0
+    math_utilization: float | None = None
+
+
+@dataclasses.dataclass
+class EpochPerf:
+    """One graph (temporal epoch) and how often the program executes it."""
+
+    index: int
+    graph: str
+    input_count: int
+    executions: int
+    cores: int
+    pipeline_cycles: float
+    fill_cycles: float
+    prologue_cycles: float
+    epilogue_cycles: float
+    epoch_cycles: float
+    slowest_op: str
+    limiter: str
+    math_utilization: float
+    ops: list[OpPerf]
+
+
+@dataclasses.dataclass
+class PerfReport:
+    """Result of `estimate`. samples = input_count of the first executed graph x its executions (x replicas)."""
+
+    device: str
+    arch: str
+    clock_hz: float
+    program: str
+    params: dict[str, int]
+    samples: int
+    total_cycles: int
+    seconds: float
+    samples_per_second: float
+    epoch_switches: int
+    epoch_switch_cycles: int
+    epochs: list[EpochPerf]
+    ops: list[OpPerf]
+
+    def to_text(self) -> str:
+        """A short human-readable summary: totals and one row per epoch."""
+        lines = [
+            f"device {self.device} ({self.arch}, {self.clock_hz / 1e9:.2f} GHz)  program {self.program}  "
+            f"params {self.params or {}}",
+            f"total {self.total_cycles:,} cycles = {self.seconds * 1e3:.3f} ms  samples {self.samples}  "
+            f"-> {self.samples_per_second:,.1f} samples/s  (epoch switches {self.epoch_switches} x "
+            f"{self.epoch_switch_cycles:,} cycles)",
+        ]
+        header = ("epoch", "graph", "execs", "inputs", "cores", "pipeline", "fill", "epoch_cycles", "slowest_op",
+                  "limiter", "math_util")
+        rows = [header]
+        for e in self.epochs:
+            rows.append((str(e.index), e.graph, str(e.executions), str(e.input_count), str(e.cores),
+                         f"{e.pipeline_cycles:,.0f}", f"{e.fill_cycles:,.0f}", f"{e.epoch_cycles:,.0f}",
+                         e.slowest_op, e.limiter, f"{e.math_utilization:.1%}"))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+        for r in rows:
+            lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        return "\n".join(lines)
+
+    def to_csv(self, path: str) -> None:
+        """Write one row per op (per-core, per-input cycles by term)."""
+        fields = ["epoch", "graph", "op", "type", "grid", "cores", "kernel_cycles", "bw_cycles", "limiter_cycles",
+                  "limiter", *LIMITERS[1:], "prologue_bytes_per_core", "epilogue_bytes_per_core", "math_utilization"]
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(fields)
+            for o in self.ops:
+                w.writerow([o.epoch, o.graph, o.name, o.type, f"{o.grid[0]}x{o.grid[1]}", o.cores, o.kernel_cycles,
+                            round(o.bw_cycles, 1), round(o.limiter_cycles, 1), o.limiter,
+                            *(round(o.terms.get(k, 0.0), 1) for k in LIMITERS[1:]), o.prologue_bytes_per_core,
+                            o.epilogue_bytes_per_core,
+                            "" if o.math_utilization is None else round(o.math_utilization, 4)])
+
+
+class _Trace:
+    """Executions per graph, first/last graph and graph changes of a run of the program (composable)."""
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter = collections.Counter()
+        self.first: str | None = None
+        self.last: str | None = None
+        self.switches = 0
+
+    def add(self, graph: str) -> None:
+        if self.last is not None and self.last != graph:
+            self.switches += 1
+        self.first = self.first or graph
+        self.last = graph
+        self.counts[graph] += 1
+
+    def extend(self, other: "_Trace") -> None:
+        if other.first is None:
+            return
+        if self.last is not None and self.last != other.first:
+            self.switches += 1
+        self.first = self.first or other.first
+        self.last = other.last
+        self.switches += other.switches
+        self.counts.update(other.counts)
+
+    def repeated(self, n: int) -> "_Trace":
+        out = _Trace()
+        out.first, out.last = self.first, self.last
+        out.counts = collections.Counter({g: c * n for g, c in self.counts.items()})
+        out.switches = n * self.switches + (n - 1) * int(self.first is not None and self.last != self.first)
+        return out
+
+
+class _TraceListener:
+    def __init__(self) -> None:
+        self.stack = [_Trace()]
+        self.settings: dict[str, Mapping[str, QueueSetting]] = {}
+        self.order: list[str] = []
+
+    def execute(self, graph: str, settings: Mapping[str, QueueSetting]) -> None:
+        if graph not in self.settings:
+            self.settings[graph] = settings
+            self.order.append(graph)
+        self.stack[-1].add(graph)
+
+    def variable_changed(self, name: str, value: int) -> None:
+        pass
+
+    def allocate(self, queues: list[str], allocate: bool) -> None:
+        pass
+
+    def begin_repeat(self) -> None:
+        self.stack.append(_Trace())
+
+    def end_repeat(self, n: int) -> None:
+        body = self.stack.pop()
+        self.stack[-1].extend(body.repeated(n))
+
+
+def estimate(netlist: Any, device: str | None = None, *, program: str | None = None,
+             params: Mapping[str, Any] | None = None) -> PerfReport:
+    """Estimate a netlist's run time and throughput without computing values.
+
+    device: device name ("e150", "n150", ...); default the netlist's arch on e150 (grayskull, 1.2 GHz) or n150
+    (wormhole_b0, 1.0 GHz). program: default the first. params: program parameters; missing ones count as 1.
+    """
+    nl = load_netlist(netlist)
+    spec = get_device(device) if device is not None else None
+    arch = nl.resolve_arch(spec.arch if spec else None)
+    spec = spec or arch_spec(arch)
+    name = program if program is not None else next(iter(nl.programs))
+    if name not in nl.programs:
+        raise SimulatorError(f"no program {name!r}; programs: {', '.join(nl.programs)}")
+    listener = _TraceListener()
+    runner = ProgramRunner(nl.programs[name], listener, params=params, default_param=1, loop_shortcut=True)
+    runner.run()
+    trace = listener.stack[0]
+    epochs: list[EpochPerf] = []
+    for index, graph in enumerate(listener.order):
+        if graph not in nl.graphs:
+            raise SimulatorError(f"execute: no graph {graph!r}; graphs: {', '.join(nl.graphs)}")
+        epochs.append(_epoch_perf(nl, nl.graphs[graph], listener.settings[graph], arch, spec, index,
+                                  trace.counts[graph]))
+    total = sum(e.epoch_cycles * e.executions for e in epochs) + trace.switches * spec.epoch_switch_cycles
+    total_cycles = int(math.ceil(total))
+    samples = 0
+    if trace.first is not None:
+        first = nl.graphs[trace.first]
+        samples = first.input_count * first.replicas * trace.counts[trace.first]
+    seconds = total_cycles / spec.clock_hz
+    return PerfReport(
+        device=spec.name, arch=arch, clock_hz=spec.clock_hz, program=name,
+        params={k: v for k, v in runner.vars.items() if k in _param_names(nl, name)},
+        samples=samples, total_cycles=total_cycles, seconds=seconds,
+        samples_per_second=samples / seconds if seconds > 0 else 0.0, epoch_switches=trace.switches,
+        epoch_switch_cycles=spec.epoch_switch_cycles, epochs=epochs, ops=[o for e in epochs for o in e.ops])
+
+
+def _param_names(nl: Netlist, program: str) -> set[str]:
+    names: set[str] = set()
+    for node in nl.programs[program].body:
+        if getattr(node, "opcode", None) == "param":
+            names |= {str(n) for n in (node.args or [])}
+    return names
+
+
+def _post_tm_tiles(shape: tuple[int, int, int], op: OpDef, k: int) -> tuple[int, int, int]:
+    """Producer (t, rt, ct) after the edge's TMs and pad; TMs that do not apply leave the shape unchanged."""
+    for tm in op.input_tms.get(k, ()):
+        if tm[0] == "pad":
+            shape = (shape[0], shape[1] + tm[1], shape[2] + tm[2])
+            continue
+        try:
+            shape = tm_shape(shape, tm)
+        except (ValueError, KeyError, IndexError):
+            pass
+    if k in op.input_pad:
+        rt, ct, _ = op.input_pad[k]
+        shape = (shape[0], shape[1] + rt, shape[2] + ct)
+    return shape
+
+
+def _per_core_tiles(op: OpDef, k: int, shape: tuple[int, int, int]) -> float:
+    """Tiles one core of `op` reads from input `k` per input: matmul rows/columns strips, else an even split."""
+    total = shape[0] * shape[1] * shape[2]
+    gr, gc = op.grid_size
+    if op.type == "matmul" and not op.attr_bool("identity"):
+        if k == 0:
+            return total / gr
+        if k == 1:
+            return total / gc
+    return total / op.cores
+
+
+def _epoch_perf(nl: Netlist, graph: GraphDef, settings: Mapping[str, QueueSetting], arch: str, spec: DeviceSpec,
+                index: int, executions: int) -> EpochPerf:
+    ops = list(graph.ops.values())
+    writers: dict[str, list[str]] = collections.defaultdict(list)
+    for qname, q in nl.queues.items():
+        if q.input in graph.ops:
+            writers[q.input].append(qname)
+
+    def flag(queue: str, field: str) -> bool:
+        s = settings.get(queue)
+        return s is not None and s.flag(field)
+
+    # cores contending for DRAM / PCIe in this epoch
+    readers = collections.Counter()
+    writers_count = collections.Counter()
+    for op in ops:
+        kinds = set()
+        for src in op.inputs:
+            if src in nl.queues:
+                q = nl.queues[src]
+                kinds.add(("prologue_" if flag(src, "prologue") else "") + ("pcie" if q.loc == "host" else "dram"))
+        for kind in kinds:
+            readers[kind] += op.cores
+        out_kinds = {("epilogue_" if flag(qn, "epilogue") else "") + ("pcie" if nl.queues[qn].loc == "host" else "dram")
+                     for qn in writers.get(op.name, [])}
+        for kind in out_kinds:
+            writers_count[kind] += op.cores
+
+    channels = spec.dram_channels
+
+    def dram_bw(cores: int) -> float:
+        return spec.dram_bw_bytes_per_cycle / max(2, math.ceil(cores / channels))
+
+    def pcie_bw(cores: int) -> float:
+        return spec.pcie_bw_bytes_per_cycle / max(1, cores)
+
+    bw_in = {"dram": dram_bw(readers["dram"]), "pcie": pcie_bw(readers["pcie"]),
+             "prologue_dram": dram_bw(readers["prologue_dram"]), "prologue_pcie": pcie_bw(readers["prologue_pcie"])}
+    bw_out = {"dram": dram_bw(writers_count["dram"]), "pcie": pcie_bw(writers_count["pcie"]),
+              "epilogue_dram": dram_bw(writers_count["epilogue_dram"]),
+              "epilogue_pcie": pcie_bw(writers_count["epilogue_pcie"])}
+
+    perfs: dict[str, OpPerf] = {}
+    prologue_cycles = 0.0
+    epilogue_cycles = 0.0
+    for op in ops:
+        attrs = dict(op.attributes)
+        kernel = kernel_cycles(arch, op.type, t=op.t, mblock=op.mblock, ublock=op.ublock, out_df=op.out_df,
+                               math_fidelity=op.math_fidelity, m_k=op.m_k, u_kt=op.u_kt, attributes=attrs)
+        terms: dict[str, float] = {"kernel": float(kernel)}
+        prologue_time = 0.0
+        prologue_bytes = 0
+        for k, src in enumerate(op.inputs):
+            producer = nl.queues[src].tiles if src in nl.queues else nl.ops[src].tiles
+            tiles = _per_core_tiles(op, k, _post_tm_tiles(producer, op, k))
+            df = op.in_df[k] if k < len(op.in_df) else op.out_df
+            nbytes = tiles * DataFormat.parse(df).tile_bytes
+            if src in nl.queues:
+                loc = "pcie" if nl.queues[src].loc == "host" else "dram"
+                if flag(src, "prologue"):
+                    prologue_bytes += int(nbytes)
+                    prologue_time += nbytes / bw_in["prologue_" + loc]
+                    continue
+                term, cycles = f"{loc}_in", nbytes / bw_in[loc]
+            else:
+                term, cycles = "noc_in", nbytes / spec.noc_bw_bytes_per_cycle
+            terms[term] = max(terms.get(term, 0.0), cycles)
+        epilogue_time = 0.0
+        epilogue_bytes = 0
+        for qname in writers.get(op.name, []):
+            q = nl.queues[qname]
+            loc = "pcie" if q.loc == "host" else "dram"
+            nbytes = op.tiles_per_core * q.df.tile_bytes
+            if flag(qname, "epilogue"):
+                epilogue_bytes += nbytes
+                epilogue_time += nbytes / bw_out["epilogue_" + loc]
+                continue
+            term = f"{loc}_out"
+            terms[term] = max(terms.get(term, 0.0), nbytes / bw_out[loc])
+        limiter = max(LIMITERS, key=lambda name: (terms.get(name, -1.0), -LIMITERS.index(name)))
+        bw = max((v for key, v in terms.items() if key != "kernel"), default=0.0)
+        perfs[op.name] = OpPerf(
+            name=op.name, type=op.type, graph=graph.name, epoch=index, grid=op.grid_size, cores=op.cores,
+            kernel_cycles=kernel, bw_cycles=bw, limiter_cycles=terms[limiter], limiter=limiter, terms=terms,
+            prologue_bytes_per_core=prologue_bytes, epilogue_bytes_per_core=epilogue_bytes)
+        prologue_cycles = max(prologue_cycles, prologue_time)
+        epilogue_cycles = max(epilogue_cycles, epilogue_time)
+
+    if not perfs:
+        return EpochPerf(index=index, graph=graph.name, input_count=graph.input_count, executions=executions,
+                         cores=0, pipeline_cycles=0.0, fill_cycles=0.0, prologue_cycles=0.0, epilogue_cycles=0.0,
+                         epoch_cycles=0.0, slowest_op="", limiter="", math_utilization=0.0, ops=[])
+    slowest = max(perfs.values(), key=lambda p: p.limiter_cycles)
+    pipeline = slowest.limiter_cycles
+    fill = _longest_chain(nl, graph, perfs)
+    util_sum = 0.0
+    for op in ops:
+        if op.type != "matmul" or op.attr_bool("identity"):
+            continue
+        z = int(op.attributes.get("z", 1)) if op.attr_bool("accumulate") else 1
+        tile_macs = op.t * z * op.mblock[0] * op.ublock[0] * op.mblock[1] * op.ublock[1] * op.m_k * op.u_kt
+        ideal = tile_macs * op.math_fidelity.phases * MATMUL_TILE_CYCLES[arch]
+        util = min(1.0, ideal / pipeline) if pipeline > 0 else 0.0
+        perfs[op.name].math_utilization = util
+        util_sum += util * op.cores
+    epoch_cycles = fill + (graph.input_count - 1) * pipeline + prologue_cycles + epilogue_cycles
+    return EpochPerf(
+        index=index, graph=graph.name, input_count=graph.input_count, executions=executions,
+        cores=sum(op.cores for op in ops), pipeline_cycles=pipeline, fill_cycles=fill,
+        prologue_cycles=prologue_cycles, epilogue_cycles=epilogue_cycles, epoch_cycles=epoch_cycles,
+        slowest_op=slowest.name, limiter=slowest.limiter, math_utilization=util_sum / spec.cores,
+        ops=list(perfs.values()))
+
+
+def _longest_chain(nl: Netlist, graph: GraphDef, perfs: Mapping[str, OpPerf]) -> float:
+    """Largest sum of per-input limiter cycles along a dependency chain of the graph's ops."""
+    try:
+        order = topo_order(graph, nl)
+    except SimulatorError:
+        return max(p.limiter_cycles for p in perfs.values())
+    writer_of = {name: q.input for name, q in nl.queues.items() if q.input in graph.ops}
+    best: dict[str, float] = {}
+    for op in order:
+        preds = [src for src in op.inputs if src in graph.ops]
+        preds += [writer_of[src] for src in op.inputs if src in writer_of and writer_of[src] != op.name]
+        best[op.name] = perfs[op.name].limiter_cycles + max((best[p] for p in preds if p in best), default=0.0)
+    return max(best.values())

@@ -1,0 +1,63 @@
+"""Device descriptions as data: worker grid, L1, DRAM, clock and bandwidths per device name."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from importlib import resources
+
+import yaml
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceSpec:
+    """One Tenstorrent device as the compiler and the simulator see it."""
+
+    name: str
+    arch: str
+    grid_rows: int
+    grid_cols: int
+    chips: int
+    clock_hz: float
+    l1_size: int
+    l1_usable: int
+    dram_channels: int
+    dram_channel_bytes: int
+    dram_bw_bytes_per_cycle: float
+    noc_bw_bytes_per_cycle: float
+    pcie_bw_bytes_per_cycle: float
+    dest_tiles_16b: int
+    dest_tiles_32b: int
+    epoch_switch_cycles: int
+
+    @property
+    def cores(self) -> int:
+        return self.grid_rows * self.grid_cols
+
+
+@functools.lru_cache(maxsize=None)
+def _table() -> dict:
+    return yaml.safe_load(resources.files(__package__).joinpath("devices.yaml").read_text())
+
+
+def device_names() -> list[str]:
+    return sorted(_table()["devices"])
+
+
+def get_device(name: str) -> DeviceSpec:
+    """DeviceSpec for "e75", "e150", "n150" or "n300"; ValueError naming the legal devices otherwise."""
+    table = _table()
+    if name not in table["devices"]:
+        raise ValueError(f"unknown device {name!r}; legal devices: {', '.join(device_names())}")
+    dev = table["devices"][name]
+    arch = table["archs"][dev["arch"]]
+    return DeviceSpec(name=name, arch=dev["arch"], grid_rows=dev["grid"][0], grid_cols=dev["grid"][1],
+                      chips=dev["chips"], clock_hz=float(dev["clock_hz"]), **arch)
+
+
+def arch_spec(arch: str) -> DeviceSpec:
+    """The largest single-chip device of an architecture (used for netlists that name only an arch)."""
+    for name in ("e150", "n150"):
+        spec = get_device(name)
+        if spec.arch == arch:
+            return spec
+    raise ValueError(f"unknown arch {arch!r}; legal: grayskull, wormhole_b0")

@@ -1,0 +1,1 @@
+"""Frontends: PyBudaModule tracing and torch.nn.Module import (torch.export + TVM Relax)."""

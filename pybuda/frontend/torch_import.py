@@ -1,0 +1,384 @@
+"""PyTorch frontend: torch.export -> TVM Relax -> `pybuda.ir.Graph`.
+
+The model is exported with `torch.export.export` on ONE sample (the leading microbatch dim of every sample
+input is cut to 1), converted by `tvm.relax.frontend.torch.from_exported_program` with parameters kept as
+function inputs, and the bindings of the Relax `main` function are walked in order, each live binding being
+emitted as one or a few registry ops. Nothing is compiled by TVM; the IRModule is only read.
+
+Names: graph inputs use the exported program's user input names ("x"), parameters and buffers their torch
+state-dict names ("conv1.weight"), ops `f"{op_type}_{k}"` with a per-graph counter k ("conv2d_0",
+"relu_1"), Relax constants `f"const_{k}"`, outputs "output_0", "output_1"... in model output order.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Callable, Union
+
+import numpy as np
+import torch
+import tvm
+from tvm import relax
+from tvm.relax.frontend.torch import from_exported_program
+
+from ..ir import Graph
+
+REMEDY = "add it to cpu_fallback_ops (not available yet for this op) or report the op name"
+
+Value = Union[str, tuple, None]  # a graph node name, a Relax tuple of values, or an unavailable output
+
+
+class UnsupportedOpError(ValueError):
+    """A model op that has no mapping to a pybuda op."""
+
+
+def import_torch(model: torch.nn.Module, sample_inputs: tuple[torch.Tensor, ...], *,
+                 name: str = "model") -> Graph:
+    """Convert `model` to a Graph describing one sample (leading dim 1) of `sample_inputs`.
+
+    The model is left in eval mode. Raises UnsupportedOpError naming the first op without a mapping.
+    """
+    model.eval()
+    args = tuple(x[:1] for x in sample_inputs)
+    with torch.no_grad():
+        program = torch.export.export(model, args).run_decompositions()
+        try:
+            mod = from_exported_program(program, keep_params_as_input=True, run_ep_decomposition=False)
+        except AssertionError as e:
+            raise _tvm_unsupported(e, program) from None
+    return _Importer(program, name).run(mod["main"])
+
+
+Handler = Callable[["_Importer", relax.Call, tuple], Value]
+
+
+class _Importer:
+    """Walks a Relax function's bindings and emits graph nodes."""
+
+    def __init__(self, program: torch.export.ExportedProgram, name: str):
+        self.program = program
+        self.graph = Graph(name)
+        self.env: dict[relax.Var, Value] = {}
+        self.bound: dict[relax.Var, relax.Expr] = {}
+        self.consts: dict[object, str] = {}
+        self.buffers = {t.data_ptr(): (n, t) for n, t in program.named_buffers()}
+        self.k = 0
+        self.current: tuple[str, relax.Var] | None = None  # (Relax op name, bound var) being converted
+
+    # -- walk ------------------------------------------------------------------------------------
+    def run(self, func: relax.Function) -> Graph:
+        self._add_inputs(func)
+        self.bound = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+        live = self._live(func.body.body)
+        for block in func.body.blocks:
+            for b in block.bindings:
+                if b.var in live:
+                    self.env[b.var] = self._convert(b.value, b.var)
+        outputs = self._value(func.body.body)
+        for i, src in enumerate(_flatten(outputs)):
+            if src is None:
+                raise UnsupportedOpError(f"model output {i} is an unsupported value")
+            self.graph.add_output(f"output_{i}", src)
+        self.graph.remove_dead()
+        return self.graph
+
+    def _add_inputs(self, func: relax.Function) -> None:
+        specs = {s.arg.name: s for s in self.program.graph_signature.input_specs}
+        state = self.program.state_dict
+        for i, var in enumerate(func.params):
+            spec = specs[var.name]
+            if i < int(func.attrs["num_input"]):
+                self.env[var] = self.graph.add_input(spec.arg.name, _type_shape(var.ty, var.name))
+            else:
+                p = state[spec.target]
+                self.env[var] = self.graph.add_parameter(spec.target, _numpy(p), requires_grad=p.requires_grad)
+
+    def _live(self, root: relax.Expr) -> set:
+        """Bound vars the result depends on; a tuple read by index only keeps the field it reads."""
+        live: set = set()
+        stack = [root]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, relax.Var):
+                if e in self.bound and e not in live:
+                    live.add(e)
+                    stack.append(self.bound[e])
+            elif isinstance(e, relax.Tuple):
+                stack.extend(e.fields)
+            elif isinstance(e, relax.TupleGetItem):
+                field = self._tuple_field(e)
+                stack.append(e.tuple_value if field is None else field)
+            elif isinstance(e, relax.Call):
+                stack.extend(a for a in e.args if not isinstance(a, relax.ShapeExpr))
+        return live
+
+    def _tuple_field(self, e: relax.TupleGetItem) -> relax.Expr | None:
+        """The field expression read by `e` when its tuple is a var bound to a literal Tuple."""
+        t = e.tuple_value
+        if isinstance(t, relax.Var) and t not in self.env and isinstance(self.bound.get(t), relax.Tuple):
+            return self.bound[t].fields[e.index]
+        return None
+
+    def _value(self, e: relax.Expr) -> Value:
+        if isinstance(e, relax.Var):
+            return self.env[e]
+        if isinstance(e, tvm.ir.Constant):
+            return self._constant(e)
+        if isinstance(e, relax.Tuple):
+            return tuple(self._value(f) for f in e.fields)
+        if isinstance(e, relax.TupleGetItem):
+            field = self._tuple_field(e)
+            return self._value(field) if field is not None else self._value(e.tuple_value)[e.index]
+        raise UnsupportedOpError(f"Relax expression {type(e).__name__} is not supported: {e}")
+
+    def _convert(self, e: relax.Expr, var: relax.Var) -> Value:
+        if not isinstance(e, relax.Call):
+            return self._value(e)
+        op = e.op.name if isinstance(e.op, tvm.ir.Op) else str(e.op)
+        self.current = (op, var)
+        handler = _OPS.get(op)
+        if handler is None:
+            self.unsupported()
+        out = handler(self, e, _type_shape(var.ty, op) if isinstance(var.ty, relax.TensorType) else ())
+        self._check(out, var.ty, op)
+        return out
+
+    def _check(self, out: Value, ty, op: str) -> None:
+        if isinstance(out, tuple):
+            for o, t in zip(out, ty.fields):
+                self._check(o, t, op)
+        elif out is not None:
+            got, want = self.graph.node(out).shape, _type_shape(ty, op)
+            if got != want:
+                raise ValueError(f"import mapping bug: {op} emitted {out!r} of shape {got}, Relax says {want}")
+
+    # -- emission helpers for the handlers -------------------------------------------------------
+    def arg(self, call: relax.Call, i: int) -> str:
+        v = self._value(call.args[i])
+        if not isinstance(v, str):
+            raise UnsupportedOpError(f"{call.op.name}: operand {i} is not a tensor produced by a supported op")
+        return v
+
+    def shape(self, node: str) -> tuple:
+        return self.graph.node(node).shape
+
+    def emit(self, op_type: str, operands: list[str], attrs: dict | None = None) -> str:
+        return self.graph.add_op(self._fresh(op_type), op_type, operands, attrs or {})
+
+    def constant(self, value: np.ndarray) -> str:
+        return self.graph.add_constant(self._fresh("const"), value)
+
+    def _fresh(self, base: str) -> str:
+        name = self.graph.unique_name(f"{base}_{self.k}")
+        self.k += 1
+        return name
+
+    def _constant(self, c: tvm.ir.Constant) -> str:
+        """A Relax constant: a bound torch buffer keeps its state-dict name, anything else is `const_k`."""
+        if c in self.consts:
+            return self.consts[c]
+        buf = self.buffers.get(torch.from_dlpack(c.value).data_ptr())
+        if buf is not None and tuple(buf[1].shape) == c.value.numpy().shape:
+            node = buf[0] if buf[0] in self.graph else self.graph.add_parameter(buf[0], _numpy(buf[1]))
+        else:
+            node = self.constant(c.value.numpy())
+        self.consts[c] = node
+        return node
+
+    def unsupported(self, detail: str = "") -> None:
+        """Raise UnsupportedOpError for the binding being converted, with its best-effort model location."""
+        op, var = self.current
+        short = op.rsplit(".", 1)[-1]
+        want = _type_shape(var.ty, op) if isinstance(var.ty, relax.TensorType) else None
+        nodes = [n for n in self.program.graph.nodes if n.op == "call_function"
+                 and _related(short, n.target.__name__.split(".")[0].strip("_"))]
+        nodes.sort(key=lambda n: getattr(n.meta.get("val"), "shape", None) != want)
+        where = _where(nodes[0]) if nodes else "source location unknown"
+        raise UnsupportedOpError(f"Relax op {op!r}{detail} has no pybuda mapping ({where}); {REMEDY}")
+
+
+# ---- handlers ------------------------------------------------------------------------------------
+
+def _unary(op_type: str, **attrs) -> Handler:
+    return lambda imp, call, out: imp.emit(op_type, [imp.arg(call, 0)], dict(attrs))
+
+
+def _binary(op_type: str) -> Handler:
+    return lambda imp, call, out: imp.emit(op_type, [imp.arg(call, 0), imp.arg(call, 1)])
+
+
+def _rsqrt(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    return imp.emit("reciprocal", [imp.emit("sqrt", [imp.arg(call, 0)])])
+
+
+def _negative(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    return imp.emit("multiply", [imp.arg(call, 0), imp.constant(np.array(-1.0, dtype=np.float32))])
+
+
+def _power(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    e = call.args[1]
+    if not (isinstance(e, tvm.ir.Constant) and e.value.numpy().size == 1 and float(e.value.numpy()) == 2.0):
+        imp.unsupported(" with an exponent other than constant 2")
+    x = imp.arg(call, 0)
+    return imp.emit("multiply", [x, x])
+
+
+def _conv2d(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    a = call.attrs
+    if (a.data_layout, a.kernel_layout, a.out_layout or a.data_layout) != ("NCHW", "OIHW", "NCHW"):
+        imp.unsupported(f" with layouts {a.data_layout}/{a.kernel_layout}")
+    return imp.emit("conv2d", [imp.arg(call, 0), imp.arg(call, 1)], {
+        "stride": [int(s) for s in a.strides], "padding": [int(p) for p in a.padding],
+        "dilation": [int(d) for d in a.dilation], "groups": int(a.groups)})
+
+
+def _max_pool2d(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    a = call.attrs
+    if a.layout != "NCHW":
+        imp.unsupported(f" with layout {a.layout}")
+    return imp.emit("max_pool2d", [imp.arg(call, 0)], {
+        "kernel": [int(k) for k in a.pool_size], "stride": [int(s) for s in a.strides],
+        "padding": [int(p) for p in a.padding], "dilation": [int(d) for d in a.dilation],
+        "ceil_mode": bool(a.ceil_mode)})
+
+
+def _matmul(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    return imp.emit("matmul", [imp.arg(call, 0), imp.arg(call, 1)])
+
+
+def _linear(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    wt = imp.emit("permute", [imp.arg(call, 1)], {"axes": [1, 0]})
+    y = imp.emit("matmul", [imp.arg(call, 0), wt])
+    return imp.emit("add", [y, imp.arg(call, 2)]) if len(call.args) > 2 else y
+
+
+def _reshape(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    x = imp.arg(call, 0)
+    return x if imp.shape(x) == out else imp.emit("reshape", [x], {"shape": list(out)})
+
+
+def _permute(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    x = imp.arg(call, 0)
+    axes = call.attrs.axes
+    axes = list(range(len(imp.shape(x))))[::-1] if axes is None else [int(i) for i in axes]
+    return imp.emit("permute", [x], {"axes": axes})
+
+
+def _broadcast_to(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    x = imp.arg(call, 0)
+    return x if imp.shape(x) == out else imp.emit("broadcast", [x], {"shape": list(out)})
+
+
+def _astype(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    if str(call.attrs.dtype) != "float32":
+        imp.unsupported(f" to {call.attrs.dtype}")
+    return imp.arg(call, 0)
+
+
+def _softmax(op_type: str) -> Handler:
+    return lambda imp, call, out: imp.emit(op_type, [imp.arg(call, 0)], {"dim": int(call.attrs.axis)})
+
+
+def _layer_norm(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    a = call.attrs
+    x = imp.arg(call, 0)
+    rank = len(imp.shape(x))
+    if [int(i) % rank for i in a.axes] != [rank - 1]:
+        imp.unsupported(f" over axes {list(a.axes)} (only the last axis)")
+    gamma = imp.arg(call, 1) if a.scale else imp.constant(np.ones(out[-1], dtype=np.float32))
+    operands = [x, gamma, imp.arg(call, 2)] if a.center else [x, gamma]
+    return imp.emit("layernorm", operands, {"dim": -1, "epsilon": float(a.epsilon)})
+
+
+def _reduce(op_type: str) -> Handler:
+    def handler(imp: _Importer, call: relax.Call, out: tuple) -> str:
+        x = imp.arg(call, 0)
+        rank = len(imp.shape(x))
+        axes = range(rank) if call.attrs.axis is None else sorted({int(i) % rank for i in call.attrs.axis})
+        keep = bool(call.attrs.keepdims)
+        if len(axes) == 1:
+            return imp.emit(op_type, [x], {"dim": axes[0] - rank, "keep_dim": keep})
+        for axis in axes:
+            x = imp.emit(op_type, [x], {"dim": axis - rank, "keep_dim": True})
+        return x if keep else imp.emit("reshape", [x], {"shape": list(out)})
+    return handler
+
+
+def _dropout(imp: _Importer, call: relax.Call, out: tuple) -> tuple:
+    """Relax dropout returns (output, mask); the mask is not available."""
+    return imp.emit("dropout", [imp.arg(call, 0)], {"p": float(call.attrs.rate)}), None
+
+
+_OPS: dict[str, Handler] = {
+    "relax.nn.conv2d": _conv2d,
+    "relax.nn.max_pool2d": _max_pool2d,
+    "relax.nn.relu": _unary("relu"),
+    "relax.nn.gelu": _unary("gelu", approximate="none"),
+    "relax.nn.gelu_tanh": _unary("gelu", approximate="tanh"),
+    **{f"relax.{op}": _unary(op) for op in ("exp", "log", "sqrt", "tanh", "sigmoid", "abs")},
+    "relax.rsqrt": _rsqrt,
+    "relax.negative": _negative,
+    **{f"relax.{op}": _binary(op) for op in ("add", "subtract", "multiply", "divide", "maximum", "minimum")},
+    "relax.power": _power,
+    "relax.matmul": _matmul,
+    "relax.nn.linear": _linear,
+    **{f"relax.{op}": _reshape for op in ("reshape", "expand_dims", "squeeze", "flatten")},
+    "relax.permute_dims": _permute,
+    "relax.broadcast_to": _broadcast_to,
+    "relax.astype": _astype,
+    "relax.nn.softmax": _softmax("softmax"),
+    "relax.nn.log_softmax": _softmax("log_softmax"),
+    "relax.nn.layer_norm": _layer_norm,
+    "relax.mean": _reduce("reduce_avg"),
+    "relax.sum": _reduce("reduce_sum"),
+    "relax.max": _reduce("reduce_max"),
+    "relax.nn.dropout": _dropout,
+}
+
+
+# ---- helpers -------------------------------------------------------------------------------------
+
+def _type_shape(ty, what: str) -> tuple:
+    """Static shape of a Relax tensor type."""
+    values = getattr(getattr(ty, "shape", None), "values", None)
+    if values is None or not all(isinstance(d, tvm.tirx.IntImm) for d in values):
+        raise ValueError(f"{what}: only static tensor shapes are supported, got {ty}")
+    return tuple(int(d) for d in values)
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().float().numpy()
+
+
+def _flatten(v: Value) -> list:
+    return [x for item in v for x in _flatten(item)] if isinstance(v, tuple) else [v]
+
+
+def _related(relax_name: str, torch_name: str) -> bool:
+    """Whether a Relax op name and a torch op name look like the same op (cumsum/cumsum, argsort/sort)."""
+    return bool(torch_name) and (relax_name in torch_name or torch_name in relax_name)
+
+
+def _where(node: torch.fx.Node) -> str:
+    """Best-effort model location of an exported fx node: module path and the innermost source line."""
+    parts = [f"torch op {node.target}"]
+    stack = node.meta.get("nn_module_stack")
+    if stack:
+        path, cls = list(stack.values())[-1]
+        parts.append(f"in module {path or '<root>'!r} ({getattr(cls, '__name__', cls)})")
+    trace = (node.meta.get("stack_trace") or "").strip().splitlines()
+    if len(trace) >= 2:
+        parts.append(f"at {trace[-2].strip()}: {trace[-1].strip()}")
+    return " ".join(parts)
+
+
+def _tvm_unsupported(err: AssertionError, program: torch.export.ExportedProgram) -> Exception:
+    """The TVM importer's 'Unsupported function types [...]' assertion as an UnsupportedOpError."""
+    msg = str(err)
+    prefix = "Unsupported function types "
+    if not msg.startswith(prefix):
+        return err
+    names = ast.literal_eval(msg[len(prefix):])
+    nodes = [n for n in program.graph.nodes if n.op == "call_function" and n.target.__name__ in names]
+    where = "; ".join(_where(n) for n in nodes) or "source location unknown"
+    return UnsupportedOpError(f"torch ops {sorted(names)} are not supported by the TVM Relax importer "
+                              f"({where}); {REMEDY}")

@@ -1,0 +1,222 @@
+"""The PyBuda graph: a thin, typed wrapper over networkx.MultiDiGraph.
+
+Nodes have a kind: "input", "parameter", "constant", "op" or "output". Every node has a name (unique),
+a shape and a data format; op nodes also have an op type (a key of the op registry) and attributes.
+Edges run from producer to consumer; the edge key is the consumer's operand index and the edge data
+holds an ordered list of TMs (see `pybuda.ir.tms`). Iteration orders are insertion orders, so every
+walk is deterministic whatever PYTHONHASHSEED is.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any, Iterable
+
+import networkx as nx
+import numpy as np
+
+from ..dataformat import DataFormat
+
+KINDS = ("input", "parameter", "constant", "op", "output")
+
+
+class GraphError(ValueError):
+    """A malformed graph operation (unknown node, duplicate name, bad operand)."""
+
+
+@dataclasses.dataclass
+class Node:
+    """A graph node. `value` holds parameter/constant data; `attrs` the op's attributes."""
+
+    name: str
+    kind: str
+    shape: tuple
+    df: DataFormat = DataFormat.Float32
+    op_type: str | None = None
+    attrs: dict = dataclasses.field(default_factory=dict)
+    value: np.ndarray | None = None
+    tags: dict = dataclasses.field(default_factory=dict)
+    order: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Operand:
+    """One operand edge of an op: the producer's name and the TMs applied on the way."""
+
+    src: str
+    tms: tuple = ()
+
+
+class Graph:
+    """A directed multigraph of named nodes with ordered operands."""
+
+    def __init__(self, name: str = "graph"):
+        self.name = name
+        self._g = nx.MultiDiGraph()
+        self._next_order = 0
+        self.input_names: list[str] = []
+        self.output_names: list[str] = []
+
+    # -- construction ----------------------------------------------------------------------------
+    def _add(self, node: Node) -> str:
+        if node.name in self._g:
+            raise GraphError(f"duplicate node name {node.name!r}")
+        node.order = self._next_order
+        self._next_order += 1
+        node.shape = tuple(int(d) for d in node.shape)
+        self._g.add_node(node.name, node=node)
+        return node.name
+
+    def add_input(self, name: str, shape: Iterable[int], df: DataFormat = DataFormat.Float32) -> str:
+        self.input_names.append(name)
+        return self._add(Node(name, "input", tuple(shape), df))
+
+    def add_parameter(self, name: str, value: np.ndarray, requires_grad: bool = False) -> str:
+        value = np.asarray(value, dtype=np.float32)
+        return self._add(Node(name, "parameter", value.shape, DataFormat.Float32, value=value,
+                              tags={"requires_grad": requires_grad}))
+
+    def add_constant(self, name: str, value: np.ndarray) -> str:
+        value = np.asarray(value, dtype=np.float32)
+        return self._add(Node(name, "constant", value.shape, DataFormat.Float32, value=value))
+
+    def add_op(self, name: str, op_type: str, operands: list, attrs: dict | None = None,
+               shape: tuple | None = None, **node_fields: Any) -> str:
+        """Add an op; operands are names or Operand(src, tms). Shape is inferred by the registry if not given."""
+        from ..ops import registry  # late import: the registry depends on the IR
+
+        attrs = dict(attrs or {})
+        ops = [o if isinstance(o, Operand) else Operand(o) for o in operands]
+        for o in ops:
+            if o.src not in self._g:
+                raise GraphError(f"op {name!r}: operand {o.src!r} is not a node of the graph")
+        if shape is None:
+            shape = registry.infer_shape(op_type, [self.operand_shape(o) for o in ops], attrs, name)
+        self._add(Node(name, "op", tuple(shape), node_fields.pop("df", DataFormat.Float32), op_type=op_type,
+                       attrs=attrs, **node_fields))
+        for port, o in enumerate(ops):
+            self._g.add_edge(o.src, name, key=port, tms=tuple(o.tms))
+        return name
+
+    def add_output(self, name: str, src: str) -> str:
+        self.output_names.append(name)
+        self._add(Node(name, "output", self.node(src).shape, self.node(src).df))
+        self._g.add_edge(src, name, key=0, tms=())
+        return name
+
+    # -- queries ---------------------------------------------------------------------------------
+    def __contains__(self, name: str) -> bool:
+        return name in self._g
+
+    def node(self, name: str) -> Node:
+        try:
+            return self._g.nodes[name]["node"]
+        except KeyError:
+            raise GraphError(f"no node named {name!r} in graph {self.name!r}") from None
+
+    def nodes(self, kind: str | None = None) -> list[Node]:
+        """Nodes in insertion order, optionally of one kind."""
+        nodes = [d["node"] for _, d in self._g.nodes(data=True)]
+        return [n for n in nodes if kind is None or n.kind == kind]
+
+    def op_names(self) -> list[str]:
+        return [n.name for n in self.nodes("op")]
+
+    def operands(self, name: str) -> list[Operand]:
+        edges = sorted(self._g.in_edges(name, keys=True, data=True), key=lambda e: e[2])
+        return [Operand(src, tuple(data["tms"])) for src, _, _, data in edges]
+
+    def operand_shape(self, operand: Operand) -> tuple:
+        """Producer shape after the operand's TMs."""
+        from .tms import tm_shape
+
+        shape = self.node(operand.src).shape
+        for tm in operand.tms:
+            shape = tm_shape(shape if len(shape) >= 3 else (1,) * (3 - len(shape)) + shape, tm)
+        return shape
+
+    def users(self, name: str) -> list[tuple[str, int]]:
+        """(consumer, operand index) pairs, in consumer insertion order."""
+        out = [(dst, key) for _, dst, key in self._g.out_edges(name, keys=True)]
+        return sorted(out, key=lambda u: (self.node(u[0]).order, u[1]))
+
+    def topo_order(self) -> list[str]:
+        """Deterministic topological order (ties broken by insertion order)."""
+        return list(nx.lexicographical_topological_sort(self._g, key=lambda n: self._g.nodes[n]["node"].order))
+
+    def inputs(self) -> list[Node]:
+        return [self.node(n) for n in self.input_names]
+
+    def outputs(self) -> list[Node]:
+        return [self.node(n) for n in self.output_names]
+
+    def output_source(self, output_name: str) -> str:
+        return self.operands(output_name)[0].src
+
+    # -- mutation --------------------------------------------------------------------------------
+    def set_operand(self, name: str, port: int, operand: Operand | str) -> None:
+        """Replace operand `port` of op `name`."""
+        operand = operand if isinstance(operand, Operand) else Operand(operand)
+        for src, _, key in list(self._g.in_edges(name, keys=True)):
+            if key == port:
+                self._g.remove_edge(src, name, key=key)
+        self._g.add_edge(operand.src, name, key=port, tms=tuple(operand.tms))
+
+    def replace_uses(self, old: str, new: str, extra_tms: tuple = ()) -> None:
+        """Make every user of `old` read `new` instead (keeping their TMs, after `extra_tms`)."""
+        for dst, port in self.users(old):
+            tms = self._g.edges[old, dst, port]["tms"]
+            self._g.remove_edge(old, dst, key=port)
+            self._g.add_edge(new, dst, key=port, tms=tuple(extra_tms) + tuple(tms))
+
+    def remove_node(self, name: str) -> None:
+        if name in self.input_names:
+            self.input_names.remove(name)
+        if name in self.output_names:
+            self.output_names.remove(name)
+        self._g.remove_node(name)
+
+    def rename(self, old: str, new: str) -> None:
+        """Give node `old` the name `new` (edges, order and io lists follow)."""
+        if new in self._g:
+            raise GraphError(f"cannot rename {old!r}: {new!r} already exists")
+        self.node(old).name = new
+        nx.relabel_nodes(self._g, {old: new}, copy=False)
+        self.input_names = [new if n == old else n for n in self.input_names]
+        self.output_names = [new if n == old else n for n in self.output_names]
+
+    def remove_dead(self) -> None:
+        """Remove op, parameter and constant nodes that reach no output."""
+        live = set()
+        for out in self.output_names:
+            live |= nx.ancestors(self._g, out) | {out}
+        for n in self.nodes():
+            if n.name not in live and n.kind in ("op", "parameter", "constant"):
+                self._g.remove_node(n.name)
+
+    def unique_name(self, base: str) -> str:
+        if base not in self._g:
+            return base
+        i = 1
+        while f"{base}_{i}" in self._g:
+            i += 1
+        return f"{base}_{i}"
+
+    def copy(self) -> "Graph":
+        """Deep copy of structure and node records (parameter arrays are shared, never mutated)."""
+        g = Graph(self.name)
+        g._g = nx.MultiDiGraph()
+        for name, data in self._g.nodes(data=True):
+            node = copy.copy(data["node"])
+            node.attrs = copy.deepcopy(node.attrs)
+            node.tags = dict(node.tags)
+            g._g.add_node(name, node=node)
+        for src, dst, key, data in self._g.edges(keys=True, data=True):
+            g._g.add_edge(src, dst, key=key, tms=data["tms"])
+        g._next_order = self._next_order
+        g.input_names = list(self.input_names)
+        g.output_names = list(self.output_names)
+        return g
+
+    def __repr__(self) -> str:
+        return f"Graph({self.name!r}, {self._g.number_of_nodes()} nodes)"

@@ -1,0 +1,187 @@
+"""Build the netlist of a placed Buda graph: queues (input, parameter, constant, epoch-to-epoch, output)
+with DRAM/host allocations that never overlap, one graph per epoch, and the legacy microbatch loop program
+(netlist-format.md §1.2, §1.3, §2.4)."""
+from __future__ import annotations
+
+from ..balancer.op_model import best_ublock
+from ..balancer.policy import Placement
+from ..device import DeviceSpec
+from ..ir import Graph
+from .writer import HexInt
+
+DRAM_BASE = 0x10000000     # first DRAM byte the allocator hands out on every channel
+QUEUE_HEADER_BYTES = 32
+ALIGN = 32
+
+
+def graph_name(arch: str, epoch: int) -> str:
+    """Legacy epoch graph names: fwd_0_<e> on grayskull, fwd_0_<e>_temporal_epoch_<e> otherwise."""
+    return f"fwd_0_{epoch}" if arch == "grayskull" else f"fwd_0_{epoch}_temporal_epoch_{epoch}"
+
+
+def format_tm(tm: tuple):
+    if tm[0] == "transpose":
+        return "transpose"
+    if tm[0] == "broadcast":
+        return {"broadcast": {tm[1]: int(tm[2])}}
+    return {tm[0]: int(tm[1])}
+
+
+class _Allocator:
+    """Bump allocation per DRAM channel (round-robin over channels per buffer) and in host memory."""
+
+    def __init__(self, device: DeviceSpec):
+        self.device = device
+        self.next = [DRAM_BASE] * device.dram_channels
+        self.channel = 0
+        self.host_next = 0
+
+    def dram(self, nbytes: int, name: str) -> list:
+        ch = self.channel
+        self.channel = (self.channel + 1) % self.device.dram_channels
+        addr = self.next[ch]
+        end = addr + nbytes
+        if end > self.device.dram_channel_bytes:
+            raise ValueError(f"queue {name!r}: DRAM channel {ch} of {self.device.name} is full "
+                             f"({self.device.dram_channel_bytes} bytes)")
+        self.next[ch] = -(-end // ALIGN) * ALIGN
+        return [ch, HexInt(addr)]
+
+    def host(self, nbytes: int) -> list:
+        addr = self.host_next
+        self.host_next = -(-(addr + nbytes) // ALIGN) * ALIGN
+        return [0, HexInt(addr)]
+
+
+def _blocking(shape: tuple) -> dict:
+    """t/mblock/ublock of a whole tensor on a 1x1 grid."""
+    t, rt, ct = shape[-3], shape[-2] // 32, shape[-1] // 32
+    ub = best_ublock(rt, ct, 8)
+    return {"grid_size": [1, 1], "t": t, "mblock": [rt // ub[0], ct // ub[1]], "ublock": list(ub)}
+
+
+def _queue(input_: str, qtype: str, entries: int, blocking: dict, df, loc: str, alloc: _Allocator, name: str) -> dict:
+    gr, gc = blocking["grid_size"]
+    tiles = blocking["t"] * blocking["mblock"][0] * blocking["mblock"][1] * blocking["ublock"][0] * blocking["ublock"][1]
+    nbytes = entries * tiles * df.tile_bytes + QUEUE_HEADER_BYTES
+    q = {"input": input_, "type": qtype, "entries": entries, **blocking, "ublock_order": "r",
+         "df": df.value, "target_device": 0, "loc": loc}
+    q[loc] = [alloc.host(nbytes) if loc == "host" else alloc.dram(nbytes, name) for _ in range(gr * gc)]
+    return q
+
+
+def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, config, microbatch: int) -> dict:
+    """The netlist dict of a placed Buda graph (see `pybuda.netlist.writer.dump_netlist`)."""
+    alloc = _Allocator(device)
+    queues, groups = {}, {}
+    in_loc = "host" if config.input_queues_on_host else "dram"
+    out_loc = "host" if config.output_queues_on_host else "dram"
+    for node in bgraph.inputs():
+        queues[node.name] = _queue("HOST", "queue", microbatch, _blocking(node.shape), node.df, in_loc, alloc, node.name)
+        groups[node.name] = "input"
+    for node in bgraph.nodes():
+        if node.kind in ("parameter", "constant") and bgraph.users(node.name):
+            queues[node.name] = _queue("HOST", "ram", 1, _blocking(node.shape), node.df, "dram", alloc, node.name)
+            groups[node.name] = node.kind
+    for out in bgraph.outputs():
+        src = bgraph.output_source(out.name)
+        m = placement.models[src]
+        blocking = {"grid_size": list(m.grid), "t": m.t, "mblock": list(m.mblock), "ublock": list(m.ublock)}
+        queues[out.name] = _queue(src, "queue", microbatch, blocking, bgraph.node(src).df, out_loc, alloc, out.name)
+        groups[out.name] = "output"
+
+    epoch_of = {n: p.epoch for n, p in placement.placed.items()}
+    e2e: dict[str, str] = {}
+    for name in placement.placed:
+        if any(bgraph.node(u).kind == "op" and epoch_of[u] > epoch_of[name] for u, _ in bgraph.users(name)):
+            qname = f"e2e_{name}_0"
+            m = placement.models[name]
+            blocking = {"grid_size": list(m.grid), "t": m.t, "mblock": list(m.mblock), "ublock": list(m.ublock)}
+            queues[qname] = _queue(name, "queue", microbatch, blocking, bgraph.node(name).df, "dram", alloc, qname)
+            groups[qname] = "epoch_to_epoch"
+            e2e[name] = qname
+
+    graphs: dict[str, dict] = {}
+    reads: dict[int, list[str]] = {}
+    for name, placed in placement.placed.items():
+        gname = graph_name(device.arch, placed.epoch)
+        graph = graphs.setdefault(gname, {"target_device": 0, "input_count": microbatch})
+        graph[name] = _op_entry(bgraph, name, placement, e2e, epoch_of, reads.setdefault(placed.epoch, []))
+    queue_order = {q: i for i, q in enumerate(queues)}
+    for epoch in reads:
+        reads[epoch] = sorted(set(reads[epoch]), key=queue_order.get)
+    program = _program(queues, reads, placement, device, microbatch)
+    return {"devices": {"arch": device.arch}, "queues": queues, "graphs": graphs, "programs": [program],
+            "_queue_groups": groups}
+
+
+def _op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_of: dict, reads: list) -> dict:
+    node = bgraph.node(name)
+    m = placement.models[name]
+    p = placement.placed[name]
+    inputs, tms = [], {}
+    for port, operand in enumerate(bgraph.operands(name)):
+        src = bgraph.node(operand.src)
+        if src.kind != "op":
+            inputs.append(src.name)
+            reads.append(src.name)
+        elif epoch_of[src.name] < p.epoch:
+            inputs.append(e2e[src.name])
+            reads.append(e2e[src.name])
+        else:
+            inputs.append(src.name)
+        if operand.tms:
+            tms[f"input_{port}_tms"] = [format_tm(tm) for tm in operand.tms]
+    entry = {"type": node.op_type, "grid_loc": list(p.loc), "grid_size": list(m.grid), "inputs": inputs}
+    if p.transpose:
+        entry["grid_transpose"] = True
+    entry.update({"t": m.t, "mblock": list(m.mblock), "ublock": list(m.ublock), "tile_dim": [32, 32],
+                  "buf_size_mb": 2, "ublock_order": "r",
+                  "in_df": [bgraph.node(o.src).df.value for o in bgraph.operands(name)],
+                  "out_df": node.df.value, "intermed_df": node.tags["intermed_df"].value,
+                  "acc_df": node.tags["acc_df"].value, "math_fidelity": node.tags["math_fidelity"].value})
+    entry.update(tms)
+    attrs = _attributes(node, m)
+    if attrs:
+        entry["attributes"] = attrs
+    return entry
+
+
+def _attributes(node, model) -> dict:
+    a = node.attrs
+    if node.op_type == "matmul":
+        return {"m_k": model.m_k, "u_kt": model.u_kt}
+    if node.op_type == "reduce":
+        return {"dim": a["dim"], "type": a["type"], "m_k": model.m_k, "u_kt": model.u_kt}
+    out = {k: a[k] for k in ("approximate_mode", "relu_en", "relu_threshold", "relu_mode") if k in a}
+    return out
+
+
+def _program(queues: dict, reads: dict, placement: Placement, device: DeviceSpec, microbatch: int) -> dict:
+    fifo = [q for q in queues if queues[q]["type"] == "queue" and any(q in r for r in reads.values())]
+    ptr = {q: i for i, q in enumerate(fifo)}
+    instructions = [{"param": ["$p_loop_count"]},
+                    {"var": {"$c_microbatch_size": microbatch, "$c_one": 1, "$c_zero": 0}}]
+    if fifo:
+        static = {}
+        for q in fifo:
+            static[f"$gptr_q{ptr[q]}"] = 0
+            static[f"$lptr_q{ptr[q]}"] = 0
+        instructions.append({"staticvar": static})
+    instructions.append({"loop": "$p_loop_count"})
+    for epoch in sorted(reads):
+        settings = {}
+        for q in reads[epoch]:
+            if queues[q]["type"] == "queue":
+                settings[q] = {"prologue": False, "epilogue": False, "zero": False,
+                               "rd_ptr_local": f"$lptr_q{ptr[q]}", "rd_ptr_global": f"$gptr_q{ptr[q]}"}
+            else:
+                settings[q] = {"prologue": placement.prologue.get(q, False), "epilogue": False, "zero": False,
+                               "rd_ptr_global": "$c_zero", "wr_ptr_global": "$c_zero"}
+        instructions.append({"execute": {"graph_name": graph_name(device.arch, epoch), "queue_settings": settings}})
+    for q in fifo:
+        wrap = 2 * queues[q]["entries"]
+        instructions.append({"varinst": [f"$gptr_q{ptr[q]}", "incwrap", "$c_microbatch_size", wrap]})
+        instructions.append({"varinst": [f"$lptr_q{ptr[q]}", "incwrap", "$c_microbatch_size", wrap]})
+    instructions.append("endloop")
+    return {"run_fwd_0": instructions}

@@ -1,0 +1,246 @@
+"""Tensor manipulations. On device they become edge TMs (transpose, slices, stacks, broadcasts) or vanish
+into the tile padding; a reshape that moves data across tiles is lowered with a picker matmul when it is
+a row-major flatten, and is otherwise an error naming the op."""
+from __future__ import annotations
+
+import numpy as np
+
+from .common import ceil_tile, norm_dim
+from .registry import OpDef, OpError, register
+
+
+def to4d(shape: tuple) -> tuple:
+    """Logical shape as (w, z, r, c); extra leading dims must be 1."""
+    shape = tuple(shape)
+    if len(shape) > 4:
+        if any(d != 1 for d in shape[:-4]):
+            raise OpError(f"shape {shape} has more than 4 non-unit dims")
+        shape = shape[-4:]
+    return (1,) * (4 - len(shape)) + shape
+
+
+# ---- transpose / permute --------------------------------------------------------------------------
+
+def _transpose_shape(shapes, attrs):
+    s = list(shapes[0])
+    d0, d1 = norm_dim(int(attrs["dim0"]), len(s)), norm_dim(int(attrs["dim1"]), len(s))
+    s[d0], s[d1] = s[d1], s[d0]
+    return tuple(s)
+
+
+def _lower_transpose(ctx):
+    (x,) = ctx.operands
+    rank = len(x.shape)
+    dims = {norm_dim(int(ctx.node.attrs["dim0"]), rank), norm_dim(int(ctx.node.attrs["dim1"]), rank)}
+    if dims == {-2, -1}:
+        return ctx.tm(x, ("transpose",), ctx.node.shape)
+    return _lower_as_reshape(ctx, x)
+
+
+register(OpDef("transpose", _transpose_shape, lambda v, a: np.swapaxes(v[0], int(a["dim0"]), int(a["dim1"])),
+               kind="tm", tm=True, lower=_lower_transpose))
+
+
+def _permute_shape(shapes, attrs):
+    axes = [int(a) for a in attrs["axes"]]
+    if sorted(a % len(shapes[0]) for a in axes) != list(range(len(shapes[0]))):
+        raise OpError(f"axes {axes} are not a permutation of rank {len(shapes[0])}")
+    return tuple(shapes[0][a] for a in axes)
+
+
+def _lower_permute(ctx):
+    (x,) = ctx.operands
+    rank = len(x.shape)
+    axes = [a % rank for a in ctx.node.attrs["axes"]]
+    if axes == list(range(rank - 2)) + [rank - 1, rank - 2]:
+        return ctx.tm(x, ("transpose",), ctx.node.shape)
+    return _lower_as_reshape(ctx, x)
+
+
+register(OpDef("permute", _permute_shape, lambda v, a: np.transpose(v[0], [int(i) for i in a["axes"]]),
+               kind="tm", tm=True, lower=_lower_permute))
+
+
+# ---- reshape --------------------------------------------------------------------------------------
+
+def _reshape_shape(shapes, attrs):
+    shape = list(attrs["shape"])
+    size = int(np.prod(shapes[0]))
+    if shape.count(-1) == 1:
+        rest = int(np.prod([d for d in shape if d != -1]))
+        shape[shape.index(-1)] = size // rest if rest else 0
+    if int(np.prod(shape)) != size:
+        raise OpError(f"cannot reshape {shapes[0]} ({size} elements) to {list(attrs['shape'])}")
+    return tuple(shape)
+
+
+def _lower_as_reshape(ctx, x):
+    """A TM whose 4-D padded layout is unchanged is free; a row-major flatten uses a picker; else error."""
+    out = ctx.node.shape
+    if to4d(x.shape) == to4d(out):
+        return ctx.relabel(x, out)
+    w, z, r, c = to4d(x.shape)
+    ow, oz, orr, oc = to4d(out)
+    if w == ow and z == oz and orr == 1 and oc == r * c and c % 32 == 0:
+        return _lower_flatten_rows(ctx, x, out)
+    raise OpError(
+        f"op {ctx.node.name!r} ({ctx.node.op_type}): reshape {x.shape} -> {out} moves data across tiles and "
+        "has no device lowering; it must be cancelled by an inverse TM, folded into a host input/output "
+        "transform, or run on the CPU (cpu_fallback_ops)")
+
+
+def _lower_flatten_rows(ctx, x, out):
+    """(z, P, C) -> (z, 1, P*C) for tile-aligned C: picker matmul spreads row p to tile row p (row 0),
+    then vslice(P) + hstack(P) place row p's tiles at column block p."""
+    *_, p_rows, c = to4d(x.shape)
+    picker = np.zeros((1, 1, 32 * p_rows, ceil_tile(p_rows)), dtype=np.float32)
+    picker[0, 0, np.arange(p_rows) * 32, np.arange(p_rows)] = 1.0
+    pk = ctx.constant_padded(picker, (32 * p_rows, p_rows), name_hint="flatten_picker")
+    z = to4d(x.shape)[1]
+    pk = ctx.broadcast_to(pk, (z, 32 * p_rows, p_rows), axes="z")
+    spread = ctx.op("matmul", [pk, x], {}, pad_zero=(True, x.pad_zero[1]),
+                    logical_shape=(*x.shape[:-2], 32 * p_rows, c))
+    y = ctx.tm(spread, ("vslice", p_rows), (*x.shape[:-3], z * p_rows, 32, c) if len(x.shape) >= 3
+               else (p_rows, 32, c))
+    y = ctx.tm(y, ("hstack", p_rows), (*x.shape[:-3], z, 32, p_rows * c) if len(x.shape) >= 3 else (1, 32, p_rows * c))
+    return ctx.relabel(y, out, pad_zero=(False, y.pad_zero[1]))
+
+
+register(OpDef("reshape", _reshape_shape, lambda v, a: v[0].reshape(_reshape_shape([v[0].shape], a)),
+               kind="tm", tm=True, lower=lambda ctx: _lower_as_reshape(ctx, ctx.operands[0])))
+
+
+# ---- slices and stacks (last three dims, tile-level semantics when aligned) -----------------------
+
+def _stack_shape(kind):
+    def shape(shapes, attrs):
+        s = shapes[0]
+        if len(s) < 3:
+            s = (1,) * (3 - len(s)) + tuple(s)
+        *lead, z, r, c = s
+        n = int(attrs["factor"])
+        ok, out = {
+            "hslice": (c % n == 0, (z * n, r, c // n)), "hstack": (z % n == 0, (z // n, r, c * n)),
+            "vslice": (r % n == 0, (z * n, r // n, c)), "vstack": (z % n == 0, (z // n, r * n, c)),
+        }[kind]
+        if not ok:
+            raise OpError(f"{kind} factor {n} does not divide shape {tuple(shapes[0])}")
+        return (*lead, *out)
+    return shape
+
+
+def _stack_eval(kind):
+    from ..ir.tms import apply_tm
+
+    def ev(values, attrs):
+        x = values[0]
+        x3 = x.reshape((1,) * (3 - x.ndim) + x.shape) if x.ndim < 3 else x
+        return apply_tm(x3, (kind, int(attrs["factor"])))
+    return ev
+
+
+def _stack_lower(kind):
+    def lower(ctx):
+        (x,) = ctx.operands
+        n = int(ctx.node.attrs["factor"])
+        *_, z, r, c = to4d(x.shape)
+        aligned = {"hslice": (c // n) % 32 == 0, "hstack": c % 32 == 0,
+                   "vslice": (r // n) % 32 == 0, "vstack": r % 32 == 0}[kind]
+        if not aligned:
+            raise OpError(f"op {ctx.node.name!r}: {kind} {n} of {x.shape} is not tile-aligned and has no "
+                          "device lowering yet")
+        return ctx.tm(x, (kind, n), ctx.node.shape)
+    return lower
+
+
+for _k in ("hslice", "hstack", "vslice", "vstack"):
+    register(OpDef(_k, _stack_shape(_k), _stack_eval(_k), kind="tm", tm=True, lower=_stack_lower(_k)))
+
+
+# ---- pad / narrow / fill_padding / broadcast ------------------------------------------------------
+
+def _pad_shape(shapes, attrs):
+    target = tuple(int(d) for d in attrs["shape"])
+    if len(target) != len(shapes[0]) or any(t < s for t, s in zip(target, shapes[0])):
+        raise OpError(f"pad target {target} must have the rank of {shapes[0]} and not shrink it")
+    return target
+
+
+def _pad_eval(values, attrs):
+    x = values[0]
+    return np.pad(x, [(0, t - s) for t, s in zip(attrs["shape"], x.shape)])
+
+
+def _lower_pad(ctx):
+    (x,) = ctx.operands
+    out = ctx.node.shape
+    grows = [i for i in range(-len(out), 0) if out[i] != x.shape[i]]
+    if any(i < -2 for i in grows) or any(ceil_tile(out[i]) != ceil_tile(x.shape[i]) for i in grows):
+        raise OpError(f"op {ctx.node.name!r}: pad {x.shape} -> {out} beyond the tile padding is not supported "
+                      "on device yet")
+    if (-2 in grows and not x.pad_zero[0]) or (-1 in grows and not x.pad_zero[1]):
+        x = ctx.mask_padding(x, rows=-2 in grows, cols=-1 in grows)
+    return ctx.relabel(x, out)
+
+
+register(OpDef("pad", _pad_shape, _pad_eval, kind="tm", tm=True, lower=_lower_pad))
+
+
+def _narrow_shape(shapes, attrs):
+    s = list(shapes[0])
+    d = norm_dim(int(attrs["dim"]), len(s))
+    start, length = int(attrs["start"]), int(attrs["length"])
+    if start < 0 or length < 1 or start + length > s[d]:
+        raise OpError(f"narrow start={start} length={length} out of range for dim {d} of {tuple(s)}")
+    s[d] = length
+    return tuple(s)
+
+
+def _narrow_eval(values, attrs):
+    x = values[0]
+    d = norm_dim(int(attrs["dim"]), x.ndim)
+    idx = [slice(None)] * x.ndim
+    idx[d] = slice(int(attrs["start"]), int(attrs["start"]) + int(attrs["length"]))
+    return x[tuple(idx)]
+
+
+def _lower_narrow(ctx):
+    (x,) = ctx.operands
+    d = norm_dim(int(ctx.node.attrs["dim"]), len(x.shape))
+    length, start = int(ctx.node.attrs["length"]), int(ctx.node.attrs["start"])
+    if d in (-1, -2) and start == 0 and ceil_tile(length) == ceil_tile(x.shape[d]):
+        pz = list(x.pad_zero)
+        pz[d + 2] = False  # the cut-off values now sit in the padding
+        return ctx.relabel(x, ctx.node.shape, pad_zero=tuple(pz))
+    if length == x.shape[d]:
+        return ctx.relabel(x, ctx.node.shape)
+    raise OpError(f"op {ctx.node.name!r}: narrow of dim {d} start={start} length={length} of {x.shape} "
+                  "needs data movement and has no device lowering yet")
+
+
+register(OpDef("narrow", _narrow_shape, _narrow_eval, kind="tm", tm=True, lower=_lower_narrow))
+
+
+def _lower_fill_padding(ctx):
+    (x,) = ctx.operands
+    d = norm_dim(int(ctx.node.attrs["dim"]), len(x.shape))
+    if x.shape[d] % 32 == 0:
+        return x
+    return ctx.fill_padding(x, d, float(ctx.node.attrs["value"]))
+
+
+# Logically the identity; on device it writes `value` into the tile padding along `dim`.
+register(OpDef("fill_padding", lambda s, a: s[0], lambda v, a: v[0], kind="tm", tm=True, lower=_lower_fill_padding))
+
+
+def _broadcast_shape(shapes, attrs):
+    target = tuple(int(d) for d in attrs["shape"])
+    try:
+        np.broadcast_shapes(shapes[0], target)
+    except ValueError:
+        raise OpError(f"cannot broadcast {shapes[0]} to {target}") from None
+    return target
+
+
+register(OpDef("broadcast", _broadcast_shape, lambda v, a: np.broadcast_to(v[0], tuple(a["shape"])).copy(),
+               kind="tm", tm=True, lower=lambda ctx: ctx.broadcast_to(ctx.operands[0], ctx.node.shape)))

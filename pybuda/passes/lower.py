@@ -1,0 +1,241 @@
+"""Lower (PyBuda IR -> Buda IR): every tensor becomes 4-D (w=1, z, r, c) padded to 32x32 tiles, every op a
+Buda op type, every TM op an edge TM. Implicit broadcasts become tile broadcasts (plus an in-tile
+replication: a pre-replicated constant or a tile-broadcast matmul).
+
+Padding is tracked, not ignored: each lowered value knows whether its row/column padding is zero, and
+lowerings mask padding where it would leak into results (matmul inner dim, max reductions, softmax)."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..ir import Graph, Operand
+from ..ops import registry
+from ..ops.common import ceil_tile
+from ..ops.registry import OpError
+from ..ops.tm import to4d
+
+
+def padded4(shape: tuple) -> tuple:
+    """Device shape (1, z, R, C) in elements, R and C multiples of 32."""
+    w, z, r, c = to4d(shape)
+    if w != 1:
+        raise OpError(f"shape {shape} has a non-unit 4th-from-last dim; only (z, r, c) tensors fit on device")
+    return (1, z, ceil_tile(r), ceil_tile(c))
+
+
+def pad_value(value: np.ndarray) -> np.ndarray:
+    """A logical array zero-padded to its device shape."""
+    v4 = np.asarray(value, dtype=np.float32).reshape(to4d(np.shape(value)))
+    out = np.zeros(padded4(np.shape(value)), dtype=np.float32)
+    out[:, :, :v4.shape[2], :v4.shape[3]] = v4
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Lowered:
+    """A value in the Buda graph: producer, edge TMs, logical shape, padding knowledge."""
+
+    src: str
+    tms: tuple
+    shape: tuple
+    pad_zero: tuple = (True, True)        # (rows, cols) padding known to be zero
+    replicated: frozenset = frozenset()   # "r"/"c": a size-1 logical dim replicated across the tile
+    filled: frozenset = frozenset()       # dims (-1, -2) whose padding holds a large negative fill
+
+    @property
+    def operand(self) -> Operand:
+        return Operand(self.src, self.tms)
+
+
+class LowerContext:
+    """What a registry lowering sees: the PyBuda node, its lowered operands, and Buda-graph builders."""
+
+    def __init__(self, bgraph: Graph, node, operands: list[Lowered], config):
+        self.graph = bgraph
+        self.node = node
+        self.operands = operands
+        self.config = config
+        self._count = 0
+
+    def _name(self, aux: str | None) -> str:
+        """The op's own name for its first main op, `.lc<k>` for further ones, `.<aux>` for helper ops."""
+        if aux:
+            return self.graph.unique_name(f"{self.node.name}.{aux}")
+        name = self.node.name if self._count == 0 else f"{self.node.name}.lc{self._count}"
+        self._count += 1
+        return self.graph.unique_name(name)
+
+    def op(self, buda_type: str, operands: list[Lowered], attrs: dict, pad_zero: tuple = (False, False),
+           replicated: frozenset = frozenset(), logical_shape: tuple | None = None, aux: str | None = None,
+           filled: frozenset = frozenset()) -> Lowered:
+        """Add a Buda op reading `operands`; `aux` names a helper op (mask, broadcast) after its purpose."""
+        logical = tuple(logical_shape if logical_shape is not None else self.node.shape)
+        expected = padded4(logical)
+        name = self._name(aux)
+        shape = registry.infer_shape(buda_type, [self.graph.operand_shape(o.operand) for o in operands], attrs, name)
+        if shape != expected:
+            raise OpError(f"lowering of {self.node.name!r} ({self.node.op_type}) built {buda_type} {name!r} with "
+                          f"device shape {shape}, expected {expected} for logical shape {logical}")
+        self.graph.add_op(name, buda_type, [o.operand for o in operands], attrs, shape=shape,
+                          tags={"logical_shape": logical, "pybuda_op": self.node.name})
+        return Lowered(name, (), logical, tuple(pad_zero), frozenset(replicated), frozenset(filled))
+
+    def constant_padded(self, value4d: np.ndarray, logical_shape: tuple, name_hint: str = "constant",
+                        kind: str = "constant") -> Lowered:
+        name = self.graph.unique_name(f"{self.node.name}.{name_hint}")
+        (self.graph.add_parameter if kind == "parameter" else self.graph.add_constant)(name, value4d)
+        self.graph.node(name).tags["logical_shape"] = tuple(logical_shape)
+        r, c = to4d(logical_shape)[2:]
+        pad_rows_zero = not np.any(value4d[..., r:, :])
+        pad_cols_zero = not np.any(value4d[..., :, c:])
+        return Lowered(name, (), tuple(logical_shape), (pad_rows_zero, pad_cols_zero))
+
+    def tm(self, x: Lowered, tm: tuple, logical_shape: tuple) -> Lowered:
+        pad, rep = x.pad_zero, x.replicated
+        if tm[0] == "transpose":
+            pad = (pad[1], pad[0])
+            rep = frozenset({"r": "c", "c": "r"}[a] for a in rep)
+        out = Lowered(x.src, x.tms + (tm,), tuple(logical_shape), pad, rep)
+        got = self.graph.operand_shape(out.operand)
+        if got != padded4(logical_shape):
+            raise OpError(f"lowering of {self.node.name!r}: TM {tm} gives device shape {got}, expected "
+                          f"{padded4(logical_shape)}")
+        return out
+
+    def relabel(self, x: Lowered, logical_shape: tuple, pad_zero: tuple | None = None) -> Lowered:
+        """Same device tensor seen with another logical shape (must have the same device shape)."""
+        if padded4(x.shape) != padded4(logical_shape):
+            raise OpError(f"lowering of {self.node.name!r}: {x.shape} and {logical_shape} differ on device")
+        return dataclasses.replace(x, shape=tuple(logical_shape), pad_zero=tuple(pad_zero or x.pad_zero))
+
+    # -- broadcasting and padding control ---------------------------------------------------------
+    def broadcast_to(self, x: Lowered, target: tuple, axes: str = "zrc") -> Lowered:
+        """x broadcast (numpy rules) to `target` along the allowed axes, with tile TMs."""
+        _, z, r, c = to4d(x.shape)
+        _, tz, tr, tc = to4d(target)
+        if r == 1 and tr > 1 and "r" in axes:
+            x = self._replicate(x, "r")
+        if c == 1 and tc > 1 and "c" in axes:
+            x = self._replicate(x, "c")
+        shape = list(to4d(x.shape))
+        pad = list(x.pad_zero)
+        for axis, have, want, idx in (("r", r, tr, 2), ("c", c, tc, 3)):
+            if have == 1 and want > 1 and axis in axes:
+                shape[idx] = want
+                pad[idx - 2] = want % 32 == 0
+                if ceil_tile(want) > 32:
+                    x = self.tm(x, ("broadcast", axis, ceil_tile(want) // 32), tuple(shape))
+                else:
+                    x = self.relabel(x, tuple(shape))
+                x = dataclasses.replace(x, pad_zero=tuple(pad))
+        if z == 1 and tz > 1 and "z" in axes:
+            shape[1] = tz
+            x = self.tm(x, ("broadcast", "z", tz), tuple(shape))
+        if tuple(shape) != to4d(x.shape):
+            x = self.relabel(x, tuple(shape))
+        return x
+
+    def _replicate(self, x: Lowered, axis: str) -> Lowered:
+        """Make a logical size-1 row (axis "r") or column ("c") fill its whole tile."""
+        if axis in x.replicated:
+            return x
+        src = self.graph.node(x.src)
+        if src.kind in ("parameter", "constant") and not x.tms:
+            value = src.value[..., :1, :] if axis == "r" else src.value[..., :, :1]
+            reps = (1, 1, 32, 1) if axis == "r" else (1, 1, 1, 32)
+            name = f"{x.src}.brcst_{axis}"
+            if name not in self.graph:
+                (self.graph.add_parameter if src.kind == "parameter" else self.graph.add_constant)(
+                    name, np.tile(value, reps))
+                self.graph.node(name).tags["logical_shape"] = src.tags.get("logical_shape", x.shape)
+            return Lowered(name, (), x.shape, (axis != "r" and x.pad_zero[0], axis != "c" and x.pad_zero[1]),
+                           x.replicated | {axis})
+        z = to4d(x.shape)[1]
+        picker = np.zeros((1, 1, 32, 32), dtype=np.float32)
+        if axis == "r":
+            picker[..., :, 0] = 1.0  # out = picker @ x: every row = row 0
+            b = self.broadcast_to(self.constant_padded(picker, (32, 1), "tile_brcst_r_picker"), (z, 32, 1), axes="z")
+            operands = [self.relabel(b, (*b.shape[:-1], 32)), x]
+        else:
+            picker[..., 0, :] = 1.0  # out = x @ picker: every column = column 0
+            b = self.broadcast_to(self.constant_padded(picker, (1, 32), "tile_brcst_c_picker"), (z, 1, 32), axes="z")
+            operands = [x, self.relabel(b, (*b.shape[:-2], 32, 32))]
+        pad = (False, x.pad_zero[1]) if axis == "r" else (x.pad_zero[0], False)
+        return self.op("matmul", operands, {}, pad_zero=pad, replicated=x.replicated | {axis},
+                       logical_shape=x.shape, aux=f"tile_brcst_{axis}")
+
+    def _edge_constant(self, row: np.ndarray | None, col: np.ndarray | None, x: Lowered, hint: str) -> Lowered:
+        """A constant of x's device shape from a row pattern (1 tile high) or a column pattern (1 tile wide)."""
+        _, z, r, c = to4d(x.shape)
+        if row is not None:
+            k = self.constant_padded(np.tile(row.reshape(1, 1, 1, -1), (1, 1, 32, 1)), (1, c), hint)
+            k = dataclasses.replace(k, replicated=frozenset({"r"}))
+        else:
+            k = self.constant_padded(np.tile(col.reshape(1, 1, -1, 1), (1, 1, 1, 32)), (r, 1), hint)
+            k = dataclasses.replace(k, replicated=frozenset({"c"}))
+        return self.broadcast_to(k, (z, r, c))
+
+    def mask_padding(self, x: Lowered, rows: bool, cols: bool) -> Lowered:
+        """x with its row and/or column padding forced to zero (multiply by a 0/1 mask)."""
+        _, z, r, c = to4d(x.shape)
+        for axis, enabled, n in (("r", rows, r), ("c", cols, c)):
+            if not enabled or n % 32 == 0:
+                continue
+            pattern = np.zeros(ceil_tile(n), dtype=np.float32)
+            pattern[:n] = 1.0
+            mask = self._edge_constant(pattern if axis == "c" else None, pattern if axis == "r" else None, x,
+                                       f"pad_mask_{axis}")
+            pad = (True, x.pad_zero[1]) if axis == "r" else (x.pad_zero[0], True)
+            x = self.op("multiply", [x, mask], {}, pad_zero=pad, replicated=x.replicated, logical_shape=x.shape,
+                        aux=f"pad_mask_{axis}")
+        return x
+
+    def fill_padding(self, x: Lowered, dim: int, value: float) -> Lowered:
+        """x with `value` added into its padding along dim (-1 columns, -2 rows): masks it out of max/exp."""
+        if dim in x.filled:
+            return x
+        n = x.shape[dim]
+        pattern = np.zeros(ceil_tile(n), dtype=np.float32)
+        pattern[n:] = value
+        k = self._edge_constant(pattern if dim == -1 else None, pattern if dim == -2 else None, x, "pad_fill")
+        return self.op("add", [x, k], {}, pad_zero=(False, False), replicated=x.replicated, logical_shape=x.shape,
+                       aux=None if self.node.op_type == "fill_padding" else "pad_fill", filled=frozenset({dim}))
+
+
+def lower(graph: Graph, config=None) -> Graph:
+    """Build the Buda graph of a decomposed and optimized PyBuda graph."""
+    bgraph = Graph(graph.name)
+    values: dict[str, Lowered] = {}
+    for name in graph.topo_order():
+        node = graph.node(name)
+        if node.kind == "input":
+            bgraph.add_input(name, padded4(node.shape))
+            bgraph.node(name).tags.update(node.tags, logical_shape=node.shape)
+            values[name] = Lowered(name, (), node.shape)
+        elif node.kind in ("parameter", "constant"):
+            (bgraph.add_parameter if node.kind == "parameter" else bgraph.add_constant)(name, pad_value(node.value))
+            bgraph.node(name).tags["logical_shape"] = node.shape
+            values[name] = Lowered(name, (), node.shape)
+        elif node.kind == "op":
+            opdef = registry.get(node.op_type)
+            if opdef.lower is None:
+                raise OpError(f"op {name!r} ({node.op_type}) has no lowering to Buda ops; it should have been "
+                              "decomposed earlier (is its decomposition registered?)")
+            if any(o.tms for o in graph.operands(name)):
+                raise OpError(f"op {name!r}: PyBuda-level edge TMs are not expected before lowering")
+            ctx = LowerContext(bgraph, node, [values[o.src] for o in graph.operands(name)], config)
+            result = opdef.lower(ctx)
+            if tuple(result.shape) != tuple(node.shape):
+                raise OpError(f"lowering of {name!r} ({node.op_type}) produced logical shape {result.shape}, "
+                              f"expected {node.shape}")
+            values[name] = result
+        else:  # output: device output queues read op outputs without TMs
+            v = values[graph.operands(name)[0].src]
+            if v.tms or bgraph.node(v.src).kind != "op":
+                ctx = LowerContext(bgraph, graph.node(graph.operands(name)[0].src), [v], config)
+                v = ctx.op("nop", [v], {}, v.pad_zero, v.replicated, logical_shape=v.shape, aux="output_nop")
+            bgraph.add_output(name, v.src)
+            bgraph.node(name).tags.update(node.tags, logical_shape=v.shape)
+    return bgraph

@@ -1,0 +1,80 @@
+"""Golden evaluation of any stage's graph (numpy, float32) and the comparisons used to check it."""
+from __future__ import annotations
+
+import numpy as np
+
+from .ir import Graph, apply_tms
+from .ops import registry
+from .ops.tm import to4d
+from .passes.host_io import apply_host_transforms
+
+
+def pcc(a: np.ndarray, b: np.ndarray) -> float:
+    """Pearson correlation of two arrays (1.0 when both are constant and equal)."""
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    if a.shape != b.shape:
+        raise ValueError(f"pcc of arrays with different sizes {a.shape} and {b.shape}")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return float("nan")
+    sa, sb = a.std(), b.std()
+    if sa == 0 or sb == 0:
+        return 1.0 if np.allclose(a, b) else 0.0
+    return float(np.mean((a - a.mean()) * (b - b.mean())) / (sa * sb))
+
+
+def is_device_graph(graph: Graph) -> bool:
+    """True for a lowered (Buda) graph: its nodes carry device shapes and logical shapes in tags."""
+    return any("logical_shape" in n.tags for n in graph.nodes("input"))
+
+
+def evaluate_sample(graph: Graph, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Evaluate one sample; `inputs` are in the graph's own input layout. Returns output arrays as produced."""
+    values: dict[str, np.ndarray] = {}
+    for name in graph.topo_order():
+        node = graph.node(name)
+        if node.kind == "input":
+            values[name] = inputs[name]
+        elif node.kind in ("parameter", "constant"):
+            values[name] = node.value
+        else:
+            args = [apply_tms(values[o.src], list(o.tms)) if o.tms else values[o.src] for o in graph.operands(name)]
+            values[name] = args[0] if node.kind == "output" else registry.evaluate(node.op_type, args, node.attrs)
+    return {name: values[name] for name in graph.output_names}
+
+
+def host_inputs(graph: Graph, sample: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """One sample's framework inputs in the layout the graph reads (host transforms, tile padding)."""
+    device = is_device_graph(graph)
+    out = {}
+    for node, x in zip(graph.inputs(), sample):
+        x = apply_host_transforms(x, node.tags.get("host_transforms", []))
+        if device:
+            padded = np.zeros(node.shape, dtype=np.float32)
+            x4 = x.reshape(to4d(x.shape))
+            padded[:, :, :x4.shape[2], :x4.shape[3]] = x4
+            x = padded
+        out[node.name] = x
+    return out
+
+
+def host_outputs(graph: Graph, outputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Graph outputs back in the framework layout (tile padding removed, host transforms applied)."""
+    result = []
+    for node in graph.outputs():
+        x = outputs[node.name]
+        if is_device_graph(graph):
+            logical = node.tags["logical_shape"]
+            _, z, r, c = to4d(logical)
+            x = x.reshape(-1, *x.shape[-3:])[:, :z, :r, :c].reshape(logical)
+        result.append(apply_host_transforms(x, node.tags.get("host_transforms", [])))
+    return result
+
+
+def run_golden(graph: Graph, batch: list[np.ndarray]) -> list[np.ndarray]:
+    """Evaluate a graph on a whole microbatch (one sample at a time); returns batched framework outputs."""
+    per_sample = []
+    for i in range(batch[0].shape[0]):
+        sample = [x[i:i + 1] for x in batch]
+        per_sample.append(host_outputs(graph, evaluate_sample(graph, host_inputs(graph, sample))))
+    return [np.concatenate([s[k] for s in per_sample], axis=0) for k in range(len(per_sample[0]))]
