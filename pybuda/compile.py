@@ -76,7 +76,7 @@ class CompiledModel:
         """The simulator's performance estimate of the netlist (computed once, on first use)."""
         if self._perf is None:
             self._require_netlist()
-            from .backend_sim import estimate
+            from .backend_sim.timing import estimate
             self._perf = estimate(self.netlist, device=self.device)
         return self._perf
 
@@ -88,7 +88,7 @@ class CompiledModel:
     def __call__(self, *inputs):
         """Run the netlist in the backend simulator on a microbatch of torch tensors; returns torch tensors."""
         self._require_netlist()
-        from .backend_sim import Simulator
+        from .backend_sim.executor import Simulator
         from .verify import host_inputs, host_outputs
 
         batch = [to_numpy(x) for x in inputs]
@@ -105,7 +105,7 @@ class CompiledModel:
         samples = [host_inputs(graph, [x[i:i + 1] for x in batch]) for i in range(n)]
         for node in graph.inputs():
             sim.push(node.name, np.stack([s[node.name].reshape(node.shape[-3:]) for s in samples]))
-        sim.run(loop_count=1)
+        sim.run(p_loop_count=1)
         popped = {o.name: np.stack([sim.pop(o.name) for _ in range(n)]) for o in graph.outputs()}
         outs = host_outputs(graph, popped)
         tensors = [torch.from_numpy(np.ascontiguousarray(o)) for o in outs]

@@ -59,15 +59,21 @@ def host_inputs(graph: Graph, sample: list[np.ndarray]) -> dict[str, np.ndarray]
 
 
 def host_outputs(graph: Graph, outputs: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """Graph outputs back in the framework layout (tile padding removed, host transforms applied)."""
+    """Graph outputs back in the framework layout (tile padding removed, host transforms applied).
+
+    Device-graph outputs may hold several samples along axis 0; each is unpadded and transformed alone."""
     result = []
     for node in graph.outputs():
         x = outputs[node.name]
         if is_device_graph(graph):
             logical = node.tags["logical_shape"]
             _, z, r, c = to4d(logical)
-            x = x.reshape(-1, *x.shape[-3:])[:, :z, :r, :c].reshape(logical)
-        result.append(apply_host_transforms(x, node.tags.get("host_transforms", [])))
+            samples = x.reshape(-1, *x.shape[-3:])[:, :z, :r, :c]
+            x = np.concatenate([apply_host_transforms(s.reshape(logical), node.tags.get("host_transforms", []))
+                                for s in samples], axis=0)
+        else:
+            x = apply_host_transforms(x, node.tags.get("host_transforms", []))
+        result.append(x)
     return result
 
 

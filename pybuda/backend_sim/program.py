@@ -130,8 +130,9 @@ class ProgramRunner:
             self.vars[name] = self.resolve(init)
 
     def _set(self, name: str, value: int) -> None:
-        if name not in self.vars:
-            raise SimulatorError(f"program {self.program.name!r}: varinst target {name} is not declared")
+        if not name.startswith("$"):
+            raise SimulatorError(f"program {self.program.name!r}: varinst target {name!r} must start with '$'")
+        # The backend accepts a varinst on an undeclared variable (it declares it); reads still need a value.
         self.vars[name] = value
         if name in self.statics:
             self.statics[name] = value

@@ -40,7 +40,7 @@ def _table() -> dict:
 
 
 def device_names() -> list[str]:
-    return sorted(_table()["devices"])
+    return list(_table()["devices"])
 
 
 def get_device(name: str) -> DeviceSpec:

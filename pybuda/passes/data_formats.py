@@ -9,10 +9,11 @@ from ..ir import Graph
 
 
 def accumulate_format(df: DataFormat, arch: str) -> DataFormat:
-    """The dest format the legacy compiler infers for a device format on an arch."""
-    if df == DataFormat.Float32:
-        return DataFormat.Float32 if arch != "grayskull" else DataFormat.Float16_b
-    return DataFormat.Float16 if df.exponent_family == "a" else DataFormat.Float16_b
+    """The dest format the legacy compiler infers: Float32 where the arch has a 32-bit dest, Float16_b for
+    B formats, Float16 otherwise (so Float32 on grayskull accumulates with 10 mantissa bits)."""
+    if df == DataFormat.Float32 and arch != "grayskull":
+        return DataFormat.Float32
+    return DataFormat.Float16_b if df.exponent_family == "b" else DataFormat.Float16
 
 
 def assign_data_formats(bgraph: Graph, config, arch: str) -> Graph:

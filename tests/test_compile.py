@@ -1,0 +1,215 @@
+"""End-to-end: models compile, netlists are sound, simulated outputs match PyTorch, overrides take effect."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+import pybuda
+from pybuda.balancer import BalancerError
+from pybuda.config import CompileDepth, OverrideError
+from pybuda.device import get_device
+from pybuda.netlist.structure import check_structure
+from pybuda.tools.models import MNISTCNN
+from pybuda.verify import pcc
+
+from models import MLP, Attention, torch_attention, torch_mlp
+
+FLOAT32 = {"default_df_override": "Float32"}
+
+
+def _compile(model, *inputs, tmp_path, device="e150", **options):
+    return pybuda.compile(model, *inputs, device=device, config=pybuda.CompilerConfig(**options),
+                          output_dir=tmp_path)
+
+
+@pytest.mark.parametrize("options, threshold", [({}, 0.99), (FLOAT32, 0.999)], ids=["Float16_b", "Float32"])
+@pytest.mark.parametrize("device", ["e150", "n150"])
+def test_mlp_matches_torch(tmp_path, options, threshold, device):
+    model, x = MLP(), torch.randn(4, 16, 64)
+    compiled = _compile(model, x, tmp_path=tmp_path, device=device, **options)
+    out = compiled(x)
+    expected = torch_mlp(model, x)
+    assert out.shape == expected.shape
+    assert pcc(out.numpy(), expected.numpy()) >= threshold
+    assert np.allclose(out.numpy(), expected.numpy(), atol=0.02 if not options else 0.005)
+
+
+@pytest.mark.parametrize("options, threshold", [({}, 0.99), (FLOAT32, 0.999)], ids=["Float16_b", "Float32"])
+def test_attention_matches_torch(tmp_path, options, threshold):
+    # sequence 40 is not tile-aligned: padding must be masked in softmax and in probs @ v
+    model, x = Attention(), torch.randn(2, 40, 64)
+    compiled = _compile(model, x, tmp_path=tmp_path, **options)
+    out, expected = compiled(x), torch_attention(model, x)
+    assert pcc(out.numpy(), expected.numpy()) >= threshold
+    ops = [op for g in compiled.netlist["graphs"].values() for op in g.values() if isinstance(op, dict)]
+    tms = [tm for op in ops for k, v in op.items() if k.endswith("_tms") for tm in v]
+    assert {"hslice": 2} in tms and "transpose" in tms and {"hstack": 2} in tms
+
+
+@pytest.fixture(scope="module")
+def mnist_runs(tmp_path_factory):
+    torch.manual_seed(0)
+    model = MNISTCNN().eval()
+    x = torch.randn(8, 1, 28, 28)
+    with torch.no_grad():
+        expected = model(x).numpy()
+    runs = {}
+    for label, options in (("Float16_b", {}), ("Float32", FLOAT32)):
+        compiled = pybuda.compile(model, x, device="e150", config=pybuda.CompilerConfig(**options),
+                                  output_dir=tmp_path_factory.mktemp(label))
+        runs[label] = (compiled, compiled(x).numpy())
+    return expected, runs
+
+
+@pytest.mark.parametrize("label, threshold", [("Float16_b", 0.99), ("Float32", 0.999)])
+def test_mnist_matches_torch(mnist_runs, label, threshold):
+    expected, runs = mnist_runs
+    compiled, out = runs[label]
+    assert out.shape == expected.shape == (8, 10)
+    assert pcc(out, expected) >= threshold
+    assert (out.argmax(-1) == expected.argmax(-1)).mean() >= 0.75
+
+
+def test_mnist_netlist_is_sound_and_reports_perf(mnist_runs):
+    compiled, _ = mnist_runs[1]["Float16_b"]
+    netlist = yaml.safe_load(compiled.netlist_path.read_text())
+    assert check_structure(netlist, get_device("e150")) == []
+    assert set(netlist) == {"devices", "queues", "graphs", "programs"}
+    assert compiled.perf.samples_per_second > 0
+    assert len(compiled.perf.epochs) == len(netlist["graphs"])
+    assert all(e.cores > 0 for e in compiled.perf.epochs)
+    assert set(compiled.stage_times) == {"initial_graph", "decompose", "optimize", "lower", "balance", "netlist"}
+    # parameters keep the model's names
+    assert {"conv1.weight", "conv2.weight", "fc1.weight", "fc2.weight"} <= set(netlist["queues"])
+
+
+def test_structure_check_detects_violations():
+    """The soundness check used by compile reports broken netlists (it is not a check that cannot fail)."""
+    model, x = MLP(), torch.randn(2, 16, 64)
+    compiled = pybuda.compile(model, x, output_dir=None)
+    netlist = yaml.safe_load(compiled.netlist_path.read_text())
+    graph = next(iter(netlist["graphs"].values()))
+    ops = [name for name, op in graph.items() if isinstance(op, dict)]
+    graph[ops[1]]["grid_loc"] = list(graph[ops[0]]["grid_loc"])      # two ops on one core
+    graph[ops[0]]["ublock"] = [4, 4]                                  # 16 tiles > dest limit
+    q = netlist["queues"]
+    names = [n for n in q if q[n]["loc"] == "dram"]
+    q[names[1]]["dram"] = q[names[0]]["dram"]                          # overlapping DRAM buffers
+    errors = "\n".join(check_structure(netlist, get_device("e150")))
+    assert "overlapping cores" in errors and "dest limit" in errors and "buffer overlap" in errors
+    assert "shape" in errors  # the ublock change also breaks producer/consumer shapes
+
+
+def test_override_op_size_changes_grid(tmp_path):
+    model, x = MLP(), torch.randn(2, 64, 64)
+    pybuda.override_op_size("mm1", (2, 2))
+    compiled = pybuda.compile(model, x, output_dir=tmp_path)
+    graph = next(iter(compiled.netlist["graphs"].values()))
+    assert graph["mm1"]["grid_size"] == [2, 2]
+
+
+@pytest.mark.parametrize("grid, reason", [((11, 1), "fit"), ((3, 1), "divide")])
+def test_impossible_op_size_names_op_and_legal_grids(tmp_path, grid, reason):
+    model, x = MLP(), torch.randn(2, 64, 64)
+    pybuda.override_op_size("mm1", grid)
+    with pytest.raises(BalancerError) as err:
+        pybuda.compile(model, x, output_dir=tmp_path)
+    msg = str(err.value)
+    assert "'mm1'" in msg and f"{grid}" in msg and "legal grids: 1x1, 1x2" in msg and reason in msg
+
+
+def test_set_epoch_break_adds_a_graph(tmp_path):
+    model, x = MLP(), torch.randn(2, 16, 64)
+    base = pybuda.compile(model, x, output_dir=tmp_path / "a")
+    pybuda.set_epoch_break("mm2")
+    broken = pybuda.compile(model, x, output_dir=tmp_path / "b")
+    assert len(broken.netlist["graphs"]) == len(base.netlist["graphs"]) + 1
+    second = list(broken.netlist["graphs"].values())[1]
+    assert "mm2" in second
+    e2e = [n for n, q in broken.netlist["queues"].items() if n.startswith("e2e_")]
+    assert e2e and second["mm2"]["inputs"][0] in e2e
+    assert np.allclose(broken(x).numpy(), base(x).numpy(), atol=1e-6)
+
+
+def test_override_op_placement_start_and_transpose(tmp_path):
+    model, x = MLP(), torch.randn(2, 64, 64)
+    pybuda.override_op_size("mm1", (2, 1))
+    pybuda.override_op_placement("mm1", start=(3, 5), transpose_op=True)
+    compiled = pybuda.compile(model, x, output_dir=tmp_path)
+    op = next(iter(compiled.netlist["graphs"].values()))["mm1"]
+    assert op["grid_loc"] == [3, 5] and op["grid_size"] == [2, 1] and op["grid_transpose"] is True
+
+
+def test_override_naming_unknown_op_suggests_close_names(tmp_path):
+    pybuda.override_op_size("mm_1", (1, 1))
+    with pytest.raises(OverrideError) as err:
+        pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path)
+    assert "mm_1" in str(err.value) and "mm1" in str(err.value)
+
+
+def test_compile_depth_stops_and_keeps_stage_graphs(tmp_path):
+    compiled = pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path,
+                              config=pybuda.CompilerConfig(compile_depth=CompileDepth.OPTIMIZED_GRAPH))
+    assert list(compiled.graphs) == ["initial_graph", "decompose", "optimize"]
+    assert compiled.netlist_path is None and not list(tmp_path.iterdir())
+    with pytest.raises(RuntimeError, match="compile_depth"):
+        compiled(torch.randn(2, 16, 64))
+
+
+def test_verify_names_the_stage_that_diverges(tmp_path, monkeypatch):
+    from pybuda.passes import optimize as optimize_mod
+
+    real = optimize_mod.optimize
+
+    def broken(graph, config=None):
+        graph = real(graph, config)
+        w = graph.node("mlp.w2")
+        w.value = w.value * 0.0 + 1.0
+        return graph
+
+    monkeypatch.setattr(sys.modules["pybuda.compile"], "optimize", broken)
+    with pytest.raises(pybuda.VerificationError, match="stage 'optimize'"):
+        pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path, verify=True)
+
+
+def test_verify_passes_every_stage(tmp_path):
+    compiled = pybuda.compile(Attention(), torch.randn(2, 40, 64), output_dir=tmp_path, verify=True)
+    assert [c.stage for c in compiled.checks] == ["initial_graph", "decompose", "optimize", "lower"]
+    assert all(c.pcc > 0.9999 for c in compiled.checks)
+
+
+def test_wrong_microbatch_is_a_clear_error(tmp_path):
+    compiled = pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path)
+    with pytest.raises(ValueError, match="microbatch 2"):
+        compiled(torch.randn(3, 16, 64))
+
+
+def test_unknown_device_lists_devices():
+    with pytest.raises(ValueError, match="e75, e150, n150, n300"):
+        pybuda.compile(MLP(), torch.randn(2, 16, 64), device="e300")
+
+
+_DETERMINISM_SCRIPT = """
+import sys, torch, pybuda
+sys.path.insert(0, {tests!r})
+from models import Attention
+torch.manual_seed(0)
+pybuda.compile(Attention(), torch.randn(2, 40, 64), output_dir={out!r})
+"""
+
+
+def test_netlists_are_byte_identical_across_hash_seeds(tmp_path):
+    outputs = []
+    for seed in ("1", "12345"):
+        out = tmp_path / seed
+        script = _DETERMINISM_SCRIPT.format(tests=os.path.dirname(__file__), out=str(out))
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        subprocess.run([sys.executable, "-c", script], check=True, env=env, timeout=300)
+        outputs.append((out / "attn_netlist.yaml").read_bytes())
+    assert outputs[0] == outputs[1]
