@@ -677,7 +677,7 @@ def test_corpus_feedforward_numerics():
         assert out.shape == (128, 1024)
         assert np.corrcoef(out.ravel(), ref.ravel())[0, 1] > 0.9995
         assert np.max(np.abs(out - ref)) < 0.05 * np.max(np.abs(ref))  # bf16 partial sums over 32/128 K-steps
-        assert np.mean(np.abs(out - ref)) < 0.01
+        assert np.mean(np.abs(out - ref)) < 0.02
 
 
 def test_corpus_module_direct_multi_epoch_numerics():
@@ -787,3 +787,26 @@ def test_estimate_runs_on_every_corpus_netlist(path):
     r = estimate(corpus(path))
     assert r.epochs and r.total_cycles > 0 and r.samples > 0 and r.samples_per_second > 0
     assert all(o.limiter in ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out") for o in r.ops)
+
+
+def test_estimate_loop_count_modified_in_body():
+    prog = E2E_YAML.split("programs:")[0] + """programs:
+  - run:
+    - var: {$n: 1}
+    - loop: 3
+    -   loop: $n
+    -     execute: {graph_name: g0, queue_settings: {}}
+    -   endloop
+    -   varinst: [$n, inc, 1]
+    - endloop
+"""
+    r = estimate(prog)
+    assert [e.executions for e in r.epochs] == [1 + 2 + 3] and r.epoch_switches == 0 and r.samples == 12
+
+
+def test_estimate_counts_data_parallel_replicas():
+    nl = corpus(REAL + "graph_tests__netlists__netlist_encoder_data_parallel.yaml")
+    (graph,) = nl.graphs.values()
+    assert graph.replicas == 2
+    r = estimate(nl)
+    assert r.samples == graph.input_count * 2 * r.epochs[0].executions

@@ -25,9 +25,15 @@ def _relu_eval(x, attrs):
     return np.where(x > thr, x, 0.0)
 
 
+# f(0) is not finite: zero padding must not reach these ops (inf * 0 = NaN in a later matmul)
+_UNSAFE_AT_ZERO = {"reciprocal", "log"}
+
+
 def _lower_unary(buda_type: str, zero_preserving: bool, extra_attrs=None):
     def lower(ctx):
         (x,) = ctx.operands
+        if buda_type in _UNSAFE_AT_ZERO:
+            x = ctx.nonzero_padding(x)
         attrs = dict(extra_attrs(ctx.node.attrs) if extra_attrs else {})
         return ctx.op(buda_type, [x], attrs, pad_zero=x.pad_zero if zero_preserving else (False, False),
                       replicated=x.replicated)

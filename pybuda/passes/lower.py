@@ -42,7 +42,7 @@ class Lowered:
     shape: tuple
     pad_zero: tuple = (True, True)        # (rows, cols) padding known to be zero
     replicated: frozenset = frozenset()   # "r"/"c": a size-1 logical dim replicated across the tile
-    filled: frozenset = frozenset()       # dims (-1, -2) whose padding holds a large negative fill
+    filled: frozenset = frozenset()       # (dim, value): padding along dim (-1 or -2) holds `value`
 
     @property
     def operand(self) -> Operand:
@@ -143,15 +143,17 @@ class LowerContext:
             return x
         src = self.graph.node(x.src)
         if src.kind in ("parameter", "constant") and not x.tms:
-            value = src.value[..., :1, :] if axis == "r" else src.value[..., :, :1]
-            reps = (1, 1, 32, 1) if axis == "r" else (1, 1, 1, 32)
-            name = f"{x.src}.brcst_{axis}"
+            # constants are replicated on the host, along every size-1 dim at once (a scalar fills its tile)
+            _, _, r, c = to4d(x.shape)
+            axes = {a for a, n in (("r", r), ("c", c)) if n == 1} | {axis}
+            value = src.value[..., :1 if "r" in axes else None, :1 if "c" in axes else None]
+            value = np.tile(value, (1, 1, 32 if "r" in axes else 1, 32 if "c" in axes else 1))
+            name = f"{x.src}.brcst_{''.join(sorted(axes))}"
             if name not in self.graph:
-                (self.graph.add_parameter if src.kind == "parameter" else self.graph.add_constant)(
-                    name, np.tile(value, reps))
+                (self.graph.add_parameter if src.kind == "parameter" else self.graph.add_constant)(name, value)
                 self.graph.node(name).tags["logical_shape"] = src.tags.get("logical_shape", x.shape)
-            return Lowered(name, (), x.shape, (axis != "r" and x.pad_zero[0], axis != "c" and x.pad_zero[1]),
-                           x.replicated | {axis})
+            return Lowered(name, (), x.shape, ("r" not in axes and x.pad_zero[0], "c" not in axes and x.pad_zero[1]),
+                           x.replicated | axes)
         z = to4d(x.shape)[1]
         picker = np.zeros((1, 1, 32, 32), dtype=np.float32)
         if axis == "r":
@@ -193,15 +195,27 @@ class LowerContext:
         return x
 
     def fill_padding(self, x: Lowered, dim: int, value: float) -> Lowered:
-        """x with `value` added into its padding along dim (-1 columns, -2 rows): masks it out of max/exp."""
-        if dim in x.filled:
+        """x with `value` added into its padding along dim (-1 columns, -2 rows): keeps padding out of a max
+        reduction or an exp (large negative value), or out of a reciprocal/log (1.0 onto zero padding)."""
+        if (dim, value) in x.filled:
             return x
         n = x.shape[dim]
         pattern = np.zeros(ceil_tile(n), dtype=np.float32)
         pattern[n:] = value
         k = self._edge_constant(pattern if dim == -1 else None, pattern if dim == -2 else None, x, "pad_fill")
         return self.op("add", [x, k], {}, pad_zero=(False, False), replicated=x.replicated, logical_shape=x.shape,
-                       aux=None if self.node.op_type == "fill_padding" else "pad_fill", filled=frozenset({dim}))
+                       aux=None if self.node.op_type == "fill_padding" else "pad_fill",
+                       filled=frozenset({(dim, value)}))
+
+    def nonzero_padding(self, x: Lowered) -> Lowered:
+        """x whose padding holds no zero (for ops with no finite value at 0): zero it where unknown, add 1.0."""
+        for dim, axis in ((-2, "r"), (-1, "c")):
+            if x.shape[dim] % 32 == 0 or axis in x.replicated or any(d == dim and v for d, v in x.filled):
+                continue
+            if not x.pad_zero[dim + 2]:
+                x = self.mask_padding(x, rows=dim == -2, cols=dim == -1)
+            x = self.fill_padding(x, dim, 1.0)
+        return x
 
 
 def lower(graph: Graph, config=None) -> Graph:
