@@ -431,6 +431,7 @@ def test_sfpu_ops_match_numpy():
         "gelu": ("gelu", lambda v: 0.5 * v * (1 + derf(v / np.sqrt(2)))),
         "gelua": ("gelu, attributes: {approximate_mode: true}",
                   lambda v: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))),
+        "gd": ("gelu_derivative", lambda v: 0.5 * (1 + derf(v / np.sqrt(2))) + v * np.exp(-v * v / 2) / np.sqrt(2 * np.pi)),
         "nop": ("nop", lambda v: v), "dc": ("datacopy", lambda v: v),
     }
     sim = Simulator(_unary_netlist({n: spec for n, (spec, _) in refs.items()}))

@@ -10,7 +10,6 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from pybuda.dataformat import DataFormat
 from pybuda.device import DeviceSpec, arch_spec, get_device
 from pybuda.ir.tms import apply_tm, tm_shape
 

@@ -283,8 +283,6 @@ class Netlist:
                              f"{', '.join(SUPPORTED_ARCHS)}")
 
 
-NetlistSource = "str | os.PathLike | Mapping[str, Any] | Netlist"
-
 
 def read_yaml(source: Any) -> dict:
     """A netlist as a dict from a path, YAML text or an already-parsed mapping."""

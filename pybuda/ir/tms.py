@@ -3,6 +3,8 @@
 A TM is a tuple: ("transpose",), ("broadcast", axis, factor) with axis "r" | "c" | "z" and factor in
 units of the array's granularity (tiles on device tensors), ("hslice", n), ("hstack", n), ("vslice", n),
 ("vstack", n). The same functions serve the compiler's golden evaluation and the backend simulator.
+A broadcast repeats the whole dimension `factor` times (on device tensors the source is one tile, so the
+factor counts tiles, as in the netlist).
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ TM = tuple
 TM_NAMES = ("transpose", "broadcast", "hslice", "hstack", "vslice", "vstack")
 
 
-def apply_tm(x: np.ndarray, tm: TM, tile: int = 32) -> np.ndarray:
-    """Apply one TM to an array whose last three dims are (z, R, C); broadcast factors count `tile` rows/cols."""
+def apply_tm(x: np.ndarray, tm: TM) -> np.ndarray:
+    """Apply one TM to an array whose last three dims are (z, R, C)."""
     kind = tm[0]
     z, r, c = x.shape[-3:]
     lead = x.shape[:-3]
@@ -39,9 +41,9 @@ def apply_tm(x: np.ndarray, tm: TM, tile: int = 32) -> np.ndarray:
     raise ValueError(f"unknown TM {tm!r}; legal: {', '.join(TM_NAMES)}")
 
 
-def apply_tms(x: np.ndarray, tms: list, tile: int = 32) -> np.ndarray:
+def apply_tms(x: np.ndarray, tms: list) -> np.ndarray:
     for tm in tms:
-        x = apply_tm(x, tm, tile)
+        x = apply_tm(x, tm)
     return x
 
 
@@ -53,6 +55,8 @@ def tm_shape(shape: tuple, tm: TM) -> tuple:
         return (*lead, z, c, r)
     if kind == "broadcast":
         axis, f = tm[1], int(tm[2])
+        if axis == "z" and z != 1:
+            raise ValueError(f"TM broadcast z needs t == 1, got t = {z}")
         return {"z": (*lead, z * f, r, c), "r": (*lead, z, r * f, c), "c": (*lead, z, r, c * f)}[axis]
     n = int(tm[1])
     rules = {

@@ -16,12 +16,13 @@ def _bcast(shapes, attrs):
 
 
 def _relu_eval(x, attrs):
-    """Packer relu: mode "min" zeroes values <= threshold, mode "max" clamps at threshold."""
+    """Packer relu as the backend's reference model: mode "min" zeroes values <= threshold, mode "max"
+    clamps to [0, threshold]."""
     if not attrs.get("relu_en"):
         return x
     thr = float(attrs.get("relu_threshold", 0.0))
     if attrs.get("relu_mode", "min") == "max":
-        return np.minimum(x, thr)
+        return np.clip(x, 0.0, thr)
     return np.where(x > thr, x, 0.0)
 
 
