@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
 
 from . import config as cfg
 from .balancer import balance_and_place
@@ -24,8 +23,9 @@ from .device import get_device
 from .frontend.pybuda_trace import trace_module
 from .ir import Graph
 from .module import PyBudaModule, to_numpy
-from .netlist import build_netlist, write_netlist
-from .netlist.structure import check_structure
+from .netlist import Netlist, NetlistError, build_netlist, check, write_netlist
+from .netlist import load as load_netlist
+from .passes.cpu_fallback import split_host_ops
 from .passes.data_formats import assign_data_formats
 from .passes.decompose import decompose
 from .passes.host_io import hoist_io_transforms
@@ -63,8 +63,10 @@ class CompiledModel:
         self.stage_times: dict[str, float] = {}
         self.checks: list[StageCheck] = []
         self.placement = None
+        self.input_names: list[str] = []
+        self.host_graph: Graph | None = None   # ops run on the host before the device (CPU fallback)
         self.netlist_path: Path | None = None
-        self.netlist: dict | None = None
+        self.netlist: Netlist | None = None      # the typed model of the netlist file
         self._perf = None
 
     @property
@@ -77,7 +79,7 @@ class CompiledModel:
         if self._perf is None:
             self._require_netlist()
             from .backend_sim.timing import estimate
-            self._perf = estimate(self.netlist, device=self.device)
+            self._perf = estimate(str(self.netlist_path), device=self.device)
         return self._perf
 
     def _require_netlist(self) -> None:
@@ -89,20 +91,22 @@ class CompiledModel:
         """Run the netlist in the backend simulator on a microbatch of torch tensors; returns torch tensors."""
         self._require_netlist()
         from .backend_sim.executor import Simulator
-        from .verify import host_inputs, host_outputs
+        from .verify import host_inputs, host_outputs, sample_feeds
 
-        batch = [to_numpy(x) for x in inputs]
-        if len(batch) != len(self.device_graph.inputs()):
-            raise ValueError(f"model {self.name!r} takes {len(self.device_graph.inputs())} inputs, got {len(batch)}")
-        n = batch[0].shape[0]
+        if len(inputs) != len(self.input_names):
+            raise ValueError(f"model {self.name!r} takes {len(self.input_names)} inputs "
+                             f"({', '.join(self.input_names)}), got {len(inputs)}")
+        batch = {name: to_numpy(x) for name, x in zip(self.input_names, inputs)}
+        n = next(iter(batch.values())).shape[0]
         if n != self.microbatch:
             raise ValueError(f"model {self.name!r} was compiled for microbatch {self.microbatch}, got {n} samples")
         graph = self.device_graph
-        sim = Simulator(self.netlist, device=self.device)
+        sim = Simulator(str(self.netlist_path), device=self.device)
         for node in graph.nodes():
-            if node.kind in ("parameter", "constant") and node.name in self.netlist["queues"]:
+            if node.kind in ("parameter", "constant") and node.name in self.netlist.queues:
                 sim.push(node.name, node.value.reshape(1, *node.value.shape[-3:]))
-        samples = [host_inputs(graph, [x[i:i + 1] for x in batch]) for i in range(n)]
+        samples = [host_inputs(graph, sample_feeds(self.host_graph, {k: v[i:i + 1] for k, v in batch.items()}))
+                   for i in range(n)]
         for node in graph.inputs():
             sim.push(node.name, np.stack([s[node.name].reshape(node.shape[-3:]) for s in samples]))
         sim.run(p_loop_count=1)
@@ -121,8 +125,9 @@ class CompiledModel:
         return "\n".join(lines)
 
 
-def _check(model: CompiledModel, stage: str, graph: Graph, batch: list[np.ndarray], expected: list[np.ndarray]):
-    got = run_golden(graph, batch)
+def _check(model: CompiledModel, stage: str, graph: Graph, batch: dict[str, np.ndarray],
+           expected: list[np.ndarray]):
+    got = run_golden(graph, batch, model.host_graph)
     worst = None
     for g, e in zip(got, expected):
         if g.shape != e.shape:
@@ -152,8 +157,8 @@ def compile(model, *sample_inputs, device: str = "e150", config: cfg.CompilerCon
     result = CompiledModel(name, device, config, microbatch)
     depth = config.compile_depth
 
-    batch = [to_numpy(x) for x in sample_inputs]
-    expected = _framework_outputs(model, sample_inputs, batch) if verify else None
+    expected = _framework_outputs(model, sample_inputs) if verify else None
+    batch: dict[str, np.ndarray] = {}
 
     def stage(key: str, stage_depth, fn):
         start = time.perf_counter()
@@ -165,14 +170,24 @@ def compile(model, *sample_inputs, device: str = "e150", config: cfg.CompilerCon
                 _check(result, key, out, batch, expected)
         return out, stage_depth >= depth
 
-    graph, stop = stage("initial_graph", CompileDepth.GENERATE_INITIAL_GRAPH, lambda: _initial_graph(model, sample_inputs))
+    def initial_stage():
+        initial = _initial_graph(model, sample_inputs)
+        result.input_names = list(initial.input_names)
+        batch.update({n: to_numpy(x) for n, x in zip(result.input_names, sample_inputs)})
+        return initial
+
+    graph, stop = stage("initial_graph", CompileDepth.GENERATE_INITIAL_GRAPH, initial_stage)
     if stop:
         return result
     graph, stop = stage("decompose", CompileDepth.POST_INITIAL_GRAPH_PASS, lambda: decompose(graph.copy(), config))
     if stop:
         return result
-    graph, stop = stage("optimize", CompileDepth.OPTIMIZED_GRAPH,
-                        lambda: hoist_io_transforms(optimize(graph.copy(), config), config))
+    def optimize_stage():
+        optimized = optimize(graph.copy(), config)
+        result.host_graph, device_graph = split_host_ops(optimized, config)
+        return hoist_io_transforms(device_graph, config)
+
+    graph, stop = stage("optimize", CompileDepth.OPTIMIZED_GRAPH, optimize_stage)
     if stop:
         return result
     bgraph, stop = stage("lower", CompileDepth.BUDA_GRAPH_PRE_PLACER,
@@ -189,15 +204,15 @@ def compile(model, *sample_inputs, device: str = "e150", config: cfg.CompilerCon
 
     def netlist():
         nl = build_netlist(bgraph, result.placement, spec, config, microbatch)
-        problems = check_structure(nl, spec)
-        if problems:
-            raise NetlistStructureError("the compiled netlist is unsound (compiler bug):\n  " + "\n  ".join(problems))
+        errors = check(nl, device=spec)
+        if errors:
+            raise NetlistError(errors, header=f"the compiled netlist breaks {len(errors)} backend rule(s) "
+                                              "(compiler bug):")
         header = f"# pybuda netlist: model {name}, device {device}, microbatch {microbatch}"
         return write_netlist(nl, path, header)
 
     result.netlist_path, _ = stage("netlist", CompileDepth.GENERATE_NETLIST, netlist)
-    with open(result.netlist_path) as f:
-        result.netlist = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    result.netlist = load_netlist(result.netlist_path)
     return result
 
 
@@ -210,11 +225,11 @@ def _initial_graph(model, sample_inputs) -> Graph:
     raise TypeError(f"compile takes a torch.nn.Module or a PyBudaModule, got {type(model).__name__}")
 
 
-def _framework_outputs(model, sample_inputs, batch) -> list[np.ndarray]:
+def _framework_outputs(model, sample_inputs) -> list[np.ndarray]:
     """The reference outputs: torch's for a torch module, the traced graph's golden eval for a PyBudaModule."""
     if isinstance(model, torch.nn.Module):
         with torch.no_grad():
             out = model.eval()(*sample_inputs)
-        out = out if isinstance(out, (tuple, list)) else (out,)
-        return [to_numpy(o) for o in out]
-    return run_golden(trace_module(model, sample_inputs), batch)
+        return [to_numpy(o) for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+    traced = trace_module(model, sample_inputs)
+    return run_golden(traced, {n: to_numpy(x) for n, x in zip(traced.input_names, sample_inputs)})

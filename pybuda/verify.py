@@ -43,12 +43,13 @@ def evaluate_sample(graph: Graph, inputs: dict[str, np.ndarray]) -> dict[str, np
     return {name: values[name] for name in graph.output_names}
 
 
-def host_inputs(graph: Graph, sample: list[np.ndarray]) -> dict[str, np.ndarray]:
-    """One sample's framework inputs in the layout the graph reads (host transforms, tile padding)."""
+def host_inputs(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """One sample's values for the graph's inputs (by name) in the layout the graph reads: host transforms
+    applied, tile padded for a device graph."""
     device = is_device_graph(graph)
     out = {}
-    for node, x in zip(graph.inputs(), sample):
-        x = apply_host_transforms(x, node.tags.get("host_transforms", []))
+    for node in graph.inputs():
+        x = apply_host_transforms(feeds[node.name], node.tags.get("host_transforms", []))
         if device:
             padded = np.zeros(node.shape, dtype=np.float32)
             x4 = x.reshape(to4d(x.shape))
@@ -56,6 +57,16 @@ def host_inputs(graph: Graph, sample: list[np.ndarray]) -> dict[str, np.ndarray]
             x = padded
         out[node.name] = x
     return out
+
+
+def sample_feeds(host: Graph | None, sample: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Model inputs of one sample plus the values the host (CPU fallback) graph computes for the device."""
+    feeds = dict(sample)
+    if host is not None:
+        outs = evaluate_sample(host, host_inputs(host, feeds))
+        for node in host.outputs():
+            feeds[node.tags["device_input"]] = outs[node.name]
+    return feeds
 
 
 def host_outputs(graph: Graph, outputs: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -77,10 +88,12 @@ def host_outputs(graph: Graph, outputs: dict[str, np.ndarray]) -> list[np.ndarra
     return result
 
 
-def run_golden(graph: Graph, batch: list[np.ndarray]) -> list[np.ndarray]:
-    """Evaluate a graph on a whole microbatch (one sample at a time); returns batched framework outputs."""
+def run_golden(graph: Graph, batch: dict[str, np.ndarray], host: Graph | None = None) -> list[np.ndarray]:
+    """Evaluate a graph (after an optional host graph) on a microbatch of named model inputs, one sample at a
+    time; returns the batched framework outputs."""
     per_sample = []
-    for i in range(batch[0].shape[0]):
-        sample = [x[i:i + 1] for x in batch]
-        per_sample.append(host_outputs(graph, evaluate_sample(graph, host_inputs(graph, sample))))
+    n = next(iter(batch.values())).shape[0]
+    for i in range(n):
+        feeds = sample_feeds(host, {k: v[i:i + 1] for k, v in batch.items()})
+        per_sample.append(host_outputs(graph, evaluate_sample(graph, host_inputs(graph, feeds))))
     return [np.concatenate([s[k] for s in per_sample], axis=0) for k in range(len(per_sample[0]))]

@@ -13,8 +13,7 @@ import yaml
 import pybuda
 from pybuda.balancer import BalancerError
 from pybuda.config import CompileDepth, OverrideError
-from pybuda.device import get_device
-from pybuda.netlist.structure import check_structure
+from pybuda.netlist import NetlistError, check, load, validate
 from pybuda.tools.models import MNISTCNN
 from pybuda.verify import pcc
 
@@ -47,9 +46,8 @@ def test_attention_matches_torch(tmp_path, options, threshold):
     compiled = _compile(model, x, tmp_path=tmp_path, **options)
     out, expected = compiled(x), torch_attention(model, x)
     assert pcc(out.numpy(), expected.numpy()) >= threshold
-    ops = [op for g in compiled.netlist["graphs"].values() for op in g.values() if isinstance(op, dict)]
-    tms = [tm for op in ops for k, v in op.items() if k.endswith("_tms") for tm in v]
-    assert {"hslice": 2} in tms and "transpose" in tms and {"hstack": 2} in tms
+    tms = [tm for op in compiled.netlist.ops.values() for v in op.input_tms.values() for tm in v]
+    assert ("hslice", 2) in tms and ("transpose",) in tms and ("hstack", 2) in tms
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +77,9 @@ def test_mnist_matches_torch(mnist_runs, label, threshold):
 def test_mnist_netlist_is_sound_and_reports_perf(mnist_runs):
     compiled, _ = mnist_runs[1]["Float16_b"]
     netlist = yaml.safe_load(compiled.netlist_path.read_text())
-    assert check_structure(netlist, get_device("e150")) == []
+    assert check(compiled.netlist, device="e150") == []
     assert set(netlist) == {"devices", "queues", "graphs", "programs"}
+    assert load(compiled.netlist_path) == compiled.netlist
     assert compiled.perf.samples_per_second > 0
     assert len(compiled.perf.epochs) == len(netlist["graphs"])
     assert all(e.cores > 0 for e in compiled.perf.epochs)
@@ -90,28 +89,31 @@ def test_mnist_netlist_is_sound_and_reports_perf(mnist_runs):
 
 
 def test_structure_check_detects_violations():
-    """The soundness check used by compile reports broken netlists (it is not a check that cannot fail)."""
+    """The validator compile runs reports broken netlists, naming each rule (it is not a check that cannot fail)."""
     model, x = MLP(), torch.randn(2, 16, 64)
     compiled = pybuda.compile(model, x, output_dir=None)
-    netlist = yaml.safe_load(compiled.netlist_path.read_text())
-    graph = next(iter(netlist["graphs"].values()))
-    ops = [name for name, op in graph.items() if isinstance(op, dict)]
-    graph[ops[1]]["grid_loc"] = list(graph[ops[0]]["grid_loc"])      # two ops on one core
-    graph[ops[0]]["ublock"] = [4, 4]                                  # 16 tiles > dest limit
-    q = netlist["queues"]
-    names = [n for n in q if q[n]["loc"] == "dram"]
-    q[names[1]]["dram"] = q[names[0]]["dram"]                          # overlapping DRAM buffers
-    errors = "\n".join(check_structure(netlist, get_device("e150")))
-    assert "overlapping cores" in errors and "dest limit" in errors and "buffer overlap" in errors
-    assert "shape" in errors  # the ublock change also breaks producer/consumer shapes
+    netlist = load(compiled.netlist_path)
+    graph = next(iter(netlist.graphs.values()))
+    ops = list(graph.ops.values())
+    ops[1].grid_loc = ops[0].grid_loc                                  # two ops on one core
+    ops[0].ublock = (4, 4)                                             # 16 tiles > dest limit
+    dram = [q for q in netlist.queues.values() if q.loc == "dram"]
+    dram[1].dram = list(dram[0].dram)                                  # overlapping DRAM buffers
+    with pytest.raises(NetlistError) as err:
+        validate(netlist, device="e150")
+    rules = err.value.rules
+    assert {"grid.overlap", "dest.ublock_limit", "queue.dram_overlap"} <= rules
+    assert any(r.startswith("shape.") for r in rules)  # the ublock change also breaks producer/consumer shapes
+    assert all(e.file == str(compiled.netlist_path) and e.line > 0 for e in err.value.errors)
+    assert "grid.overlap" in str(err.value) and ops[1].name in str(err.value)
 
 
 def test_override_op_size_changes_grid(tmp_path):
     model, x = MLP(), torch.randn(2, 64, 64)
     pybuda.override_op_size("mm1", (2, 2))
     compiled = pybuda.compile(model, x, output_dir=tmp_path)
-    graph = next(iter(compiled.netlist["graphs"].values()))
-    assert graph["mm1"]["grid_size"] == [2, 2]
+    graph = next(iter(compiled.netlist.graphs.values()))
+    assert graph.ops["mm1"].grid_size == (2, 2)
 
 
 @pytest.mark.parametrize("grid, reason", [((11, 1), "fit"), ((3, 1), "divide")])
@@ -129,11 +131,11 @@ def test_set_epoch_break_adds_a_graph(tmp_path):
     base = pybuda.compile(model, x, output_dir=tmp_path / "a")
     pybuda.set_epoch_break("mm2")
     broken = pybuda.compile(model, x, output_dir=tmp_path / "b")
-    assert len(broken.netlist["graphs"]) == len(base.netlist["graphs"]) + 1
-    second = list(broken.netlist["graphs"].values())[1]
-    assert "mm2" in second
-    e2e = [n for n, q in broken.netlist["queues"].items() if n.startswith("e2e_")]
-    assert e2e and second["mm2"]["inputs"][0] in e2e
+    assert len(broken.netlist.graphs) == len(base.netlist.graphs) + 1
+    second = list(broken.netlist.graphs.values())[1]
+    assert "mm2" in second.ops
+    e2e = [n for n in broken.netlist.queues if n.startswith("e2e_")]
+    assert e2e and second.ops["mm2"].inputs[0] in e2e
     assert np.allclose(broken(x).numpy(), base(x).numpy(), atol=1e-6)
 
 
@@ -142,8 +144,8 @@ def test_override_op_placement_start_and_transpose(tmp_path):
     pybuda.override_op_size("mm1", (2, 1))
     pybuda.override_op_placement("mm1", start=(3, 5), transpose_op=True)
     compiled = pybuda.compile(model, x, output_dir=tmp_path)
-    op = next(iter(compiled.netlist["graphs"].values()))["mm1"]
-    assert op["grid_loc"] == [3, 5] and op["grid_size"] == [2, 1] and op["grid_transpose"] is True
+    op = next(iter(compiled.netlist.graphs.values())).ops["mm1"]
+    assert op.grid_loc == (3, 5) and op.grid_size == (2, 1) and op.grid_transpose is True
 
 
 def test_override_naming_unknown_op_suggests_close_names(tmp_path):

@@ -35,7 +35,8 @@ def _single_op_graph(op_type, shapes, attrs, params=()):
 
 
 def _golden(g, inputs):
-    return host_outputs(g, evaluate_sample(g, host_inputs(g, inputs)))[0]
+    feeds = {f"x{i}": x for i, x in enumerate(inputs)}
+    return host_outputs(g, evaluate_sample(g, host_inputs(g, feeds)))[0]
 
 
 CASES = [

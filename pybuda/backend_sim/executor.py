@@ -1,45 +1,89 @@
 """Numeric execution of a netlist: queues with Buda pointer semantics, programs, and op kernels on numpy.
 
-Tensors are float32 arrays shaped (t, R, C) in elements, row-major (no tile layout): ublock order, untilize and
-queue layout do not change the logical values. Every value is rounded to the data format it is stored in.
+Tensors are float arrays shaped (t, R, C) in elements of whole 32x32 tiles, row-major: ublock order, untilize,
+flat layout and a queue's blocking do not change the logical values. Tensors with a tiny tile_dim (e.g. 16x32,
+1x32) are held in 32x32 tiles whose elements outside the tile_dim corner are zero, which is what the backend's
+golden model does; host push/pop use the compact (tiles x tile_dim) shape. Every value is rounded to the data
+format it is stored or computed in.
+
+An execute runs the graph's ops in topological order on a whole chunk of its `input_count` inputs at once (a
+leading batch axis), which gives the same values as input-by-input execution: ops of one input never see data of
+another input except through rams written and read by the same graph (those graphs run input by input) and
+queues whose global read pointer moves per input (likewise).
 """
 from __future__ import annotations
 
 import collections
-from typing import Any, Mapping
+import dataclasses
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from pybuda.dataformat import DataFormat
 from pybuda.device import DeviceSpec, arch_spec, get_device
 from pybuda.ir.tms import apply_tm, tm_shape
 
 from .errors import SimulatorError
-from .formats import FidelityMatmul, fidelity_product, quantize, to_source_register
-from .netlist_io import TILE, GraphDef, Netlist, OpDef, QueueDef, load_netlist
+from .formats import quantize, storage_dtype
+from .kernels import KERNELS, SUPPORTED_OP_TYPES
+from .kernels.common import TILE, clear_outside_tile, packer_relu
+from .kernels.fused import fused_op
+from .netlist_io import GraphDef, Netlist, OpDef, QueueDef, load_netlist
 from .program import ProgramRunner, QueueSetting
 
-BINARY_OPS = ("add", "subtract", "multiply", "maximum")
-SFPU_OPS = ("exp", "log", "sqrt", "gelu", "gelu_derivative", "reciprocal", "sigmoid", "tanh", "square", "abs",
-            "lrelu", "power", "sine", "cosine", "dropout")
-DATACOPY_OPS = ("nop", "datacopy")
-SUPPORTED_OP_TYPES = tuple(sorted(BINARY_OPS + SFPU_OPS + DATACOPY_OPS + ("matmul", "reduce")))
+__all__ = ["Simulator", "SUPPORTED_OP_TYPES", "topo_order", "apply_edge_tms", "to_internal", "to_host"]
 
-_SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
+# Largest tensor (elements) one op may produce per chunk of inputs; bounds memory of the batched execution.
+DEFAULT_CHUNK_ELEMENTS = 1 << 25
+
+# Values already representable in a format need no rounding when an op unpacks them as another format:
+# (format the value is stored in) -> formats it is exactly representable in.
+_B_BFP = (DataFormat.Bfp8_b, DataFormat.Bfp4_b, DataFormat.Bfp2_b)
+_EXACT_IN = {
+    DataFormat.Bfp8_b: {DataFormat.Float16_b},
+    DataFormat.Bfp4_b: {DataFormat.Float16_b, DataFormat.Bfp8_b},
+    DataFormat.Bfp2_b: {DataFormat.Float16_b, DataFormat.Bfp8_b, DataFormat.Bfp4_b},
+    DataFormat.Int8: {DataFormat.Float16_b, DataFormat.Float16, DataFormat.Int32},
+}
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    """erf in float64 (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7)."""
-    x = np.asarray(x, dtype=np.float64)
-    s = np.sign(x)
-    a = np.abs(x)
-    k = 1.0 / (1.0 + 0.3275911 * a)
-    poly = k * (0.254829592 + k * (-0.284496736 + k * (1.421413741 + k * (-1.453152027 + k * 1.061405429))))
-    return s * (1.0 - poly * np.exp(-a * a))
+def _exact(tag: DataFormat | None, df: DataFormat) -> bool:
+    """True if values tagged as stored in `tag` are unchanged by rounding to `df`."""
+    if tag is None:
+        return False
+    if tag is df:
+        return True
+    if df is DataFormat.Float32:
+        return storage_dtype(tag) is np.float32
+    return df in _EXACT_IN.get(tag, ())
 
 
 def _tiles(shape: tuple) -> tuple[int, ...]:
     t, r, c = shape[-3:]
     return (int(t), r / TILE if r % TILE else r // TILE, c / TILE if c % TILE else c // TILE)
+
+
+def to_internal(x: np.ndarray, tile_dim: tuple[int, int]) -> np.ndarray:
+    """Host layout (..., t, RT*h, CT*w) of a tensor with tile_dim (h, w) -> 32x32 tiles with zero padding."""
+    h, w = tile_dim
+    if (h, w) == (TILE, TILE):
+        return x
+    *lead, t, rows, cols = x.shape
+    rt, ct = rows // h, cols // w
+    out = np.zeros((*lead, t, rt, TILE, ct, TILE), dtype=x.dtype)
+    out[..., :h, :, :w] = x.reshape(*lead, t, rt, h, ct, w)
+    return out.reshape(*lead, t, rt * TILE, ct * TILE)
+
+
+def to_host(x: np.ndarray, tile_dim: tuple[int, int]) -> np.ndarray:
+    """Inverse of `to_internal`."""
+    h, w = tile_dim
+    if (h, w) == (TILE, TILE):
+        return x
+    *lead, t, rows, cols = x.shape
+    rt, ct = rows // TILE, cols // TILE
+    v = x.reshape(*lead, t, rt, TILE, ct, TILE)[..., :h, :, :w]
+    return np.ascontiguousarray(v).reshape(*lead, t, rt * h, ct * w)
 
 
 class _QueueState:
@@ -48,6 +92,9 @@ class _QueueState:
     def __init__(self, q: QueueDef):
         self.q = q
         self.entries = max(1, q.entries)
+        t, rt, ct = q.tiles
+        self.internal_shape = (t, rt * TILE, ct * TILE)
+        self.dtype = storage_dtype(q.df)
         self.slots: list[np.ndarray | None] = [None] * self.entries
         self.rd = 0
         self.wr = 0
@@ -85,18 +132,35 @@ class _QueueState:
             self.put(self.pending.popleft())
 
 
+@dataclasses.dataclass
+class _OpPlan:
+    op: OpDef
+    kernel: Callable
+    writes: tuple[str, ...]
+    release: tuple[str, ...]  # op values no later op of the graph reads
+
+
+@dataclasses.dataclass
+class _GraphPlan:
+    ops: list[_OpPlan]
+    sequential: bool          # a ram written by the graph is also read by it: run input by input
+    sample_elements: int      # largest tensor of one input (elements), for chunking
+
+
 class Simulator:
     """Runs a netlist's programs on numpy.
 
     netlist: a path, YAML text, parsed dict or Netlist. device: a device name ("e150", "n150", ...) used for the
     arch and for `estimate`; default: the netlist's first supported arch on its largest single-chip device.
+    chunk_elements: memory bound of the batched execution (largest per-op tensor of a chunk of inputs).
     """
 
-    def __init__(self, netlist: Any, device: str | None = None):
+    def __init__(self, netlist: Any, device: str | None = None, *, chunk_elements: int = DEFAULT_CHUNK_ELEMENTS):
         self.netlist: Netlist = load_netlist(netlist)
         spec = get_device(device) if device is not None else None
         self.arch: str = self.netlist.resolve_arch(spec.arch if spec else None)
         self.device: DeviceSpec = spec or arch_spec(self.arch)
+        self.chunk_elements = int(chunk_elements)
         self._queues = {name: _QueueState(q) for name, q in self.netlist.queues.items()}
         self._statics: dict[str, dict[str, int]] = {}
         self._op_graph = {name: op.graph for name, op in self.netlist.ops.items()}
@@ -106,12 +170,14 @@ class Simulator:
                 self._writers[q.input].append(name)
         self._graph_read_queues = {q for g in self.netlist.graphs.values() for op in g.ops.values()
                                    for q in op.inputs if q in self.netlist.queues}
-        self._orders: dict[str, list[OpDef]] = {}
+        self._plans: dict[str, _GraphPlan] = {}
+        self._kernels: dict[str, Callable] = dict(KERNELS)
+        self._kernels["fused_op"] = lambda op, ins: fused_op(op, ins, self.netlist, KERNELS)
         self.executed: list[str] = []  # graph names in execution order
 
     # -- host interface -----------------------------------------------------------------------------------
     def queue_shape(self, name: str) -> tuple[int, int, int]:
-        """(t, R, C) in elements of one entry of a queue."""
+        """(t, R, C) in elements of one entry of a queue (R, C count the queue's tile_dim)."""
         return self._state(name).q.shape
 
     def push(self, queue_name: str, array: np.ndarray, *, entry: int | None = None) -> None:
@@ -121,13 +187,13 @@ class Simulator:
         program pops). `type: ram`: written at entry index `entry` (default 0) onward.
         """
         st = self._state(queue_name)
-        data = np.asarray(array, dtype=np.float32)
+        data = np.asarray(array, dtype=st.dtype)
         if data.ndim == 3:
             data = data[None]
         if data.ndim != 4 or tuple(data.shape[1:]) != st.q.shape:
             raise SimulatorError(f"push to queue {queue_name!r}: expected shape (t, R, C) = {st.q.shape} or "
                                  f"(entries, {', '.join(map(str, st.q.shape))}), got {tuple(np.shape(array))}")
-        data = quantize(data, st.q.df)
+        data = quantize(to_internal(data, st.q.tile_dim), st.q.df)
         if st.q.is_ram:
             start = 0 if entry is None else int(entry)
             if start < 0 or start + len(data) > st.entries:
@@ -149,13 +215,13 @@ class Simulator:
         if st.q.is_ram:
             return self.peek(queue_name, st.rd)
         if st.host_out:
-            return st.host_out.popleft().copy()
+            return self._host_copy(st, st.host_out.popleft())
         if st.occupancy == 0:
             raise SimulatorError(f"pop from queue {queue_name!r}: the queue is empty (rd_ptr={st.rd}, "
                                  f"wr_ptr={st.wr})")
         value = st.take()
         st.refill()
-        return value.copy()
+        return self._host_copy(st, value)
 
     def peek(self, queue_name: str, entry: int = 0) -> np.ndarray:
         """Entry `entry` without removing it: counted from the oldest entry of a queue, absolute for a ram."""
@@ -164,16 +230,29 @@ class Simulator:
             value = st.slots[int(entry) % st.entries]
             if value is None:
                 raise SimulatorError(f"ram {queue_name!r} entry {entry} was never written")
-            return value.copy()
+            return self._host_copy(st, value)
         held = list(st.host_out) + [st.slots[(st.rd + k) % st.wrap % st.entries] for k in range(st.occupancy)]
         if not 0 <= entry < len(held):
             raise SimulatorError(f"peek queue {queue_name!r}: entry {entry} not present ({len(held)} held)")
-        return held[entry].copy()
+        return self._host_copy(st, held[entry])
+
+    @staticmethod
+    def _host_copy(st: _QueueState, value: np.ndarray) -> np.ndarray:
+        return np.array(to_host(value, st.q.tile_dim), copy=True)
 
     def occupancy(self, queue_name: str) -> int:
         """Entries a host pop could return now (queue), or the number of entries of a ram."""
         st = self._state(queue_name)
         return st.entries if st.q.is_ram else st.occupancy + len(st.host_out)
+
+    def program_params(self, program: str | None = None) -> list[str]:
+        """Names (without '$') of the `param` variables a program needs."""
+        name = program if program is not None else next(iter(self.netlist.programs))
+        names: list[str] = []
+        for node in self.netlist.programs[name].body:
+            if getattr(node, "opcode", None) == "param":
+                names += [str(n).lstrip("$") for n in (node.args or [])]
+        return names
 
     def run(self, program: str | None = None, **params: Any) -> None:
         """Run a program (default: the first) with its `param` values, e.g. run(p_loop_count=2)."""
@@ -254,27 +333,37 @@ class Simulator:
                     raise SimulatorError(f"graph {graph.name!r} reads {graph.input_count} inputs per execute from "
                                          f"streaming queue {name!r} with only {st.entries} entries")
             if s.flag("zero"):
-                zero = np.zeros(st.q.shape, dtype=np.float32)
-                st.slots = [zero.copy() for _ in st.slots]
+                zero = np.zeros(st.internal_shape, dtype=st.dtype)
+                st.slots = [zero for _ in st.slots]
             st.settings = s
 
     def _execute(self, graph_name: str, settings: Mapping[str, QueueSetting]) -> None:
         if graph_name not in self.netlist.graphs:
             raise SimulatorError(f"execute: no graph {graph_name!r}; graphs: {', '.join(self.netlist.graphs)}")
         graph = self.netlist.graphs[graph_name]
-        order = self._order(graph)
+        plan = self._plan(graph)
         self._apply_settings(graph, settings)
-        for i in range(graph.input_count):
-            values: dict[str, np.ndarray] = {}
-            for op in order:
-                inputs = [self._input(op, k, src, i, values) for k, src in enumerate(op.inputs)]
-                out = self._compute(op, inputs)
-                values[op.name] = out
-                for qname in self._writers.get(op.name, []):
-                    self._write(qname, op, out, i)
-            for name, s in settings.items():
-                st = self._queues[name]
-                if not st.q.is_ram and st.global_rd_autoinc:
+        n = graph.input_count
+        per_input_pointers = [self._queues[q] for q in settings
+                              if not self._queues[q].q.is_ram and self._queues[q].global_rd_autoinc]
+        if plan.sequential or per_input_pointers:
+            chunk = 1
+        else:
+            chunk = max(1, min(n, self.chunk_elements // max(1, plan.sample_elements)))
+        for start in range(0, n, chunk):
+            idx = range(start, min(n, start + chunk))
+            values: dict[str, tuple[np.ndarray, DataFormat | None]] = {}
+            for p in plan.ops:
+                op = p.op
+                ins = [self._input(op, k, src, idx, values) for k, src in enumerate(op.inputs)]
+                out = self._compute(op, p.kernel, ins)
+                values[op.name] = (out, op.out_df)
+                for qname in p.writes:
+                    self._write(qname, op, out, idx)
+                for name in p.release:
+                    values.pop(name, None)
+            if chunk == 1:
+                for st in per_input_pointers:
                     self._set_rd(st, st.rd + st.global_rd_autoinc)
         for name in settings:
             st = self._queues[name]
@@ -282,142 +371,150 @@ class Simulator:
                 st.local = st.rd
         self.executed.append(graph_name)
 
-    def _order(self, graph: GraphDef) -> list[OpDef]:
-        if graph.name in self._orders:
-            return self._orders[graph.name]
+    def _plan(self, graph: GraphDef) -> _GraphPlan:
+        if graph.name in self._plans:
+            return self._plans[graph.name]
         for op in graph.ops.values():
             for src in op.inputs:
                 if src in self._op_graph and self._op_graph[src] != graph.name:
                     raise SimulatorError(f"op {op.name!r} (graph {graph.name!r}) reads op {src!r} of graph "
                                          f"{self._op_graph[src]!r}; cross-graph data must go through a queue")
         order = topo_order(graph, self.netlist)
-        self._orders[graph.name] = order
-        return order
+        for op in order:
+            if op.type not in self._kernels:
+                raise SimulatorError(f"op {op.name!r} has type {op.type!r}, which the numeric simulator does not "
+                                     f"support; supported: {', '.join(SUPPORTED_OP_TYPES)}")
+        last_use = {op.name: i for i, op in enumerate(order)}
+        for i, op in enumerate(order):
+            for src in op.inputs:
+                if src in last_use:
+                    last_use[src] = max(last_use[src], i)
+        releases: dict[int, list[str]] = collections.defaultdict(list)
+        for name, i in last_use.items():
+            releases[i].append(name)
+        read = {q for op in order for q in op.inputs if q in self.netlist.queues}
+        written = {q for op in order for q in self._writers.get(op.name, [])}
+        sequential = graph.input_count > 1 and any(self.netlist.queues[q].is_ram for q in read & written)
+        sample = 1
+        for op in order:
+            t, rt, ct = op.tiles
+            sample = max(sample, t * rt * ct * TILE * TILE)
+            for k, src in enumerate(op.inputs):
+                if src in self.netlist.queues:
+                    t, rt, ct = self.netlist.queues[src].tiles
+                    sample = max(sample, t * rt * ct * TILE * TILE)
+        plan = _GraphPlan(
+            ops=[_OpPlan(op=op, kernel=self._kernels[op.type], writes=tuple(self._writers.get(op.name, [])),
+                         release=tuple(releases.get(i, []))) for i, op in enumerate(order)],
+            sequential=sequential, sample_elements=sample)
+        self._plans[graph.name] = plan
+        return plan
 
     # -- data movement ---------------------------------------------------------------------------------------
-    def _read_queue(self, name: str, index: int, op: OpDef) -> np.ndarray:
+    def _read_queue(self, name: str, idx: range, op: OpDef) -> np.ndarray:
+        """Entries an op reads from a queue for the inputs `idx`: (len(idx) or 1, t, R, C)."""
         st = self._queues[name]
         if st.q.is_ram:
-            entry = (st.rd + index * st.global_rd_autoinc) % st.entries
-            value = st.slots[entry]
-            if value is None:
-                raise SimulatorError(f"op {op.name!r} reads ram {name!r} entry {entry}, which was never written; "
-                                     f"push it before run()")
-            return value
-        prologue = st.settings is not None and st.settings.flag("prologue")
-        ptr = st.local if prologue else (st.local + index * st.rd_autoinc) % st.wrap
-        if not st.holds(ptr):
-            raise SimulatorError(f"op {op.name!r} (graph {op.graph!r}) reads queue {name!r} at pointer {ptr} for "
-                                 f"input {index}, but the queue holds pointers [{st.rd}, {st.wr}) (mod {st.wrap}): "
-                                 f"push more entries or check the program's pointers")
-        return st.slots[ptr % st.entries]
+            entries = [(st.rd + i * st.global_rd_autoinc) % st.entries for i in idx]
+            for e in entries:
+                if st.slots[e] is None:
+                    raise SimulatorError(f"op {op.name!r} reads ram {name!r} entry {e}, which was never written; "
+                                         f"push it before run()")
+        else:
+            prologue = st.settings is not None and st.settings.flag("prologue")
+            entries = []
+            for i in idx:
+                ptr = st.local if prologue else (st.local + i * st.rd_autoinc) % st.wrap
+                if not st.holds(ptr):
+                    raise SimulatorError(f"op {op.name!r} (graph {op.graph!r}) reads queue {name!r} at pointer {ptr} "
+                                         f"for input {i}, but the queue holds pointers [{st.rd}, {st.wr}) (mod "
+                                         f"{st.wrap}): push more entries or check the program's pointers")
+                entries.append(ptr % st.entries)
+        if len(set(entries)) == 1:
+            return st.slots[entries[0]][None]
+        return np.stack([st.slots[e] for e in entries])
 
-    def _input(self, op: OpDef, k: int, src: str, index: int, values: Mapping[str, np.ndarray]) -> np.ndarray:
+    def _input(self, op: OpDef, k: int, src: str, idx: range,
+               values: Mapping[str, tuple[np.ndarray, DataFormat | None]]) -> np.ndarray:
         if src in values:
-            x = values[src]
+            x, tag = values[src]
         elif src in self._queues:
-            x = self._read_queue(src, index, op)
-            if self.netlist.queues[src].tile_dim != (TILE, TILE):
-                raise SimulatorError(f"op {op.name!r} input {k} ({src!r}): tile_dim other than 32x32 is not "
-                                     f"supported by the numeric simulator")
+            x, tag = self._read_queue(src, idx, op), self.netlist.queues[src].df
         else:
             raise SimulatorError(f"op {op.name!r} input {k}: {src!r} has not been computed")
-        if op.input_unpad.get(k):
-            raise SimulatorError(f"op {op.name!r} input {k}: input_{k}_unpad is not supported by the numeric "
-                                 f"simulator")
-        x = apply_edge_tms(x, op.input_tms.get(k, ()), f"op {op.name!r} input {k}")
+        where = f"op {op.name!r} input {k}"
+        if k in op.input_unpad:
+            rt, ct = op.input_unpad[k]
+            t, r, c = _tiles(x.shape)
+            if rt >= r or ct >= c or rt < 0 or ct < 0:
+                raise SimulatorError(f"{where}: unpad rt={rt}, ct={ct} does not fit (t, rt, ct) = {(t, r, c)}")
+            x = x[..., :x.shape[-2] - rt * TILE, :x.shape[-1] - ct * TILE]
+        tms = op.input_tms.get(k, ())
         if k in op.input_pad:
             rt, ct, value = op.input_pad[k]
-            x = apply_edge_tms(x, (("pad", rt, ct, value),), f"op {op.name!r} input {k}")
+            tms = tms + (("pad", rt, ct, value),)
+        if tms:
+            x = apply_edge_tms(x, tms, where)
+            if tag is not None and tag.is_bfp and any(tm[0] in ("transpose", "pad") for tm in tms):
+                tag = None  # shared-exponent blocks change
         expected = op.expected_input_tiles(k)
         if expected is not None and _tiles(x.shape) != expected:
             raise SimulatorError(f"op {op.name!r} ({op.type}) input {k} ({src!r}): expected (t, rt, ct) = "
                                  f"{expected} tiles after TMs, got {_tiles(x.shape)}")
-        return quantize(x, op.in_df[k])
+        df = op.in_df[k]
+        return x if _exact(tag, df) else quantize(x, df)
 
-    def _write(self, name: str, op: OpDef, value: np.ndarray, index: int) -> None:
+    def _write(self, name: str, op: OpDef, value: np.ndarray, idx: range) -> None:
         st = self._queues[name]
         q = st.q
-        x = apply_edge_tms(value, q.input_tms, f"queue {name!r} input_tms")
+        x = apply_edge_tms(value, q.input_tms, f"queue {name!r} input_tms") if q.input_tms else value
         if _tiles(x.shape) != q.tiles:
             raise SimulatorError(f"queue {name!r} fed by op {op.name!r}: expected (t, rt, ct) = {q.tiles} tiles, "
                                  f"got {_tiles(x.shape)}")
-        x = quantize(x, q.df)
-        if q.is_ram:
-            entry = (st.wr + index * st.global_wr_autoinc) % st.entries
+        transposed = any(tm[0] == "transpose" for tm in q.input_tms)
+        if not (_exact(op.out_df, q.df) and not (transposed and q.df.is_bfp)):
+            x = quantize(x, q.df)
+        x = clear_outside_tile(x, q.tile_dim)
+        if x.dtype != st.dtype:
+            x = x.astype(st.dtype)
+        many = x.shape[0] > 1
+        for j, i in enumerate(idx):
+            v = x[j] if many else x[0]
+            if q.is_ram:
+                entry = (st.wr + i * st.global_wr_autoinc) % st.entries
+                if op.gradient_op:
+                    old = st.slots[entry]
+                    v = quantize(v if old is None else old + v, q.df)
+                st.slots[entry] = v
+                continue
             if op.gradient_op:
-                old = st.slots[entry]
-                x = quantize(x if old is None else old + x, q.df)
-            st.slots[entry] = x
-            return
-        if op.gradient_op:
-            raise SimulatorError(f"op {op.name!r}: gradient_op output into a FIFO queue ({name!r}) is not supported; "
-                                 f"use a ram")
-        if st.occupancy >= st.entries:
-            if name in self._graph_read_queues:
-                raise SimulatorError(f"op {op.name!r} writes queue {name!r}, which is full ({st.entries} entries, "
-                                     f"rd_ptr={st.rd}, wr_ptr={st.wr}): the device would stall")
-            st.host_out.append(st.take())  # the host drains output queues while the device runs
-        st.put(x)
+                raise SimulatorError(f"op {op.name!r}: gradient_op output into a FIFO queue ({name!r}) is not "
+                                     f"supported; use a ram")
+            if st.occupancy >= st.entries:
+                if name in self._graph_read_queues:
+                    raise SimulatorError(f"op {op.name!r} writes queue {name!r}, which is full ({st.entries} entries, "
+                                         f"rd_ptr={st.rd}, wr_ptr={st.wr}): the device would stall")
+                st.host_out.append(st.take())  # the host drains output queues while the device runs
+            st.put(v)
 
     # -- compute -------------------------------------------------------------------------------------------
-    def _compute(self, op: OpDef, ins: list[np.ndarray]) -> np.ndarray:
-        if op.tile_dim != (TILE, TILE):
-            raise SimulatorError(f"op {op.name!r}: tile_dim {list(op.tile_dim)} is not supported by the numeric "
-                                 f"simulator (32x32 only)")
-        kind = op.type
+    def _compute(self, op: OpDef, kernel: Callable, ins: list[np.ndarray]) -> np.ndarray:
         with np.errstate(all="ignore"):
-            if kind in BINARY_OPS:
-                y = self._binary(op, ins)
-            elif kind in SFPU_OPS or kind in DATACOPY_OPS:
-                _expect_inputs(op, ins, 1)
-                y = quantize(_unary(op, ins[0]), op.acc_df)
-            elif kind == "matmul":
-                y = self._matmul(op, ins)
-            elif kind == "reduce":
-                _expect_inputs(op, ins, 1)
-                y = quantize(_reduce(op, ins[0]), op.acc_df)
-            else:
-                raise SimulatorError(f"op {op.name!r} has type {kind!r}, which the numeric simulator does not "
-                                     f"support; supported: {', '.join(SUPPORTED_OP_TYPES)}")
-            y = _packer_relu(op, y)
-        return quantize(y, op.out_df)
-
-    def _binary(self, op: OpDef, ins: list[np.ndarray]) -> np.ndarray:
-        _expect_inputs(op, ins, 2)
-        a, b = ins
-        if op.type == "multiply":
-            y = fidelity_product(a, b, op.math_fidelity)
-        else:
-            a, b = to_source_register(a), to_source_register(b)
-            y = {"add": np.add, "subtract": np.subtract, "maximum": np.maximum}[op.type](a, b)
-        return quantize(y, op.acc_df)
-
-    def _matmul(self, op: OpDef, ins: list[np.ndarray]) -> np.ndarray:
-        if op.attr_bool("identity"):
-            raise SimulatorError(f"op {op.name!r}: sparse (identity) matmul is not supported by the numeric "
-                                 f"simulator; supported: {', '.join(SUPPORTED_OP_TYPES)} (dense matmul)")
-        has_bias = op.attr_bool("bias")
-        _expect_inputs(op, ins, 3 if has_bias else 2)
-        a, b = ins[0], ins[1]
-        z = int(op.attributes.get("z", 1)) if op.attr_bool("accumulate") else 1
-        t = a.shape[0] // z
-        a = a.reshape(t, z, *a.shape[1:])
-        b = b.reshape(t, z, *b.shape[1:])
-        mm = FidelityMatmul(a, b, op.math_fidelity)
-        kstep = op.u_kt * TILE
-        steps = [(zi, k) for zi in range(z) for k in range(op.m_k)]
-        acc = None
-        for n, (zi, k) in enumerate(steps):
-            idx = (slice(None), zi)
-            part = mm.partial(k * kstep, (k + 1) * kstep, b_index=idx, a_index=idx)
-            acc = part if acc is None else acc + part
-            acc = quantize(acc, op.acc_df)  # dest register
-            if n < len(steps) - 1:
-                acc = quantize(acc, op.intermed_df)  # partial sum spilled to the intermediate buffer
-        if has_bias:
-            acc = quantize(acc + to_source_register(ins[2]), op.acc_df)
-        return acc
+            try:
+                y = kernel(op, ins)
+            except SimulatorError:
+                raise
+            except (ValueError, IndexError) as e:
+                shapes = ", ".join(str(_tiles(x.shape)) for x in ins)
+                raise SimulatorError(f"op {op.name!r} ({op.type}): {e} (input (t, rt, ct) tiles: {shapes})") from None
+            y = packer_relu(op, y)
+            y = clear_outside_tile(y, op.tile_dim)
+            y = quantize(y, op.out_df)
+        t, rt, ct = op.tiles
+        if y.shape[-3:] != (t, rt * TILE, ct * TILE):
+            raise SimulatorError(f"op {op.name!r} ({op.type}) produced (t, rt, ct) = {_tiles(y.shape)} tiles, its "
+                                 f"t/grid/mblock/ublock say {(t, rt, ct)}")
+        return y
 
 
 class _Listener:
@@ -466,12 +563,13 @@ def topo_order(graph: GraphDef, netlist: Netlist) -> list[OpDef]:
 
 
 def apply_edge_tms(x: np.ndarray, tms: tuple, where: str) -> np.ndarray:
-    """Apply netlist TMs to a (t, R, C) array; broadcast factors count tiles, pads add tiles of a value."""
+    """Apply netlist TMs to a (..., t, R, C) array; broadcast factors count tiles, pads add tiles of a value."""
     for tm in tms:
         kind = tm[0]
         if kind == "pad":
             _, rt, ct, value = tm
-            x = np.pad(x, ((0, 0), (0, rt * TILE), (0, ct * TILE)), constant_values=value)
+            widths = [(0, 0)] * (x.ndim - 2) + [(0, rt * TILE), (0, ct * TILE)]
+            x = np.pad(x, widths, constant_values=value)
             continue
         if kind == "tile_broadcast":
             raise SimulatorError(f"{where}: tile_broadcast is only legal inside fused ops")
@@ -483,102 +581,4 @@ def apply_edge_tms(x: np.ndarray, tms: tuple, where: str) -> np.ndarray:
         if kind == "broadcast" and tm[1] == "z" and shape[0] != 1:
             raise SimulatorError(f"{where}: broadcast z needs t == 1, got (t, rt, ct) = {shape}")
         x = apply_tm(x, tm)
-    return np.ascontiguousarray(x, dtype=np.float32)
-
-
-def _expect_inputs(op: OpDef, ins: list, n: int) -> None:
-    if len(ins) != n:
-        raise SimulatorError(f"op {op.name!r} ({op.type}) takes {n} inputs, got {len(ins)}")
-
-
-def _unary(op: OpDef, x: np.ndarray) -> np.ndarray:
-    kind = op.type
-    attrs = op.attributes
-    approx = op.attr_bool("approximate_mode")
-    xd = x.astype(np.float64)
-    if kind in DATACOPY_OPS or kind == "dropout":  # dropout is the identity at inference
-        y = xd
-    elif kind == "exp":
-        y = np.exp(xd)
-    elif kind == "log":
-        y = np.log(xd)
-    elif kind == "sqrt":
-        y = np.sqrt(xd)
-    elif kind == "gelu":
-        if approx:
-            y = 0.5 * xd * (1.0 + np.tanh(_SQRT_2_OVER_PI * (xd + 0.044715 * xd ** 3)))
-        else:
-            y = 0.5 * xd * (1.0 + _erf(xd / np.sqrt(2.0)))
-    elif kind == "gelu_derivative":
-        if approx:
-            inner = _SQRT_2_OVER_PI * (xd + 0.044715 * xd ** 3)
-            th = np.tanh(inner)
-            y = 0.5 * (1.0 + th) + 0.5 * xd * (1.0 - th * th) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * xd * xd)
-        else:
-            y = 0.5 * (1.0 + _erf(xd / np.sqrt(2.0))) + xd * np.exp(-0.5 * xd * xd) / np.sqrt(2.0 * np.pi)
-    elif kind == "reciprocal":
-        y = 1.0 / xd
-    elif kind == "sigmoid":
-        y = 1.0 / (1.0 + np.exp(-xd))
-    elif kind == "tanh":
-        y = np.tanh(xd)
-    elif kind == "square":
-        y = xd * xd
-    elif kind == "abs":
-        y = np.abs(xd)
-    elif kind == "lrelu":
-        if "slope" not in attrs:
-            raise SimulatorError(f"op {op.name!r} (lrelu) needs attribute slope")
-        y = np.where(xd > 0, xd, xd * float(attrs["slope"]))
-    elif kind == "power":
-        if "exp" not in attrs:
-            raise SimulatorError(f"op {op.name!r} (power) needs attribute exp")
-        y = np.power(xd, int(attrs["exp"]))
-    elif kind == "sine":
-        y = np.sin(xd)
-    elif kind == "cosine":
-        y = np.cos(xd)
-    else:  # pragma: no cover - dispatch is checked by the caller
-        raise SimulatorError(f"op {op.name!r}: no unary model for {kind!r}")
-    return y.astype(np.float32)
-
-
-def _reduce(op: OpDef, x: np.ndarray) -> np.ndarray:
-    if str(op.attributes.get("type", "max")) != "max":
-        raise SimulatorError(f"op {op.name!r}: reduce type {op.attributes.get('type')!r} is not supported (max only)")
-    dim = str(op.attributes.get("dim", ""))
-    gr, gc = op.grid_size
-    x = to_source_register(x)
-    t, rows, cols = x.shape
-    if dim == "z":
-        z = int(op.attributes.get("z", 1))
-        return x.reshape(t // z, z, rows, cols).max(axis=1)
-    if dim == "c":
-        if op.mblock[1] * op.ublock[1] != 1:
-            raise SimulatorError(f"op {op.name!r}: reduce dim c with mblock_n*ublock_ct = "
-                                 f"{op.mblock[1] * op.ublock[1]} output tiles per core is not supported (1 only)")
-        m = x.reshape(t, rows, gc, cols // gc).max(axis=3)  # (t, R, gc)
-        out = np.zeros((t, rows, gc * TILE), dtype=np.float32)
-        out[:, :, ::TILE] = m
-        return out
-    if dim == "r":
-        if op.mblock[0] * op.ublock[0] != 1:
-            raise SimulatorError(f"op {op.name!r}: reduce dim r with mblock_m*ublock_rt = "
-                                 f"{op.mblock[0] * op.ublock[0]} output tiles per core is not supported (1 only)")
-        m = x.reshape(t, gr, rows // gr, cols).max(axis=2)  # (t, gr, C)
-        out = np.zeros((t, gr * TILE, cols), dtype=np.float32)
-        out[:, ::TILE, :] = m
-        return out
-    raise SimulatorError(f"op {op.name!r}: reduce needs attribute dim r, c or z, got {dim!r}")
-
-
-def _packer_relu(op: OpDef, y: np.ndarray) -> np.ndarray:
-    if not op.attr_bool("relu_en"):
-        return y
-    threshold = float(op.attributes.get("relu_threshold", 0.0))
-    mode = str(op.attributes.get("relu_mode", "min"))
-    if mode == "min":
-        return np.where(y > threshold, y, 0.0).astype(np.float32)
-    if mode == "max":
-        return np.clip(y, 0.0, threshold).astype(np.float32)
-    raise SimulatorError(f"op {op.name!r}: relu_mode must be min or max, got {mode!r}")
+    return x

@@ -153,7 +153,7 @@ class OpDef:
     gradient_op: bool
     input_tms: Mapping[int, tuple[tuple, ...]]
     input_pad: Mapping[int, tuple[int, int, float]]
-    input_unpad: Mapping[int, Any]
+    input_unpad: Mapping[int, tuple[int, int]]
     attributes: Mapping[str, Any]
 
     @property
@@ -201,6 +201,14 @@ class OpDef:
             if index == 2 and self.attr_bool("bias"):
                 return (t, rt, ct)
             return None
+        if self.type == "depthwise":
+            if index == 0:
+                return (t, rt, self.m_k * ct)
+            if index == 1:
+                return (t, self.m_k, ct)
+            if index == 2 and self.attr_bool("bias"):
+                return (t, rt, ct)
+            return None
         if self.type == "reduce":
             dim = str(self.attributes.get("dim", ""))
             if dim == "r":
@@ -219,8 +227,46 @@ class OpDef:
 ELTWISE_SHAPED = frozenset({
     "add", "subtract", "multiply", "maximum", "nop", "datacopy", "ethernet_datacopy", "exp", "log", "sqrt", "gelu",
     "gelu_derivative", "reciprocal", "sigmoid", "dropout", "tanh", "square", "power", "sine", "cosine", "lrelu",
-    "abs", "quantization", "dequantization", "requantization",
+    "abs", "quantization", "dequantization", "requantization", "tilizer",
 })
+
+
+@dataclasses.dataclass(frozen=True)
+class FusedSubOpDef:
+    """One scheduled op of a `fused_ops` entry (netlist-format.md §1.7)."""
+
+    name: str
+    type: str
+    inputs: tuple[str, ...]        # "input<N>", "intermed<K>" or "dest"
+    output: str                    # "intermed<K>", "dest" or "output"
+    mblock: tuple[int, int]
+    ublock: tuple[int, int]
+    input_tms: Mapping[int, tuple[tuple, ...]]
+    pop: tuple[str, ...]
+    pop_last: tuple[str, ...]
+    attributes: Mapping[str, Any]
+
+    @property
+    def m_k(self) -> int:
+        return int(self.attributes.get("m_k", 1))
+
+    @property
+    def u_kt(self) -> int:
+        return int(self.attributes.get("u_kt", 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class FusedOpDef:
+    """A `fused_ops` entry: input and intermediate counts and its schedules of sub-ops."""
+
+    id: str
+    inputs: int
+    intermediates: int
+    schedules: tuple[tuple[FusedSubOpDef, ...], ...]
+
+    @property
+    def sub_ops(self) -> tuple[FusedSubOpDef, ...]:
+        return tuple(op for sched in self.schedules for op in sched)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,8 +309,18 @@ class Netlist:
     queues: Mapping[str, QueueDef]
     graphs: Mapping[str, GraphDef]
     programs: Mapping[str, ProgramDef]
-    fused_ops: Mapping[Any, Any]
+    fused_ops: Mapping[str, FusedOpDef]
     raw: Mapping[str, Any]
+
+    def fused_op(self, op: "OpDef") -> FusedOpDef:
+        """The fused_ops definition a `fused_op` op refers to (by its `fused_op_id` attribute)."""
+        fid = op.attributes.get("fused_op_id")
+        if fid is None:
+            raise SimulatorError(f"op {op.name!r} (fused_op) has no fused_op_id attribute")
+        if str(fid) not in self.fused_ops:
+            raise SimulatorError(f"op {op.name!r}: fused_op_id {fid!r} is not defined in fused_ops "
+                                 f"(defined: {', '.join(self.fused_ops) or 'none'})")
+        return self.fused_ops[str(fid)]
 
     @property
     def ops(self) -> dict[str, OpDef]:
@@ -338,8 +394,8 @@ def load_netlist(source: Any) -> Netlist:
                 if src not in queues and src not in names:
                     raise SimulatorError(f"op {op.name!r} (graph {g.name!r}): input {src!r} is neither a queue "
                                          f"nor an op")
-    return Netlist(archs=archs, queues=queues, graphs=graphs, programs=programs,
-                   fused_ops=data.get("fused_ops") or {}, raw=data)
+    fused = {str(k): _parse_fused_op(str(k), v) for k, v in (data.get("fused_ops") or {}).items()}
+    return Netlist(archs=archs, queues=queues, graphs=graphs, programs=programs, fused_ops=fused, raw=data)
 
 
 def _parse_archs(devices: Any) -> tuple[str, ...]:
@@ -413,7 +469,7 @@ def _parse_op(graph: str, name: str, o: Any) -> OpDef:
             elif kind == "pad" and value:
                 pads[idx] = (int(value.get("rt", 0)), int(value.get("ct", 0)), float(value.get("pad_value", 0)))
             elif kind == "unpad" and value:
-                unpads[idx] = value
+                unpads[idx] = (int(value.get("rt", 0)), int(value.get("ct", 0)))
         inputs = tuple(str(i) for i in (o.get("inputs") or []))
         in_df = tuple(DataFormat.parse(d) for d in (o.get("in_df") or []))
         if len(in_df) != len(inputs):
@@ -435,6 +491,51 @@ def _parse_op(graph: str, name: str, o: Any) -> OpDef:
             gradient_op=_bool(o.get("gradient_op", False)), input_tms=tms, input_pad=pads, input_unpad=unpads,
             attributes=dict(o.get("attributes") or {}),
         )
+    except KeyError as e:
+        raise SimulatorError(f"{where}: missing field {e.args[0]!r}") from None
+    except ValueError as e:
+        raise SimulatorError(f"{where}: {e}") from None
+
+
+def _parse_fused_op(fid: str, f: Any) -> FusedOpDef:
+    where = f"fused_ops {fid!r}"
+    if not isinstance(f, Mapping):
+        raise SimulatorError(f"{where}: expected a map with inputs, intermediates, schedules")
+    schedules = f.get("schedules") or []
+    if not isinstance(schedules, list):
+        raise SimulatorError(f"{where}: schedules must be a list of lists of sub-ops")
+    parsed = []
+    for sched in schedules:
+        subs = []
+        for entry in (sched or []):
+            if not isinstance(entry, Mapping) or len(entry) != 1:
+                raise SimulatorError(f"{where}: each scheduled op must be a single-key map, got {entry!r}")
+            (name, d), = entry.items()
+            subs.append(_parse_sub_op(where, str(name), d))
+        parsed.append(tuple(subs))
+    try:
+        return FusedOpDef(id=fid, inputs=int(f.get("inputs", 0)), intermediates=int(f.get("intermediates", 0)),
+                          schedules=tuple(parsed))
+    except ValueError as e:
+        raise SimulatorError(f"{where}: {e}") from None
+
+
+def _parse_sub_op(where: str, name: str, d: Any) -> FusedSubOpDef:
+    where = f"{where} sub-op {name!r}"
+    if not isinstance(d, Mapping):
+        raise SimulatorError(f"{where}: expected a map")
+    try:
+        tms = {}
+        for key, value in d.items():
+            m = _INPUT_KEY.match(str(key))
+            if m and m.group(2) == "tms":
+                tms[int(m.group(1))] = parse_tms(value, f"{where} {key}")
+        return FusedSubOpDef(
+            name=name, type=str(d["type"]), inputs=tuple(str(i) for i in (d.get("inputs") or [])),
+            output=str(d.get("output", "output")), mblock=_pair(d.get("mblock", [1, 1]), f"{where} mblock"),
+            ublock=_pair(d.get("ublock", [1, 1]), f"{where} ublock"), input_tms=tms,
+            pop=tuple(str(x) for x in (d.get("pop") or [])), pop_last=tuple(str(x) for x in (d.get("pop_last") or [])),
+            attributes=dict(d.get("attributes") or {}))
     except KeyError as e:
         raise SimulatorError(f"{where}: missing field {e.args[0]!r}") from None
     except ValueError as e:

@@ -21,6 +21,7 @@ from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
 from ..ir import Graph
+from . import relax_cnn
 
 REMEDY = "add it to cpu_fallback_ops (not available yet for this op) or report the op name"
 
@@ -214,14 +215,6 @@ def _negative(imp: _Importer, call: relax.Call, out: tuple) -> str:
     return imp.emit("multiply", [imp.arg(call, 0), imp.constant(np.array(-1.0, dtype=np.float32))])
 
 
-def _power(imp: _Importer, call: relax.Call, out: tuple) -> str:
-    e = call.args[1]
-    if not (isinstance(e, tvm.ir.Constant) and e.value.numpy().size == 1 and float(e.value.numpy()) == 2.0):
-        imp.unsupported(" with an exponent other than constant 2")
-    x = imp.arg(call, 0)
-    return imp.emit("multiply", [x, x])
-
-
 def _conv2d(imp: _Importer, call: relax.Call, out: tuple) -> str:
     a = call.attrs
     if (a.data_layout, a.kernel_layout, a.out_layout or a.data_layout) != ("NCHW", "OIHW", "NCHW"):
@@ -269,9 +262,101 @@ def _broadcast_to(imp: _Importer, call: relax.Call, out: tuple) -> str:
 
 
 def _astype(imp: _Importer, call: relax.Call, out: tuple) -> str:
-    if str(call.attrs.dtype) != "float32":
-        imp.unsupported(f" to {call.attrs.dtype}")
-    return imp.arg(call, 0)
+    dtype = str(call.attrs.dtype)
+    if dtype == "float32":
+        return imp.arg(call, 0)
+    if dtype not in ("float16", "bfloat16", "bool", "int8", "int16", "int32", "int64", "uint8"):
+        imp.unsupported(f" to {dtype}")
+    return imp.emit("cast", [imp.arg(call, 0)], {"dtype": dtype})
+
+
+def _ints(expr) -> list[int]:
+    """A Relax tuple / shape of integer immediates as Python ints."""
+    fields = expr.fields if isinstance(expr, relax.Tuple) else expr.values if isinstance(expr, relax.ShapeExpr) else expr
+    return [int(getattr(f, "value", f)) for f in fields]
+
+
+def _scalar(expr) -> float:
+    """An immediate (IntImm/FloatImm/PrimValue) or a one-element Relax constant as a float."""
+    value = getattr(expr, "value", expr)
+    return float(value.numpy()) if hasattr(value, "numpy") else float(getattr(value, "value", value))
+
+
+def _strided_slice(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    x = imp.arg(call, 0)
+    axes, begin, end, strides = (_ints(call.args[i]) for i in range(1, 5))
+    shape = imp.shape(x)
+    return imp.emit("strided_slice", [x], {"axes": [a % len(shape) for a in axes], "begin": begin,
+                                           "end": [min(e, shape[a]) for a, e in zip(axes, end)], "strides": strides})
+
+
+def _take(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    if int(call.attrs.axis) != 0:
+        imp.unsupported(f" along axis {int(call.attrs.axis)} (only axis 0, an embedding lookup)")
+    return imp.emit("embedding", [imp.arg(call, 0), imp.arg(call, 1)])
+
+
+def _gather_elements(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    return imp.emit("gather_elements", [imp.arg(call, 0), imp.arg(call, 1)], {"axis": int(call.attrs.axis)})
+
+
+def _arange(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    start, stop, step = (_scalar(a) for a in call.args[:3])
+    return imp.constant(np.arange(start, stop, step, dtype=np.float32))
+
+
+def _full(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    return imp.constant(np.full(out, _scalar(call.args[1]), dtype=np.float32))
+
+
+def _const_like(value: float | None) -> Handler:
+    def handler(imp: _Importer, call: relax.Call, out: tuple) -> str:
+        fill = _scalar(call.args[1]) if value is None else value
+        return imp.constant(np.full(out, fill, dtype=np.float32))
+    return handler
+
+
+def _cumsum(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    if call.attrs.exclusive:
+        imp.unsupported(" (exclusive)")
+    x = imp.arg(call, 0)
+    axis = -1 if call.attrs.axis is None else int(call.attrs.axis)
+    if call.attrs.axis is None and len(imp.shape(x)) != 1:
+        x = imp.emit("reshape", [x], {"shape": [int(np.prod(imp.shape(x)))]})
+    return imp.emit("cumsum", [x], {"axis": axis})
+
+
+def _index_tensor(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    indices = [imp._value(f) for f in call.args[1].fields]
+    return imp.emit("index_tensor", [imp.arg(call, 0), *indices])
+
+
+def _concat(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    parts = [imp._value(f) for f in call.args[0].fields]
+    return parts[0] if len(parts) == 1 else imp.emit("concatenate", parts, {"dim": int(call.attrs.axis)})
+
+
+def _split(imp: _Importer, call: relax.Call, out: tuple) -> tuple:
+    x = imp.arg(call, 0)
+    shape = imp.shape(x)
+    axis = int(call.attrs.axis) % len(shape)
+    spec = call.attrs.indices_or_sections
+    if isinstance(spec, (int, tvm.tirx.IntImm)):
+        step = shape[axis] // int(spec)
+        bounds = list(range(0, shape[axis] + 1, step))
+    else:
+        bounds = [0, *_ints(spec), shape[axis]]
+    return tuple(imp.emit("narrow", [x], {"dim": axis - len(shape), "start": b, "length": e - b})
+                 for b, e in zip(bounds, bounds[1:]))
+
+
+def _power(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    e = call.args[1]
+    if not (isinstance(e, tvm.ir.Constant) and e.value.numpy().size == 1):
+        imp.unsupported(" with a non-constant exponent")
+    exponent = float(e.value.numpy())
+    x = imp.arg(call, 0)
+    return imp.emit("multiply", [x, x]) if exponent == 2.0 else imp.emit("power", [x], {"exponent": exponent})
 
 
 def _softmax(op_type: str) -> Handler:
@@ -332,7 +417,26 @@ _OPS: dict[str, Handler] = {
     "relax.sum": _reduce("reduce_sum"),
     "relax.max": _reduce("reduce_max"),
     "relax.nn.dropout": _dropout,
+    "relax.strided_slice": _strided_slice,
+    "relax.take": _take,
+    "relax.gather_elements": _gather_elements,
+    "relax.arange": _arange,
+    "relax.full": _full,
+    "relax.full_like": _const_like(None),
+    "relax.zeros_like": _const_like(0.0),
+    "relax.ones_like": _const_like(1.0),
+    **{f"relax.{op}": _binary(op) for op in ("equal", "not_equal", "greater", "greater_equal", "less",
+                                              "less_equal", "logical_and", "logical_or")},
+    "relax.bitwise_and": _binary("logical_and"),
+    "relax.bitwise_or": _binary("logical_or"),
+    "relax.logical_not": _unary("logical_not"),
+    "relax.where": lambda imp, call, out: imp.emit("where", [imp.arg(call, i) for i in range(3)]),
+    "relax.cumsum": _cumsum,
+    "relax.index_tensor": _index_tensor,
+    "relax.concat": _concat,
+    "relax.split": _split,
 }
+_OPS.update(relax_cnn.HANDLERS)  # batch_norm, pad, clip, pools, spatial mean (CNN models)
 
 
 # ---- helpers -------------------------------------------------------------------------------------

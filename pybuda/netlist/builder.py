@@ -1,13 +1,15 @@
-"""Build the netlist of a placed Buda graph: queues (input, parameter, constant, epoch-to-epoch, output)
+"""Build the netlist model of a placed Buda graph: queues (input, parameter, constant, epoch-to-epoch, output)
 with DRAM/host allocations that never overlap, one graph per epoch, and the legacy microbatch loop program
-(netlist-format.md §1.2, §1.3, §2.4)."""
+(netlist-format.md §1.2, §1.3, §2.4). The result is a `pybuda.netlist.Netlist`; `write_netlist` writes it."""
 from __future__ import annotations
 
 from ..balancer.op_model import best_ublock
 from ..balancer.policy import Placement
+from ..dataformat import MathFidelity
 from ..device import DeviceSpec
 from ..ir import Graph
-from .writer import HexInt
+from .model import (Attributes, Devices, EndLoop, Execute, Graph as NetlistGraph, Loop, Netlist, Op, Param, Program,
+                    Queue, QueueSettings, Var, VarInst)
 
 DRAM_BASE = 0x10000000     # first DRAM byte the allocator hands out on every channel
 QUEUE_HEADER_BYTES = 32
@@ -19,12 +21,13 @@ def graph_name(arch: str, epoch: int) -> str:
     return f"fwd_0_{epoch}" if arch == "grayskull" else f"fwd_0_{epoch}_temporal_epoch_{epoch}"
 
 
-def format_tm(tm: tuple):
+def format_tm(tm: tuple) -> tuple:
+    """A graph TM as a netlist model TM (the same tuple form, factors as ints)."""
     if tm[0] == "transpose":
-        return "transpose"
+        return ("transpose",)
     if tm[0] == "broadcast":
-        return {"broadcast": {tm[1]: int(tm[2])}}
-    return {tm[0]: int(tm[1])}
+        return ("broadcast", tm[1], int(tm[2]))
+    return (tm[0], int(tm[1]))
 
 
 class _Allocator:
@@ -36,7 +39,7 @@ class _Allocator:
         self.channel = 0
         self.host_next = 0
 
-    def dram(self, nbytes: int, name: str) -> list:
+    def dram(self, nbytes: int, name: str) -> tuple:
         ch = self.channel
         self.channel = (self.channel + 1) % self.device.dram_channels
         addr = self.next[ch]
@@ -45,33 +48,32 @@ class _Allocator:
             raise ValueError(f"queue {name!r}: DRAM channel {ch} of {self.device.name} is full "
                              f"({self.device.dram_channel_bytes} bytes)")
         self.next[ch] = -(-end // ALIGN) * ALIGN
-        return [ch, HexInt(addr)]
+        return (ch, addr)
 
-    def host(self, nbytes: int) -> list:
+    def host(self, nbytes: int) -> tuple:
         addr = self.host_next
         self.host_next = -(-(addr + nbytes) // ALIGN) * ALIGN
-        return [0, HexInt(addr)]
+        return (0, addr)
 
 
 def _blocking(shape: tuple) -> dict:
     """t/mblock/ublock of a whole tensor on a 1x1 grid."""
     t, rt, ct = shape[-3], shape[-2] // 32, shape[-1] // 32
     ub = best_ublock(rt, ct, 8)
-    return {"grid_size": [1, 1], "t": t, "mblock": [rt // ub[0], ct // ub[1]], "ublock": list(ub)}
+    return {"grid_size": (1, 1), "t": t, "mblock": (rt // ub[0], ct // ub[1]), "ublock": tuple(ub)}
 
 
-def _queue(input_: str, qtype: str, entries: int, blocking: dict, df, loc: str, alloc: _Allocator, name: str) -> dict:
+def _queue(input_: str, qtype: str, entries: int, blocking: dict, df, loc: str, alloc: _Allocator, name: str) -> Queue:
     gr, gc = blocking["grid_size"]
     tiles = blocking["t"] * blocking["mblock"][0] * blocking["mblock"][1] * blocking["ublock"][0] * blocking["ublock"][1]
     nbytes = entries * tiles * df.tile_bytes + QUEUE_HEADER_BYTES
-    q = {"input": input_, "type": qtype, "entries": entries, **blocking, "ublock_order": "r",
-         "df": df.value, "target_device": 0, "loc": loc}
-    q[loc] = [alloc.host(nbytes) if loc == "host" else alloc.dram(nbytes, name) for _ in range(gr * gc)]
-    return q
+    buffers = [alloc.host(nbytes) if loc == "host" else alloc.dram(nbytes, name) for _ in range(gr * gc)]
+    return Queue(name=name, input=input_, type=qtype, entries=entries, ublock_order="r", df=df, target_device=0,
+                 loc=loc, dram=buffers if loc == "dram" else None, host=buffers if loc == "host" else None, **blocking)
 
 
-def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, config, microbatch: int) -> dict:
-    """The netlist dict of a placed Buda graph (see `pybuda.netlist.writer.dump_netlist`)."""
+def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, config, microbatch: int) -> Netlist:
+    """The netlist model of a placed Buda graph (write it with `pybuda.netlist.write_netlist`)."""
     alloc = _Allocator(device)
     queues, groups = {}, {}
     in_loc = "host" if config.input_queues_on_host else "dram"
@@ -86,7 +88,7 @@ def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, confi
     for out in bgraph.outputs():
         src = bgraph.output_source(out.name)
         m = placement.models[src]
-        blocking = {"grid_size": list(m.grid), "t": m.t, "mblock": list(m.mblock), "ublock": list(m.ublock)}
+        blocking = {"grid_size": tuple(m.grid), "t": m.t, "mblock": tuple(m.mblock), "ublock": tuple(m.ublock)}
         queues[out.name] = _queue(src, "queue", microbatch, blocking, bgraph.node(src).df, out_loc, alloc, out.name)
         groups[out.name] = "output"
 
@@ -96,26 +98,30 @@ def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, confi
         if any(bgraph.node(u).kind == "op" and epoch_of[u] > epoch_of[name] for u, _ in bgraph.users(name)):
             qname = f"e2e_{name}_0"
             m = placement.models[name]
-            blocking = {"grid_size": list(m.grid), "t": m.t, "mblock": list(m.mblock), "ublock": list(m.ublock)}
+            blocking = {"grid_size": tuple(m.grid), "t": m.t, "mblock": tuple(m.mblock), "ublock": tuple(m.ublock)}
             queues[qname] = _queue(name, "queue", microbatch, blocking, bgraph.node(name).df, "dram", alloc, qname)
             groups[qname] = "epoch_to_epoch"
             e2e[name] = qname
 
-    graphs: dict[str, dict] = {}
+    graphs: dict[str, NetlistGraph] = {}
     reads: dict[int, list[str]] = {}
     for name, placed in placement.placed.items():
         gname = graph_name(device.arch, placed.epoch)
-        graph = graphs.setdefault(gname, {"target_device": 0, "input_count": microbatch})
-        graph[name] = _op_entry(bgraph, name, placement, e2e, epoch_of, reads.setdefault(placed.epoch, []))
+        graph = graphs.get(gname)
+        if graph is None:
+            graph = graphs[gname] = NetlistGraph(name=gname, target_device=0, input_count=microbatch)
+        graph.ops[name] = _op_entry(bgraph, name, placement, e2e, epoch_of, reads.setdefault(placed.epoch, []),
+                                    gname)
     queue_order = {q: i for i, q in enumerate(queues)}
     for epoch in reads:
         reads[epoch] = sorted(set(reads[epoch]), key=queue_order.get)
     program = _program(queues, reads, placement, device, microbatch)
-    return {"devices": {"arch": device.arch}, "queues": queues, "graphs": graphs, "programs": [program],
-            "_queue_groups": groups}
+    return Netlist(devices=Devices(device.arch), queues=queues, graphs=graphs, programs=[program],
+                   queue_groups=groups)
 
 
-def _op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_of: dict, reads: list) -> dict:
+def _op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_of: dict, reads: list,
+              gname: str) -> Op:
     node = bgraph.node(name)
     m = placement.models[name]
     p = placement.placed[name]
@@ -131,57 +137,55 @@ def _op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_o
         else:
             inputs.append(src.name)
         if operand.tms:
-            tms[f"input_{port}_tms"] = [format_tm(tm) for tm in operand.tms]
-    entry = {"type": node.op_type, "grid_loc": list(p.loc), "grid_size": list(m.grid), "inputs": inputs}
-    if p.transpose:
-        entry["grid_transpose"] = True
-    entry.update({"t": m.t, "mblock": list(m.mblock), "ublock": list(m.ublock), "tile_dim": [32, 32],
-                  "buf_size_mb": 2, "ublock_order": "r",
-                  "in_df": [bgraph.node(o.src).df.value for o in bgraph.operands(name)],
-                  "out_df": node.df.value, "intermed_df": node.tags["intermed_df"].value,
-                  "acc_df": node.tags["acc_df"].value, "math_fidelity": node.tags["math_fidelity"].value})
-    entry.update(tms)
-    attrs = _attributes(node, m)
-    if attrs:
-        entry["attributes"] = attrs
-    return entry
+            tms[port] = [format_tm(tm) for tm in operand.tms]
+    return Op(name=name, graph=gname, type=node.op_type, grid_loc=tuple(p.loc), grid_size=tuple(m.grid),
+              inputs=inputs, grid_transpose=True if p.transpose else None, t=m.t, mblock=tuple(m.mblock),
+              ublock=tuple(m.ublock), tile_dim=(32, 32), buf_size_mb=2, ublock_order="r",
+              in_df=[bgraph.node(o.src).df for o in bgraph.operands(name)], out_df=node.df,
+              intermed_df=node.tags["intermed_df"], acc_df=node.tags["acc_df"],
+              math_fidelity=MathFidelity.parse(node.tags["math_fidelity"]), input_tms=tms,
+              attributes=_attributes(node, m))
 
 
-def _attributes(node, model) -> dict:
+def _attributes(node, model) -> Attributes | None:
     a = node.attrs
     if node.op_type == "matmul":
-        return {"m_k": model.m_k, "u_kt": model.u_kt}
+        # min_buffer_input 0: input 0 is buffered per ublock (ublock_rt x u_kt), not per mblock_m strip, as the
+        # balancer's L1 model assumes (pybuda.balancer.op_model._l1_bytes)
+        return Attributes(m_k=model.m_k, u_kt=model.u_kt, min_buffer_input=0)
     if node.op_type == "reduce":
-        return {"dim": a["dim"], "type": a["type"], "m_k": model.m_k, "u_kt": model.u_kt}
+        return Attributes(dim=a["dim"], type=a["type"], m_k=model.m_k, u_kt=model.u_kt)
     out = {k: a[k] for k in ("approximate_mode", "relu_en", "relu_threshold", "relu_mode") if k in a}
-    return out
+    if "relu_threshold" in out:
+        out["relu_threshold"] = float(out["relu_threshold"])
+    return Attributes(**out) if out else None
 
 
-def _program(queues: dict, reads: dict, placement: Placement, device: DeviceSpec, microbatch: int) -> dict:
-    fifo = [q for q in queues if queues[q]["type"] == "queue" and any(q in r for r in reads.values())]
+def _program(queues: dict, reads: dict, placement: Placement, device: DeviceSpec, microbatch: int) -> Program:
+    fifo = [q for q in queues if queues[q].type == "queue" and any(q in r for r in reads.values())]
     ptr = {q: i for i, q in enumerate(fifo)}
-    instructions = [{"param": ["$p_loop_count"]},
-                    {"var": {"$c_microbatch_size": microbatch, "$c_one": 1, "$c_zero": 0}}]
+    instructions: list = [Param(names=["$p_loop_count"]),
+                          Var(opcode="var", vars={"$c_microbatch_size": microbatch, "$c_one": 1, "$c_zero": 0})]
     if fifo:
         static = {}
         for q in fifo:
             static[f"$gptr_q{ptr[q]}"] = 0
             static[f"$lptr_q{ptr[q]}"] = 0
-        instructions.append({"staticvar": static})
-    instructions.append({"loop": "$p_loop_count"})
+        instructions.append(Var(opcode="staticvar", vars=static))
+    instructions.append(Loop(count="$p_loop_count"))
     for epoch in sorted(reads):
         settings = {}
         for q in reads[epoch]:
-            if queues[q]["type"] == "queue":
-                settings[q] = {"prologue": False, "epilogue": False, "zero": False,
-                               "rd_ptr_local": f"$lptr_q{ptr[q]}", "rd_ptr_global": f"$gptr_q{ptr[q]}"}
+            if queues[q].type == "queue":
+                settings[q] = QueueSettings(prologue=False, epilogue=False, zero=False,
+                                            rd_ptr_local=f"$lptr_q{ptr[q]}", rd_ptr_global=f"$gptr_q{ptr[q]}")
             else:
-                settings[q] = {"prologue": placement.prologue.get(q, False), "epilogue": False, "zero": False,
-                               "rd_ptr_global": "$c_zero", "wr_ptr_global": "$c_zero"}
-        instructions.append({"execute": {"graph_name": graph_name(device.arch, epoch), "queue_settings": settings}})
+                settings[q] = QueueSettings(prologue=placement.prologue.get(q, False), epilogue=False, zero=False,
+                                            rd_ptr_global="$c_zero", wr_ptr_global="$c_zero")
+        instructions.append(Execute(graph_name=graph_name(device.arch, epoch), queue_settings=settings))
     for q in fifo:
-        wrap = 2 * queues[q]["entries"]
-        instructions.append({"varinst": [f"$gptr_q{ptr[q]}", "incwrap", "$c_microbatch_size", wrap]})
-        instructions.append({"varinst": [f"$lptr_q{ptr[q]}", "incwrap", "$c_microbatch_size", wrap]})
-    instructions.append("endloop")
-    return {"run_fwd_0": instructions}
+        wrap = 2 * queues[q].entries
+        instructions.append(VarInst(dst=f"$gptr_q{ptr[q]}", op="incwrap", args=["$c_microbatch_size", wrap]))
+        instructions.append(VarInst(dst=f"$lptr_q{ptr[q]}", op="incwrap", args=["$c_microbatch_size", wrap]))
+    instructions.append(EndLoop())
+    return Program(name="run_fwd_0", instructions=instructions)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Union
 
 from ..dataformat import DataFormat, MathFidelity
 

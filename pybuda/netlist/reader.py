@@ -18,7 +18,7 @@ from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from ..dataformat import DataFormat, MathFidelity
 from .errors import NetlistError, NetlistViolation
-from .model import (ARCHS, OPCODES, TILE_DIMS, Attributes, Devices, EndLoop, Execute, FusedOp, FusedSubOp, Graph,
+from .model import (ARCHS, OPCODES, SFPU_OPS, TILE_DIMS, Attributes, Devices, EndLoop, Execute, FusedOp, FusedSubOp, Graph,
                     Loop, Netlist, Op, Pad, Param, Program, Queue, QueueAlloc, QueueSettings, Var, VarInst)
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -192,7 +192,7 @@ def _forked(n) -> list:
 
 # --- TMs -------------------------------------------------------------------------------------------------------
 
-def _tm_list(n, fused: bool = False) -> list:
+def _tm_list(n) -> list:
     """A TM list; null (or the legacy `None` spelling) is an empty list, as the backend reads it."""
     if n.__class__ is ScalarNode and (n.tag == _NULL or n.value == "None"):
         return []
@@ -299,7 +299,6 @@ _SPLICE_KEY = re.compile(r"input(\d+)$")
 
 
 def _legal_attrs(op_type: str, sub_op: bool = False) -> list:
-    from .model import SFPU_OPS
     if sub_op:
         return sorted(a for a, types in _SUB_ATTRS.items() if types is None or op_type in types)
     out = []
@@ -580,7 +579,6 @@ class _Reader:
             return None
         a = Attributes()
         ok = True
-        from .model import SFPU_OPS
         for k, v in n.value:
             key = k.value
             entry = _ATTRS.get(key)
@@ -738,7 +736,7 @@ class _Reader:
                 ok = False
                 continue
             try:
-                tms[idx] = _tm_list(fv, fused=True)
+                tms[idx] = _tm_list(fv)
             except _Bad as e:
                 self.bad(fv, obj, fk.value, e)
                 ok = False

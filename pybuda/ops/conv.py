@@ -1,6 +1,11 @@
 """Convolution and pooling. Both decompose into picker matmuls (im2col by constant 0/1 matrices), the
 way the legacy compiler lowered them: activations are kept as (spatial, channels) matrices, each kernel tap
-is one block of rows of a picker matrix, and vslice/hstack TMs turn the stacked taps into im2col columns."""
+is one block of rows of a picker matrix, and vslice/hstack TMs turn the stacked taps into im2col columns.
+
+Grouped convolution uses the equivalent dense weight (block diagonal over groups, built by ops on the weight
+that consteval folds). Depthwise convolution (groups == channels) uses it too when the channel count is at most
+the output rows; with more channels it multiplies the picked taps by per-channel weights and sums the taps with
+a constant matmul, which is cheaper there."""
 from __future__ import annotations
 
 import numpy as np
@@ -94,14 +99,14 @@ def conv_picker(h: int, w: int, kernel: tuple, attrs: dict, clamp: bool) -> tupl
     return picker, ho, wo, rows
 
 
-def _to_spatial_rows(ctx, x, c: int, h: int, w: int):
-    """(..., C, H, W) -> (..., 1, H*W, C): spatial positions as rows, channels as columns."""
+def to_spatial_rows(ctx, x, c: int, h: int, w: int):
+    """(..., C, H, W) -> (..., H*W, C): spatial positions as rows, channels as columns. Returns (value, lead dims)."""
     lead = ctx.node_input_shape(0)[:-3]
     flat = ctx.op("reshape", [x], {"shape": [*lead, c, h * w]})
     return ctx.op("transpose", [flat], {"dim0": -2, "dim1": -1}), lead
 
 
-def _from_spatial_rows(ctx, y, lead, c: int, ho: int, wo: int, rows: int):
+def from_spatial_rows(ctx, y, lead, c: int, ho: int, wo: int, rows: int):
     """(..., rows, C) -> (..., C, Ho, Wo), dropping the tile padding rows."""
     if rows != ho * wo:
         y = ctx.op("narrow", [y], {"dim": -2, "start": 0, "length": ho * wo})
@@ -109,34 +114,77 @@ def _from_spatial_rows(ctx, y, lead, c: int, ho: int, wo: int, rows: int):
     return ctx.op("reshape", [yt], {"shape": [*lead, c, ho, wo]})
 
 
+def _is_identity_picker(picker: np.ndarray, hw: int, taps: int, ho: int, wo: int) -> bool:
+    """A 1x1, stride-1, unpadded window: output pixel p reads input pixel p."""
+    return taps == 1 and ho * wo == hw and np.array_equal(picker[:hw], np.eye(hw, dtype=np.float32))
+
+
+def _dense_grouped_weight(ctx, wgt, groups: int, cout: int, cin_g: int, kh: int, kw: int):
+    """Grouped weight (Cout, Cin/g, kh, kw) -> the equivalent dense (Cout, Cin, kh, kw) (block diagonal over
+    groups), built by ops on the weight so consteval folds it: repeat along Cin, then zero other groups."""
+    cin = cin_g * groups
+    w5 = ctx.op("reshape", [wgt], {"shape": [cout, 1, cin_g, kh, kw]})
+    rep = ctx.op("broadcast", [w5], {"shape": [cout, groups, cin_g, kh, kw]})
+    dense = ctx.op("reshape", [rep], {"shape": [cout, cin, kh, kw]})
+    same_group = (np.arange(cout)[:, None] // (cout // groups)) == (np.arange(cin)[None, :] // cin_g)
+    mask = ctx.constant(same_group.astype(np.float32).reshape(cout, cin, 1, 1), "group_mask")
+    return ctx.op("multiply", [dense, mask])
+
+
+def _im2col_conv(ctx, xt, wgt, lead, picker, cin: int, cout: int, hw: int, taps: int, ho: int, wo: int,
+                 rows: int):
+    """Dense convolution: picker matmul (im2col rows per tap) -> taps side by side -> matmul with weights.
+    Returns (y (..., rows, Cout), rows)."""
+    kh, kw = ctx.node_input_shape(1)[2:]
+    # weight (Cout, Cin, kh, kw) -> rows ordered (tap, cin [padded]), columns Cout
+    wt = ctx.op("permute", [wgt], {"axes": [2, 3, 1, 0]})
+    cin_p = ceil_tile(cin) if taps > 1 else cin  # with several taps, each tap's channels are one tile-aligned block
+    if cin_p != cin:
+        xt = ctx.op("pad", [xt], {"shape": [*lead, hw, cin_p]})
+        wt = ctx.op("pad", [wt], {"shape": [kh, kw, cin_p, cout]})
+    if _is_identity_picker(picker, hw, taps, ho, wo):
+        cols, rows = xt, hw
+    else:
+        cols = ctx.op("matmul", [ctx.constant(picker, "picker"), xt])
+    if taps > 1:
+        cols = ctx.op("hstack", [ctx.op("vslice", [cols], {"factor": taps})], {"factor": taps})
+    wt = ctx.op("reshape", [wt], {"shape": [taps * cin_p, cout]})
+    return ctx.op("matmul", [cols, wt]), rows
+
+
+def _depthwise_tap_sum(ctx, xt, wgt, picker, c: int, taps: int, rows: int):
+    """Depthwise convolution (groups == Cin == Cout): one stacked picker matmul selects every tap's pixels,
+    an elementwise multiply applies each tap's per-channel weights (channels untouched), and a constant
+    [I I ... I] matmul sums the taps. Costs taps*rows*rows*C MACs for the sum instead of the dense
+    formulation's taps*rows*C*C."""
+    sel = ctx.op("matmul", [ctx.constant(picker, "picker"), xt])            # (..., taps*rows, C)
+    w = ctx.op("reshape", [wgt], {"shape": [c, taps]})
+    w = ctx.op("reshape", [ctx.op("transpose", [w], {"dim0": 0, "dim1": 1})], {"shape": [taps, 1, c]})
+    w = ctx.op("broadcast", [w], {"shape": [taps, rows, c]})
+    w = ctx.op("reshape", [w], {"shape": [taps * rows, c]})                  # row block t: tap t's weights
+    prod = ctx.op("multiply", [sel, w])
+    summer = np.tile(np.eye(rows, dtype=np.float32), (1, taps))             # (rows, taps*rows)
+    return ctx.op("matmul", [ctx.constant(summer, "tap_sum"), prod])
+
+
 def _decompose_conv(ctx):
     x, wgt, *bias = ctx.operands
     *_, cin, h, w = ctx.node_input_shape(0)
-    cout, _, kh, kw = ctx.node_input_shape(1)
-    if int(ctx.node.attrs.get("groups", 1)) != 1:
-        raise OpError(f"op {ctx.node.name!r}: grouped convolution is not supported yet (groups="
-                      f"{ctx.node.attrs['groups']})")
-    xt, lead = _to_spatial_rows(ctx, x, cin, h, w)
-    cin_p = ceil_tile(cin)
-    if cin_p != cin:
-        xt = ctx.op("pad", [xt], {"shape": [*lead, h * w, cin_p]})
+    cout, cin_g, kh, kw = ctx.node_input_shape(1)
+    groups = int(ctx.node.attrs.get("groups", 1))
+    xt, lead = to_spatial_rows(ctx, x, cin, h, w)
     picker, ho, wo, rows = conv_picker(h, w, (kh, kw), ctx.node.attrs, clamp=False)
     taps = kh * kw
-    if taps == 1 and rows == h * w and np.array_equal(picker, np.eye(h * w, dtype=np.float32)):
-        cols = xt
+    depthwise = groups > 1 and groups == cin == cout
+    if depthwise and taps > 1 and cout > rows:
+        y = _depthwise_tap_sum(ctx, xt, wgt, picker, cout, taps, rows)
     else:
-        cols = ctx.op("matmul", [ctx.constant(picker, "picker"), xt])
-        if taps > 1:
-            cols = ctx.op("hstack", [ctx.op("vslice", [cols], {"factor": taps})], {"factor": taps})
-    # weight (Cout, Cin, kh, kw) -> rows ordered (tap, cin padded), columns Cout
-    wt = ctx.op("permute", [wgt], {"axes": [2, 3, 1, 0]})
-    if cin_p != cin:
-        wt = ctx.op("pad", [wt], {"shape": [kh, kw, cin_p, cout]})
-    wt = ctx.op("reshape", [wt], {"shape": [taps * cin_p, cout]})
-    y = ctx.op("matmul", [cols, wt])
+        if groups > 1:
+            wgt = _dense_grouped_weight(ctx, wgt, groups, cout, cin_g, kh, kw)
+        y, rows = _im2col_conv(ctx, xt, wgt, lead, picker, cin, cout, h * w, taps, ho, wo, rows)
     if bias:
         y = ctx.op("add", [y, bias[0]])
-    ctx.replace(_from_spatial_rows(ctx, y, lead, cout, ho, wo, rows))
+    ctx.replace(from_spatial_rows(ctx, y, lead, cout, ho, wo, rows))
 
 
 register(OpDef("conv2d", _conv_shape, _conv_eval, arity=(2, 3), kind="nn", decompose=_decompose_conv))
@@ -161,13 +209,13 @@ def _decompose_max_pool(ctx):
     (x,) = ctx.operands
     *_, c, h, w = ctx.node_input_shape(0)
     kernel = _pair(ctx.node.attrs["kernel"])
-    xt, lead = _to_spatial_rows(ctx, x, c, h, w)
+    xt, lead = to_spatial_rows(ctx, x, c, h, w)
     picker, ho, wo, rows = conv_picker(h, w, kernel, ctx.node.attrs, clamp=True)
     best = None
     for tap in range(kernel[0] * kernel[1]):
         sel = ctx.op("matmul", [ctx.constant(picker[tap * rows:(tap + 1) * rows], "pool_picker"), xt])
         best = sel if best is None else ctx.op("maximum", [best, sel])
-    ctx.replace(_from_spatial_rows(ctx, best, lead, c, ho, wo, rows))
+    ctx.replace(from_spatial_rows(ctx, best, lead, c, ho, wo, rows))
 
 
 register(OpDef("max_pool2d", _pool_shape, _pool_eval, kind="nn", decompose=_decompose_max_pool))

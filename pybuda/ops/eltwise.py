@@ -63,6 +63,19 @@ register(OpDef("gelu", _same_shape, lambda v, a: gelu(v[0], a.get("approximate",
                kind="unary", zero_preserving=True,
                lower=_lower_unary("gelu", True, lambda a: {"approximate_mode": a.get("approximate", "none") == "tanh"})))
 
+def _lower_power(ctx):
+    (x,) = ctx.operands
+    e = float(ctx.node.attrs["exponent"])
+    if e != int(e) or e < 0:
+        raise OpError(f"op {ctx.node.name!r}: power with exponent {e} has no device lowering (integer >= 0 only)")
+    pz = x.pad_zero if e > 0 else (False, False)
+    return ctx.op("power", [x], {"exp": int(e)}, pad_zero=pz, replicated=x.replicated)
+
+
+register(OpDef("power", _same_shape, lambda v, a: np.power(v[0], float(a.get("exponent", a.get("exp")))), buda=True,
+               kind="unary",
+               lower=_lower_power))
+
 # Buda datacopy with optional packer relu (netlist attributes relu_en/relu_threshold/relu_mode).
 register(OpDef("nop", _same_shape, lambda v, a: _relu_eval(v[0], a), buda=True, kind="unary",
                zero_preserving=True, lower=_lower_unary("nop", True)))

@@ -1,11 +1,18 @@
 """Data formats and math fidelity of the Buda graph (legacy `run_dataformat_passes`, simplified):
-one device format for every tensor (Float16_b unless `default_df_override`), accumulation format from
-`default_accumulate_df` or inferred (Float32 only where the arch can accumulate in it), fidelity from
-`default_math_fidelity`."""
+1. one device format for every tensor (Float16_b unless `default_df_override`), accumulation format from
+   `default_accumulate_df` or inferred (Float32 only where the arch has a 32-bit dest), fidelity from
+   `default_math_fidelity`;
+2. automatic mixed precision (`amp_level` 1 "mixed B" / 2 "mixed A", as the legacy AMP levels);
+3. user rules from `configure_mixed_precision` (op type or original framework op type, name regex);
+4. the backend's format rules enforced (intermediate format of accumulating ops, grayskull dest)."""
 from __future__ import annotations
+
+import re
 
 from ..dataformat import DataFormat, MathFidelity
 from ..ir import Graph
+
+BFP_ACC_FORBIDDEN = (DataFormat.Bfp2, DataFormat.Bfp2_b, DataFormat.Bfp4, DataFormat.Bfp4_b)
 
 
 def accumulate_format(df: DataFormat, arch: str) -> DataFormat:
@@ -16,17 +23,90 @@ def accumulate_format(df: DataFormat, arch: str) -> DataFormat:
     return DataFormat.Float16_b if df.exponent_family == "b" else DataFormat.Float16
 
 
+def _set(node, out=None, intermed=None, acc=None, fidelity=None) -> None:
+    if out is not None:
+        node.df = DataFormat.parse(out)
+        node.tags["intermed_df"] = node.df
+    if intermed is not None:
+        node.tags["intermed_df"] = DataFormat.parse(intermed)
+    if acc is not None:
+        node.tags["acc_df"] = DataFormat.parse(acc)
+    if fidelity is not None:
+        node.tags["math_fidelity"] = MathFidelity.parse(fidelity)
+
+
+def _amp(bgraph: Graph, level: int) -> None:
+    """Legacy AMP levels: 1 = matmuls Bfp8_b (HiFi2, Float16_b accumulation), softmax/layernorm Float16_b;
+    2 = the same in A formats (Bfp8 matmuls, Float16 elsewhere)."""
+    if level not in (1, 2):
+        raise ValueError(f"amp_level={level} is not defined; legal: 0 (off), 1 (mixed B formats), 2 (mixed A formats)")
+    low, high = (DataFormat.Bfp8_b, DataFormat.Float16_b) if level == 1 else (DataFormat.Bfp8, DataFormat.Float16)
+    for node in bgraph.nodes("op"):
+        origin = node.tags.get("original_op_type", node.op_type)
+        if origin in ("softmax", "layernorm", "log_softmax"):
+            _set(node, out=high, acc=high)
+        elif node.op_type == "matmul" and origin == "matmul":
+            _set(node, out=low, acc=high, fidelity=MathFidelity.HiFi2)
+            for operand in bgraph.operands(node.name)[1:]:
+                src = bgraph.node(operand.src)
+                if src.kind in ("parameter", "constant"):
+                    src.df = low
+
+
+def _matches(rule, node) -> bool:
+    if rule.op_type and rule.op_type not in (node.op_type, node.tags.get("original_op_type")):
+        return False
+    if rule.name_regex and not re.fullmatch(rule.name_regex, node.name):
+        return False
+    if rule.epoch_type and rule.epoch_type != "fwd":
+        return False
+    return not rule.is_gradient_op
+
+
+def _apply_rules(bgraph: Graph, rules: list) -> None:
+    for rule in rules:
+        for node in bgraph.nodes("op"):
+            if not _matches(rule, node):
+                continue
+            _set(node, rule.output_df, rule.intermediate_df, rule.accumulate_df, rule.math_fidelity)
+            if rule.input_df is None:
+                continue
+            inputs = rule.input_df if isinstance(rule.input_df, dict) else \
+                {i: (rule.input_df, False) for i in range(len(bgraph.operands(node.name)))}
+            operands = bgraph.operands(node.name)
+            for index, (df, _) in inputs.items():
+                src = bgraph.node(operands[int(index)].src) if int(index) < len(operands) else None
+                if src is not None and src.kind in ("input", "parameter", "constant"):
+                    src.df = DataFormat.parse(df)
+
+
+def _legalize(bgraph: Graph, arch: str) -> None:
+    """Backend format rules (netlist-format.md §3.4) that mixed precision could break."""
+    for node in bgraph.nodes("op"):
+        acc = node.tags["acc_df"]
+        if arch == "grayskull" and acc in (DataFormat.Float32, DataFormat.Int32):
+            raise ValueError(f"op {node.name!r}: accumulate format {acc.value} is not supported on grayskull (no "
+                             "32-bit dest); legal: Float16, Float16_b")
+        if node.op_type == "matmul":
+            if node.tags["intermed_df"] in BFP_ACC_FORBIDDEN:
+                node.tags["intermed_df"] = acc
+            if acc == DataFormat.Float32:
+                node.tags["intermed_df"] = acc
+        elif node.op_type != "matmul":
+            node.tags["intermed_df"] = node.df
+
+
 def assign_data_formats(bgraph: Graph, config, arch: str) -> Graph:
-    """Set `df` on every node and intermed/acc formats and fidelity on every op."""
+    """Set `df` on every node and intermediate/accumulate formats and fidelity on every op."""
     df = DataFormat.parse(config.default_df_override) if config.default_df_override else DataFormat.Float16_b
     acc = DataFormat.parse(config.default_accumulate_df) if config.default_accumulate_df else accumulate_format(df, arch)
-    if arch == "grayskull" and acc in (DataFormat.Float32, DataFormat.Int32):
-        raise ValueError(f"default_accumulate_df={acc.value} is not supported on grayskull (no 32-bit dest); "
-                         "legal: Float16, Float16_b")
     fidelity = MathFidelity.parse(config.default_math_fidelity)
     for node in bgraph.nodes():
         node.df = df
         if node.kind == "op":
-            intermed = acc if acc == DataFormat.Float32 and node.op_type == "matmul" else df
-            node.tags.update(intermed_df=intermed, acc_df=acc, math_fidelity=fidelity)
+            node.tags.update(intermed_df=df, acc_df=acc, math_fidelity=fidelity)
+    if config.amp_level:
+        _amp(bgraph, int(config.amp_level))
+    _apply_rules(bgraph, config.amp_properties)
+    _legalize(bgraph, arch)
     return bgraph

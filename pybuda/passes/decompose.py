@@ -8,6 +8,7 @@ import numpy as np
 
 from ..ir import Graph, Operand
 from ..ops import registry
+from .fuse_pad import fuse_into_conv
 
 
 class DecomposeContext:
@@ -29,7 +30,10 @@ class DecomposeContext:
         return self.graph.operand_shape(self.operands[index])
 
     def op(self, op_type: str, operands: list, attrs: dict | None = None) -> str:
-        return self.graph.add_op(self._name(op_type), op_type, list(operands), attrs or {})
+        """Add an op; it remembers the framework op it came from (`original_op_type`, for mixed precision)."""
+        name = self.graph.add_op(self._name(op_type), op_type, list(operands), attrs or {})
+        self.graph.node(name).tags["original_op_type"] = self.node.tags.get("original_op_type", self.node.op_type)
+        return name
 
     def constant(self, value: np.ndarray, hint: str = "constant") -> str:
         return self.graph.add_constant(self._name(hint), value)
@@ -77,12 +81,11 @@ def fuse_conv_bias(graph: Graph) -> None:
 def decompose(graph: Graph, config=None) -> Graph:
     """Decompose every op with a registry decomposition until none is left (after a consteval sweep and
     conv-bias fusion, as the legacy post-initial-graph passes do)."""
-    from .optimize import consteval
+    from .optimize import simplify
 
-    if config is None or config.enable_consteval:
-        while consteval(graph):
-            pass
+    simplify(graph, config)
     fuse_conv_bias(graph)
+    fuse_into_conv(graph)  # zero pads -> conv padding, batchnorm -> conv weights (passes/fuse_pad.py)
     changed = True
     while changed:
         changed = False

@@ -79,7 +79,8 @@ class LowerContext:
             raise OpError(f"lowering of {self.node.name!r} ({self.node.op_type}) built {buda_type} {name!r} with "
                           f"device shape {shape}, expected {expected} for logical shape {logical}")
         self.graph.add_op(name, buda_type, [o.operand for o in operands], attrs, shape=shape,
-                          tags={"logical_shape": logical, "pybuda_op": self.node.name})
+                          tags={"logical_shape": logical, "pybuda_op": self.node.name,
+                                "original_op_type": self.node.tags.get("original_op_type", self.node.op_type)})
         return Lowered(name, (), logical, tuple(pad_zero), frozenset(replicated), frozenset(filled))
 
     def constant_padded(self, value4d: np.ndarray, logical_shape: tuple, name_hint: str = "constant",
@@ -235,8 +236,8 @@ def lower(graph: Graph, config=None) -> Graph:
         elif node.kind == "op":
             opdef = registry.get(node.op_type)
             if opdef.lower is None:
-                raise OpError(f"op {name!r} ({node.op_type}) has no lowering to Buda ops; it should have been "
-                              "decomposed earlier (is its decomposition registered?)")
+                raise OpError(f"op {name!r} ({node.op_type}) has no device lowering: run it on the host by adding "
+                              f"{node.op_type!r} to cpu_fallback_ops (enable_tvm_cpu_fallback), or report the op")
             if any(o.tms for o in graph.operands(name)):
                 raise OpError(f"op {name!r}: PyBuda-level edge TMs are not expected before lowering")
             ctx = LowerContext(bgraph, node, [values[o.src] for o in graph.operands(name)], config)

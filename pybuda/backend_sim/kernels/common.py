@@ -1,0 +1,97 @@
+"""Helpers shared by the op kernels.
+
+Tensor convention for every kernel: float arrays shaped (..., t, R, C) in elements of whole 32x32 tiles. The
+leading dimensions are free: the executor puts the inputs of a microbatch there (size N, or 1 when a value is
+the same for every input, e.g. a parameter), the fused-op kernel adds per-core dimensions. Kernels broadcast
+over them with numpy rules and never modify their inputs in place.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from pybuda.dataformat import DataFormat
+
+from ..errors import SimulatorError
+from ..formats import quantize, to_source_register
+
+TILE = 32
+INT_MATH_FORMATS = frozenset({DataFormat.Int8, DataFormat.UInt8, DataFormat.Int32})
+
+
+def truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1")
+    return bool(value)
+
+
+def int_math(op: Any) -> bool:
+    """True if the op runs the integer FPU path (Int8/Int32 inputs or accumulation)."""
+    dfs = tuple(getattr(op, "in_df", ())) + (op.acc_df,)
+    return any(DataFormat.parse(df) in INT_MATH_FORMATS for df in dfs)
+
+
+def src(x: np.ndarray, integer: bool = False) -> np.ndarray:
+    """An operand as the matrix unit's source register holds it (19-bit float; integers exact)."""
+    return x if integer else to_source_register(x)
+
+
+def expect_inputs(op: Any, ins: list, n: int | tuple[int, ...]) -> None:
+    allowed = (n,) if isinstance(n, int) else n
+    if len(ins) not in allowed:
+        want = " or ".join(str(a) for a in allowed)
+        raise SimulatorError(f"op {op.name!r} ({op.type}) takes {want} inputs, got {len(ins)}")
+
+
+def tile_broadcast(x: np.ndarray, axis: str) -> np.ndarray:
+    """Within-tile broadcast: 'r' copies row 0 of every tile to all its rows, 'c' column 0 to all columns."""
+    *lead, rows, cols = x.shape
+    v = x.reshape(*lead, rows // TILE, TILE, cols // TILE, TILE)
+    if axis == "r":
+        v = np.broadcast_to(v[..., :, 0:1, :, :], v.shape)
+    elif axis == "c":
+        v = np.broadcast_to(v[..., :, :, :, 0:1], v.shape)
+    else:
+        raise SimulatorError(f"tile_broadcast axis must be r or c, got {axis!r}")
+    return np.ascontiguousarray(v).reshape(x.shape)
+
+
+def packer_relu(op: Any, y: np.ndarray) -> np.ndarray:
+    """Packer ReLU (`relu_en`, `relu_threshold`, `relu_mode`), as in the backend's golden model."""
+    attrs = op.attributes
+    if not truthy(attrs.get("relu_en", False)):
+        return y
+    threshold = float(attrs.get("relu_threshold", 0.0))
+    mode = str(attrs.get("relu_mode", "min"))
+    if mode == "min":
+        return np.where(y > threshold, y, 0.0).astype(y.dtype)
+    if mode == "max":
+        return np.clip(y, 0.0, threshold).astype(y.dtype)
+    raise SimulatorError(f"op {op.name!r}: relu_mode must be min or max, got {mode!r}")
+
+
+def clear_outside_tile(x: np.ndarray, tile_dim: tuple[int, int]) -> np.ndarray:
+    """Zero every element outside the top-left `tile_dim` corner of each 32x32 tile (tiny-tile tensors)."""
+    h, w = tile_dim
+    if (h, w) == (TILE, TILE):
+        return x
+    *lead, rows, cols = x.shape
+    v = x.reshape(*lead, rows // TILE, TILE, cols // TILE, TILE).copy()
+    v[..., h:, :, :] = 0
+    v[..., :, :, w:] = 0
+    return v.reshape(x.shape)
+
+
+def round_to(x: np.ndarray, df: "DataFormat | str") -> np.ndarray:
+    return quantize(x, df)
+
+
+def attr(attrs: Mapping[str, Any], key: str, default: Any = None) -> Any:
+    return attrs.get(key, default)
+
+
+def lead_broadcast(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """Broadcast the leading (non t/R/C) dimensions of arrays to a common shape (views)."""
+    lead = np.broadcast_shapes(*(a.shape[:-3] for a in arrays))
+    return [np.broadcast_to(a, lead + a.shape[-3:]) for a in arrays]

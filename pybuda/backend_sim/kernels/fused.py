@@ -1,0 +1,184 @@
+"""fused_op: run a `fused_ops` schedule per core.
+
+Every core of the op runs the schedules on its own block of the inputs, so the kernel splits each input into
+per-core blocks (extra leading dims (grid_r, grid_c)): an input read as input 1 of a matmul sub-op is split by
+grid columns only (each core row needs all K rows), as input 0 of a matmul by grid rows only, otherwise by rows
+and columns. Sub-ops run in schedule order on these blocks with their own TMs (broadcast r/c/z in tiles,
+tile_broadcast r/c). Results go to `dest` (rounded to acc_df), `intermed<K>` (intermed_df) or `output`
+(out_df). `pop` / `pop_last` only free buffers on hardware; an intermediate keeps its latest value here.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from pybuda.dataformat import DataFormat, MathFidelity
+from pybuda.ir.tms import apply_tm
+
+from ..errors import SimulatorError
+from ..formats import quantize
+from ..netlist_io import FusedOpDef
+from .common import TILE, packer_relu, tile_broadcast, truthy
+
+_INDEXED = re.compile(r"^(input|intermed)(\d+)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class SubOp:
+    """A fused sub-op with the op-level fields kernels read (formats and fidelity come from the fused op)."""
+
+    name: str
+    type: str
+    attributes: Mapping[str, Any]
+    math_fidelity: MathFidelity
+    in_df: tuple
+    out_df: DataFormat
+    intermed_df: DataFormat
+    acc_df: DataFormat
+    t: int
+    mblock: tuple[int, int]
+    ublock: tuple[int, int]
+    grid_size: tuple[int, int] = (1, 1)
+    ublock_order: str = "r"
+    tile_dim: tuple[int, int] = (TILE, TILE)
+
+    @property
+    def m_k(self) -> int:
+        return int(self.attributes.get("m_k", 1))
+
+    @property
+    def u_kt(self) -> int:
+        return int(self.attributes.get("u_kt", 1))
+
+    def attr_bool(self, key: str) -> bool:
+        return truthy(self.attributes.get(key, False))
+
+
+def _ref(name: str, where: str) -> tuple[str, int]:
+    if name == "dest":
+        return "dest", 0
+    m = _INDEXED.match(name)
+    if not m:
+        raise SimulatorError(f"{where}: unknown operand {name!r}; legal: input<N>, intermed<K>, dest")
+    return m.group(1), int(m.group(2))
+
+
+def input_roles(fdef: FusedOpDef) -> dict[int, str]:
+    """How each fused input is split across cores: 'cols' (matmul input 1), 'rows' (matmul input 0) or 'both'."""
+    roles: dict[int, str] = {}
+    for sub in fdef.sub_ops:
+        for pos, name in enumerate(sub.inputs):
+            kind, idx = _ref(name, f"fused op {fdef.id} sub-op {sub.name!r}")
+            if kind != "input" or idx in roles:
+                continue
+            if sub.type == "matmul":
+                roles[idx] = "cols" if pos == 1 else "rows"
+            else:
+                roles[idx] = "both"
+    return roles
+
+
+def _split(x: np.ndarray, gr: int, gc: int, role: str, where: str) -> np.ndarray:
+    """(..., t, R, C) -> (..., gr', gc', t, R/gr', C/gc') with gr' = 1 for 'cols', gc' = 1 for 'rows'."""
+    *lead, t, rows, cols = x.shape
+    rr = 1 if role == "cols" else gr
+    cc = 1 if role == "rows" else gc
+    if rows % (rr * TILE) or cols % (cc * TILE):
+        raise SimulatorError(f"{where}: {rows // TILE}x{cols // TILE} tiles do not split into {rr}x{cc} cores")
+    v = x.reshape(*lead, t, rr, rows // rr, cc, cols // cc)
+    n = len(lead)
+    order = list(range(n)) + [n + 1, n + 3, n, n + 2, n + 4]
+    return v.transpose(order)
+
+
+def _merge(x: np.ndarray) -> np.ndarray:
+    """(..., gr, gc, t, Rc, Cc) -> (..., t, gr*Rc, gc*Cc)."""
+    *lead, gr, gc, t, rc, cc = x.shape
+    n = len(lead)
+    order = list(range(n)) + [n + 2, n, n + 3, n + 1, n + 4]
+    return np.ascontiguousarray(x.transpose(order)).reshape(*lead, t, gr * rc, gc * cc)
+
+
+def _apply_tms(x: np.ndarray, tms: tuple, where: str) -> np.ndarray:
+    for tm in tms:
+        if tm[0] == "tile_broadcast":
+            x = tile_broadcast(x, tm[1])
+        elif tm[0] == "broadcast":
+            x = apply_tm(x, tm)
+        else:
+            raise SimulatorError(f"{where}: TM {tm[0]!r} is not allowed inside fused ops (broadcast and "
+                                 f"tile_broadcast only)")
+    return x
+
+
+def fused_op(op: Any, ins: list[np.ndarray], netlist: Any, kernels: Mapping[str, Callable]) -> np.ndarray:
+    fdef = netlist.fused_op(op)
+    where = f"op {op.name!r} (fused_op {fdef.id})"
+    if len(ins) != fdef.inputs:
+        raise SimulatorError(f"{where}: {len(ins)} inputs but the fused op definition has {fdef.inputs}")
+    gr, gc = op.grid_size
+    roles = input_roles(fdef)
+    blocks = {k: _split(x, gr, gc, roles.get(k, "both"), f"{where} input {k}") for k, x in enumerate(ins)}
+    intermed: dict[int, np.ndarray] = {}
+    dest: np.ndarray | None = None
+    result: np.ndarray | None = None
+    approx = op.attributes.get("approximate_mode", False)
+    for sub in fdef.sub_ops:
+        swhere = f"{where} sub-op {sub.name!r}"
+        args = []
+        for pos, name in enumerate(sub.inputs):
+            kind, idx = _ref(name, swhere)
+            if kind == "input":
+                if idx not in blocks:
+                    raise SimulatorError(f"{swhere}: input{idx} does not exist ({len(ins)} inputs)")
+                v = blocks[idx]
+            elif kind == "intermed":
+                if idx >= max(fdef.intermediates, 1) and idx not in intermed:
+                    raise SimulatorError(f"{swhere}: intermed{idx} outside the {fdef.intermediates} intermediates")
+                if idx not in intermed:
+                    raise SimulatorError(f"{swhere}: intermed{idx} is read before any sub-op wrote it")
+                v = intermed[idx]
+            else:
+                if dest is None:
+                    raise SimulatorError(f"{swhere}: reads dest before any sub-op wrote it")
+                v = dest
+            args.append(_apply_tms(v, sub.input_tms.get(pos, ()), swhere))
+        if "dest" not in sub.inputs:
+            dest = None  # every sub-op that does not read dest overwrites it
+        attrs = dict(sub.attributes)
+        if approx and "approximate_mode" not in attrs:
+            attrs["approximate_mode"] = approx
+        spec = SubOp(name=f"{op.name}.{sub.name}", type=sub.type, attributes=attrs,
+                     math_fidelity=op.math_fidelity, in_df=tuple(op.in_df), out_df=op.out_df,
+                     intermed_df=op.intermed_df, acc_df=op.acc_df, t=op.t, mblock=sub.mblock, ublock=sub.ublock)
+        if sub.type not in kernels or sub.type in ("fused_op", "splice", "embedding"):
+            raise SimulatorError(f"{swhere}: op type {sub.type!r} is not supported inside fused ops")
+        if sub.type == "matmul" and truthy(attrs.get("identity")):
+            raise SimulatorError(f"{swhere}: identity matmul is not supported inside fused ops")
+        y = kernels[sub.type](spec, args)
+        expect = (sub.mblock[0] * sub.ublock[0] * TILE, sub.mblock[1] * sub.ublock[1] * TILE)
+        if y.shape[-2:] != expect:
+            raise SimulatorError(f"{swhere}: produces {y.shape[-2] // TILE}x{y.shape[-1] // TILE} tiles per core, "
+                                 f"mblock x ublock is {expect[0] // TILE}x{expect[1] // TILE}")
+        y = packer_relu(spec, y)
+        out_kind, out_idx = ("output", 0) if sub.output == "output" else _ref(sub.output, swhere)
+        if out_kind == "dest":
+            dest = quantize(y, op.acc_df)
+        elif out_kind == "intermed":
+            if out_idx >= fdef.intermediates:
+                raise SimulatorError(f"{swhere}: writes intermed{out_idx}, but the fused op has "
+                                     f"{fdef.intermediates} intermediates")
+            intermed[out_idx] = quantize(y, op.intermed_df)
+        elif out_kind == "output":
+            result = y
+        else:
+            raise SimulatorError(f"{swhere}: output must be intermed<K>, dest or output, got {sub.output!r}")
+    if result is None:
+        raise SimulatorError(f"{where}: no sub-op writes the output")
+    if result.shape[-5:-3] != (gr, gc):
+        result = np.broadcast_to(result, result.shape[:-5] + (gr, gc) + result.shape[-3:])
+    return _merge(result)
+

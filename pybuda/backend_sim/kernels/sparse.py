@@ -1,0 +1,281 @@
+"""Sparse ("identity") matmul: the backend's strip encoding, a decoder, an encoder and the kernel.
+
+Operands (netlist-format.md §1.3, backend `ops/mm_bare.cpp`): input 0 = the unique non-zero 32x32 tiles of the
+sparse left matrix (one row of tiles per grid row), input 1 = the dense right matrix (activations), input 2 =
+the encoding (RawUInt32), optional input 3 = bias. The encoding of one grid row is a stream of 16-bit words
+(the uint32 values of that row's block, row-major, each split low half first):
+
+    strip  := enc0, enc1, nz_ublocks, ublock*            (6 bytes + 2 bytes per ublock word)
+              strip_index = ((enc1 << 16) | enc0) & (2**30 - 1)    -- K strip of u_kt tile rows of input 1
+              enc1 bit 14 = last strip of the output t-slice, enc1 bit 15 = last strip in this encoding tile
+              (the next strip then starts at the next 1024-word tile)
+    ublock := header, tile*     header: low sparse_ublock_idx_bits = output ublock row (0..mblock_m-1),
+                                        high bits = number of tiles (0 means 2**(16 - sparse_ublock_idx_bits))
+    tile   := low (16 - sparse_tile_ptr_bits) bits = (in_r << block_tile_dim_bits) | in_d,
+              high sparse_tile_ptr_bits = index of the tile in input 0
+    block_tile_dim_bits = max(1, ceil(log2(u_kt))); sparse_ublock_idx_bits defaults to sparse_tile_ptr_bits.
+
+Each encoded tile contributes  out[t, ublock_row*ublock_rt + in_r, :] += sparse_tile @ in1[strip*u_kt + in_d, :]
+(tile rows of input 1 counted across its t-slices) for every output column of the core.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from ..errors import SimulatorError
+from ..formats import quantize
+from .common import TILE, expect_inputs, int_math, truthy
+from .matmul import fidelity_pairs
+
+U16_PER_TILE = 2 * TILE * TILE  # one 32x32 tile of uint32 encoding words
+
+
+def bits_for(u_kt: int) -> int:
+    """block_tile_dim_bits of the backend: smallest b >= 1 with (u_kt - 1) >> b == 0."""
+    return max(1, (int(u_kt) - 1).bit_length())
+
+
+def encoding_params(op: Any) -> dict:
+    attrs = op.attributes
+    ptr_bits = int(attrs.get("sparse_tile_ptr_bits", 0))
+    if ptr_bits <= 0 or ptr_bits >= 16:
+        raise SimulatorError(f"op {op.name!r}: identity matmul needs 0 < sparse_tile_ptr_bits < 16, got {ptr_bits}")
+    ublock_bits = int(attrs.get("sparse_ublock_idx_bits", -1))
+    if ublock_bits <= 0:
+        ublock_bits = ptr_bits
+    return {"ptr_bits": ptr_bits, "ublock_bits": ublock_bits, "u_kt": op.u_kt, "d_bits": bits_for(op.u_kt),
+            "inner_r": op.ublock[0], "outer_r": op.mblock[0], "t": op.t}
+
+
+def decode(words: np.ndarray, *, ptr_bits: int, ublock_bits: int, u_kt: int, d_bits: int, inner_r: int,
+           outer_r: int, t: int, where: str = "") -> list[tuple[int, int, int, int]]:
+    """Decode one grid row's encoding into (t, output tile row, input-1 tile row, sparse tile index) entries."""
+    u16 = np.ascontiguousarray(np.asarray(words, dtype=np.float64).astype(np.uint64).astype("<u4")).view("<u2")
+    n = len(u16)
+    tile_bits = 16 - ptr_bits
+    r_bits = tile_bits - d_bits
+    if r_bits < 0 or (1 << r_bits) < inner_r or (1 << d_bits) < u_kt:
+        raise SimulatorError(f"{where}: sparse_tile_ptr_bits={ptr_bits} leaves too few bits for ublock_rt={inner_r}"
+                             f", u_kt={u_kt}")
+    entries: list[tuple[int, int, int, int]] = []
+    ptr = 0
+    tile_base = 0
+    batch = 0
+    while batch < t:
+        if ptr + 3 > n:
+            raise SimulatorError(f"{where}: encoding ends inside strip header at word {ptr // 2} (t-slice {batch} of "
+                                 f"{t} not finished: no strip marked last_strip_in_row)")
+        enc0, enc1, nz_ublocks = int(u16[ptr]), int(u16[ptr + 1]), int(u16[ptr + 2])
+        strip = ((enc1 << 16) | enc0) & ((1 << 30) - 1)
+        last_in_row = bool(enc1 & (1 << 14))
+        last_in_tile = bool(enc1 & (1 << 15))
+        arr = ptr + 3
+        pos = arr
+        for _ in range(nz_ublocks):
+            if pos >= n:
+                raise SimulatorError(f"{where}: encoding ends inside strip {strip}")
+            header = int(u16[pos])
+            out_r = header & ((1 << ublock_bits) - 1)
+            count = header >> ublock_bits or (1 << (16 - ublock_bits))
+            if out_r >= outer_r:
+                raise SimulatorError(f"{where}: strip {strip} names ublock row {out_r}, but mblock_m is {outer_r}")
+            if pos + 1 + count > n:
+                raise SimulatorError(f"{where}: encoding ends inside strip {strip}")
+            for word in u16[pos + 1:pos + 1 + count]:
+                word = int(word)
+                pos_in_ublock = word & ((1 << tile_bits) - 1)
+                in_r, in_d = pos_in_ublock >> d_bits, pos_in_ublock & ((1 << d_bits) - 1)
+                if in_r >= inner_r or in_d >= u_kt:
+                    raise SimulatorError(f"{where}: strip {strip} encodes tile position (r={in_r}, d={in_d}) outside "
+                                         f"the ublock (ublock_rt={inner_r}, u_kt={u_kt})")
+                entries.append((batch, out_r * inner_r + in_r, strip * u_kt + in_d, word >> tile_bits))
+            pos += 1 + count
+        if last_in_tile:
+            tile_base += U16_PER_TILE
+            ptr = tile_base
+        else:
+            ptr = pos
+        batch += int(last_in_row)
+    return entries
+
+
+def encode(entries: dict, *, t: int, outer_r: int, inner_r: int, u_kt: int, ptr_bits: int,
+           ublock_bits: int | None = None, min_tiles: int = 1) -> np.ndarray:
+    """Encoding words (uint32, whole 1024-word tiles) for {(t, output tile row, input-1 tile row): sparse tile index}.
+
+    The inverse of `decode` (used to build stimulus and tests): strips in increasing order per t-slice, an empty
+    strip for a t-slice without non-zero tiles, a new encoding tile when a strip would not fit.
+    """
+    ublock_bits = ptr_bits if ublock_bits is None or ublock_bits <= 0 else ublock_bits
+    d_bits = bits_for(u_kt)
+    tile_bits = 16 - ptr_bits
+    tiles: list[list[int]] = []
+    cur: list[int] = []
+    last_enc1: int | None = None  # index in `cur` of the previous strip's enc1
+    for b in range(t):
+        strips = sorted({k // u_kt for (bb, _, k) in entries if bb == b}) or [0]
+        for si, s in enumerate(strips):
+            ublocks = []
+            for out_r in range(outer_r):
+                words = []
+                for in_r in range(inner_r):
+                    for in_d in range(u_kt):
+                        key = (b, out_r * inner_r + in_r, s * u_kt + in_d)
+                        if key in entries:
+                            idx = int(entries[key])
+                            if idx >= (1 << ptr_bits):
+                                raise ValueError(f"sparse tile index {idx} needs more than {ptr_bits} bits")
+                            words.append((idx << tile_bits) | (in_r << d_bits) | in_d)
+                if words:
+                    count = len(words) % (1 << (16 - ublock_bits))
+                    ublocks.append([(count << ublock_bits) | out_r] + words)
+            enc = s | ((1 << 30) if si == len(strips) - 1 else 0)
+            strip = [enc & 0xFFFF, enc >> 16, len(ublocks)] + [w for u in ublocks for w in u]
+            if len(strip) > U16_PER_TILE:
+                raise ValueError("a strip does not fit in one encoding tile")
+            if len(cur) + len(strip) > U16_PER_TILE:
+                cur[last_enc1] |= 1 << 15  # last strip in this tile
+                tiles.append(cur)
+                cur = []
+            last_enc1 = len(cur) + 1
+            cur += strip
+    tiles.append(cur)
+    while len(tiles) < min_tiles:
+        tiles.append([])
+    u16 = np.zeros(len(tiles) * U16_PER_TILE, dtype="<u2")
+    for i, tile in enumerate(tiles):
+        u16[i * U16_PER_TILE:i * U16_PER_TILE + len(tile)] = tile
+    return u16.view("<u4").astype(np.float64)
+
+
+@functools.lru_cache(maxsize=64)
+def _decode_cached(words: bytes, key: tuple) -> tuple:
+    params = dict(key[:-1])
+    return tuple(decode(np.frombuffer(words, dtype=np.float64), where=key[-1], **params))
+
+
+def sparse_matmul(op: Any, ins: list[np.ndarray]) -> np.ndarray:
+    """Identity matmul: decode each grid row's encoding (and fracture group), build that row's sparse left
+    matrix from the input-0 tiles, multiply with input 1 under the fidelity model, round to acc_df; a 4th input
+    (bias) is added as is (no row broadcast, as in the backend golden model)."""
+    attrs = op.attributes
+    has_bias = truthy(attrs.get("bias", False))
+    expect_inputs(op, ins, 4 if has_bias else 3)
+    sparse_in, act, enc = ins[0], ins[1], ins[2]
+    gr, gc = op.grid_size
+    ff = int(attrs.get("fracture_factor", 1))
+    if ff < 1 or gc % ff:
+        raise SimulatorError(f"op {op.name!r}: fracture_factor {ff} must divide grid columns {gc}")
+    params = encoding_params(op)
+    t = op.t
+    rows_core = op.mblock[0] * op.ublock[0]
+    for name, x in (("input 0 (sparse tiles)", sparse_in), ("input 2 (encoding)", enc)):
+        if int(np.prod(x.shape[:-3], dtype=np.int64)) != 1:
+            raise SimulatorError(f"op {op.name!r}: {name} must be the same for every input of the microbatch "
+                                 f"(a prologue / ram operand)")
+        if x.shape[-2] % gr or x.shape[-1] % ff:
+            raise SimulatorError(f"op {op.name!r}: {name} does not split into grid rows {gr} x fracture {ff}")
+    sp = sparse_in.reshape(sparse_in.shape[-3:])
+    en = enc.reshape(enc.shape[-3:])
+    act_t, k_rows, cols = act.shape[-3:]
+    k_tiles = act_t * (k_rows // TILE)
+    act_flat = act.reshape(act.shape[:-3] + (1, act_t * k_rows, cols))
+    out_cols_per_group = cols // ff
+    integer = int_math(op)
+    out = None
+    for r in range(gr):
+        for f in range(ff):
+            rows = slice(r * sp.shape[-2] // gr, (r + 1) * sp.shape[-2] // gr)
+            sp_block = sp[0, rows, f * sp.shape[-1] // ff:(f + 1) * sp.shape[-1] // ff]
+            en_block = en[:, r * en.shape[-2] // gr:(r + 1) * en.shape[-2] // gr,
+                          f * en.shape[-1] // ff:(f + 1) * en.shape[-1] // ff]
+            where = f"op {op.name!r} encoding (grid row {r}, fracture {f})"
+            entries = _decode_cached(np.ascontiguousarray(en_block, dtype=np.float64).tobytes(),
+                                     tuple(sorted(params.items())) + (where,))
+            n_sparse = sp_block.shape[-1] // TILE
+            left = np.zeros((t, rows_core * TILE, k_tiles * TILE), dtype=np.float32)
+            for b, out_rt, act_rt, s in entries:
+                if s >= n_sparse:
+                    raise SimulatorError(f"{where}: sparse tile index {s} but input 0 holds {n_sparse} tiles per row")
+                if act_rt >= k_tiles or out_rt >= rows_core:
+                    raise SimulatorError(f"{where}: entry (t={b}, out row {out_rt}, in1 row {act_rt}) outside the "
+                                         f"operands ({rows_core} output tile rows, {k_tiles} input-1 tile rows)")
+                left[b, out_rt * TILE:(out_rt + 1) * TILE, act_rt * TILE:(act_rt + 1) * TILE] += \
+                    sp_block[:TILE, s * TILE:(s + 1) * TILE]
+            cslice = slice(f * out_cols_per_group, (f + 1) * out_cols_per_group)
+            part = None
+            for lhs, rhs in fidelity_pairs(left, act_flat[..., cslice], op.math_fidelity, integer):
+                term = np.matmul(lhs, rhs)
+                part = term if part is None else part + term
+            if out is None:
+                out = np.zeros(part.shape[:-3] + (t, gr * rows_core * TILE, cols), dtype=part.dtype)
+            out[..., :, r * rows_core * TILE:(r + 1) * rows_core * TILE, cslice] = part
+    out = quantize(out, op.acc_df)
+    if has_bias:
+        out = quantize(out + ins[3], op.acc_df)
+    return out
+
+
+def random_operands(op: Any, sparse_shape: tuple[int, int, int], encoding_shape: tuple[int, int, int],
+                    act_shape: tuple[int, int, int], rng: np.random.Generator, density: float = 0.3,
+                    ) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Random valid (input 0, input 2) arrays of the given (t, R, C) element shapes for an identity matmul,
+    plus the chosen {(grid_row, t, out_row, in1_row): tile} pattern (for references). Input-1 shape after TMs.
+    """
+    params = encoding_params(op)
+    gr, gc = op.grid_size
+    ff = int(op.attributes.get("fracture_factor", 1))
+    if ff != 1:
+        raise SimulatorError(f"op {op.name!r}: random stimulus supports fracture_factor 1 only")
+    n_sparse = sparse_shape[-1] // TILE
+    max_tiles = min(n_sparse, 1 << params["ptr_bits"])
+    rows_core = op.mblock[0] * op.ublock[0]
+    k_tiles = act_shape[0] * act_shape[1] // TILE
+    sparse = np.zeros(sparse_shape, dtype=np.float32)
+    encoding = np.zeros(encoding_shape, dtype=np.float64)
+    pattern: dict = {}
+    rows_per_core_sparse = sparse_shape[1] // gr
+    rows_per_core_enc = encoding_shape[1] // gr
+    for r in range(gr):
+        tiles = rng.uniform(-1, 1, (max_tiles, TILE, TILE)).astype(np.float32)
+        for s in range(max_tiles):
+            sparse[0, r * rows_per_core_sparse:r * rows_per_core_sparse + TILE, s * TILE:(s + 1) * TILE] = tiles[s]
+        entries = {}
+        for b in range(op.t):
+            for out_rt in range(rows_core):
+                for k in range(k_tiles):
+                    if rng.random() < density:
+                        entries[(b, out_rt, k)] = int(rng.integers(0, max_tiles))
+        words_capacity = encoding_shape[0] * rows_per_core_enc * encoding_shape[2]
+        while True:
+            words = encode(entries, t=op.t, outer_r=op.mblock[0], inner_r=op.ublock[0], u_kt=op.u_kt,
+                           ptr_bits=params["ptr_bits"], ublock_bits=params["ublock_bits"])
+            if len(words) <= words_capacity or not entries:
+                break
+            entries.pop(next(iter(entries)))  # too dense for the encoding queue: drop tiles
+        if len(words) > words_capacity:
+            raise SimulatorError(f"op {op.name!r}: the encoding queue is too small for any pattern")
+        block = np.zeros(words_capacity, dtype=np.float64)
+        block[:len(words)] = words
+        encoding[:, r * rows_per_core_enc:(r + 1) * rows_per_core_enc, :] = block.reshape(
+            encoding_shape[0], rows_per_core_enc, encoding_shape[2])
+        for key, s in entries.items():
+            pattern[(r,) + key] = tiles[s]
+    return sparse, encoding, pattern
+
+
+def dense_reference(pattern: dict, op: Any, act: np.ndarray) -> np.ndarray:
+    """The product the random pattern encodes, in float64 (for tests): act is (t_act, K, C) elements."""
+    gr = op.grid_size[0]
+    rows_core = op.mblock[0] * op.ublock[0]
+    act_t, k_rows, cols = act.shape
+    flat = act.reshape(act_t * k_rows, cols).astype(np.float64)
+    out = np.zeros((op.t, gr * rows_core * TILE, cols))
+    for (r, b, out_rt, k), tile in pattern.items():
+        row0 = (r * rows_core + out_rt) * TILE
+        out[b, row0:row0 + TILE] += tile.astype(np.float64) @ flat[k * TILE:(k + 1) * TILE]
+    return out
+

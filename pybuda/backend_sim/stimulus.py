@@ -1,0 +1,214 @@
+"""Random stimulus for a netlist: data for every host-fed queue and every ram, then run its programs.
+
+Used by `pybuda sim run NETLIST --random`, the corpus tests and the speed benchmark. Values are uniform in
+[-1, 1) for float formats, small integers for Int8/Int32; RawUInt32 operands get meaning from their consumer:
+embedding indices are valid table rows, identity-matmul operands (sparse tiles + encoding) come from a random
+tile-sparse matrix encoded with kernels.sparse.encode.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any, Mapping
+
+import numpy as np
+
+from pybuda.dataformat import DataFormat
+
+from .errors import SimulatorError
+from .executor import Simulator, apply_edge_tms
+from .kernels.common import TILE, truthy
+from .kernels.sparse import random_operands
+from .netlist_io import Netlist, OpDef
+from .program import ProgramRunner, QueueSetting
+
+
+@dataclasses.dataclass
+class OutputStats:
+    """Statistics of the entries popped from one output queue."""
+
+    queue: str
+    entries: int
+    shape: tuple[int, ...]
+    mean: float
+    std: float
+    min: float
+    max: float
+    nan: int
+    inf: int
+
+
+class _CountListener:
+    """Counts executes per graph (with loop counts) without computing anything."""
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter = collections.Counter()
+
+    def execute(self, graph: str, settings: Mapping[str, QueueSetting]) -> None:
+        self.counts[graph] += 1
+
+    def variable_changed(self, name: str, value: int) -> None:
+        pass
+
+    def allocate(self, queues: list[str], allocate: bool) -> None:
+        pass
+
+
+def program_params(nl: Netlist, program: str) -> list[str]:
+    names: list[str] = []
+    for node in nl.programs[program].body:
+        if getattr(node, "opcode", None) == "param":
+            names += [str(n).lstrip("$") for n in (node.args or [])]
+    return names
+
+
+def default_params(nl: Netlist, program: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Program parameters: the given ones, every other `param` set to 1."""
+    given = {str(k).lstrip("$"): v for k, v in (params or {}).items()}
+    return {name: given.get(name, 1) for name in program_params(nl, program)} | given
+
+
+def _executions(nl: Netlist, programs: list[str], params: Mapping[str, Any]) -> collections.Counter:
+    total: collections.Counter = collections.Counter()
+    for name in programs:
+        listener = _CountListener()
+        ProgramRunner(nl.programs[name], listener, params=default_params(nl, name, params), default_param=1,
+                      loop_shortcut=False).run()
+        total.update(listener.counts)
+    return total
+
+
+def _consumers(nl: Netlist) -> dict[str, list[tuple[OpDef, int]]]:
+    out: dict[str, list[tuple[OpDef, int]]] = collections.defaultdict(list)
+    for op in nl.ops.values():
+        for k, src in enumerate(op.inputs):
+            out[src].append((op, k))
+    return out
+
+
+def _random_values(df: DataFormat, shape: tuple, rng: np.random.Generator) -> np.ndarray:
+    if df in (DataFormat.Int8, DataFormat.UInt8):
+        lo = 0 if df is DataFormat.UInt8 else -2
+        return rng.integers(lo, 3, shape).astype(np.float32)
+    if df is DataFormat.Int32:
+        return rng.integers(-1000, 1001, shape).astype(np.float64)
+    if df.is_integer:  # raw / unsigned formats without a known consumer
+        return np.zeros(shape, dtype=np.float64)
+    return rng.uniform(-1.0, 1.0, shape).astype(np.float32)
+
+
+def fill_random(sim: Simulator, seed: int = 0, *, programs: list[str] | None = None,
+                params: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """Push random data to every host-fed queue (enough entries for `programs` with `params`) and every ram.
+
+    Returns {queue: entries pushed}.
+    """
+    nl = sim.netlist
+    rng = np.random.default_rng(seed)
+    programs = programs if programs is not None else list(nl.programs)
+    counts = _executions(nl, programs, params or {})
+    consumers = _consumers(nl)
+    special = _special_operands(sim, rng)
+    pushed: dict[str, int] = {}
+    for name, q in nl.queues.items():
+        if not (q.host_fed or q.is_ram):
+            continue
+        if q.is_ram:
+            n = max(1, q.entries)
+        else:
+            reads = sum(op_graph_inputs(nl, g) for g in {op.graph for op, _ in consumers.get(name, [])}
+                        for _ in range(counts.get(g, 0)))
+            n = max(max(1, q.entries), reads)
+        shape = (n,) + q.shape
+        if name in special:
+            data = np.broadcast_to(special[name], shape)
+        else:
+            data = _random_values(q.df, shape, rng)
+        sim.push(name, data)
+        pushed[name] = n
+    return pushed
+
+
+def op_graph_inputs(nl: Netlist, graph: str) -> int:
+    return nl.graphs[graph].input_count
+
+
+def _special_operands(sim: Simulator, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Values for queues whose meaning comes from their consumer: embedding indices, sparse matmul operands."""
+    nl = sim.netlist
+    out: dict[str, np.ndarray] = {}
+    for op in nl.ops.values():
+        if op.type == "embedding" and len(op.inputs) == 2 and op.inputs[1] in nl.queues:
+            table = nl.queues.get(op.inputs[0])
+            rows = table.shape[1] if table is not None else (op.shape[1])
+            q = nl.queues[op.inputs[1]]
+            out[op.inputs[1]] = rng.integers(0, max(1, rows), q.shape).astype(np.float64)
+        if op.type == "matmul" and truthy(op.attributes.get("identity")) and len(op.inputs) >= 3:
+            sp, act, enc = op.inputs[:3]
+            if sp not in nl.queues or enc not in nl.queues:
+                continue
+            act_shape = _post_tm_shape(nl, op, 1)
+            try:
+                sparse, encoding, _ = random_operands(op, nl.queues[sp].shape, nl.queues[enc].shape, act_shape, rng)
+            except (SimulatorError, ValueError):
+                continue
+            out[sp] = sparse
+            out[enc] = encoding
+    return out
+
+
+def _post_tm_shape(nl: Netlist, op: OpDef, k: int) -> tuple[int, int, int]:
+    src = op.inputs[k]
+    tiles = nl.queues[src].tiles if src in nl.queues else nl.ops[src].tiles
+    x = np.zeros((1,) + tuple(d * TILE if i else d for i, d in enumerate(tiles)), dtype=np.float32)
+    return apply_edge_tms(x, op.input_tms.get(k, ()), f"op {op.name!r} input {k}").shape[1:]
+
+
+def run_random(netlist: Any, *, seed: int = 0, program: str | None = None, params: Mapping[str, Any] | None = None,
+               device: str | None = None, sim: Simulator | None = None) -> tuple[Simulator, dict[str, OutputStats]]:
+    """Random stimulus, then run `program` (default: every program in file order) with `params` (missing
+    `param`s = 1); pop every host-readable output queue and return statistics per queue."""
+    sim = sim or Simulator(netlist, device=device)
+    nl = sim.netlist
+    if program is not None and program not in nl.programs:
+        raise SimulatorError(f"no program {program!r}; programs: {', '.join(nl.programs)}")
+    programs = [program] if program is not None else list(nl.programs)
+    fill_random(sim, seed, programs=programs, params=params)
+    for name in programs:
+        sim.run(name, **default_params(nl, name, params))
+    return sim, output_stats(sim)
+
+
+def output_queues(nl: Netlist) -> list[str]:
+    """Queues written by an op and read by no op: the netlist's outputs."""
+    read = {src for op in nl.ops.values() for src in op.inputs}
+    return [name for name, q in nl.queues.items() if q.input in nl.ops and name not in read]
+
+
+def output_stats(sim: Simulator) -> dict[str, OutputStats]:
+    stats: dict[str, OutputStats] = {}
+    for name in output_queues(sim.netlist):
+        q = sim.netlist.queues[name]
+        values = []
+        if q.is_ram:
+            for e in range(max(1, q.entries)):
+                try:
+                    values.append(sim.peek(name, e))
+                except SimulatorError:
+                    pass
+        else:
+            while sim.occupancy(name):
+                values.append(sim.pop(name))
+        if not values:
+            stats[name] = OutputStats(name, 0, q.shape, float("nan"), float("nan"), float("nan"), float("nan"), 0, 0)
+            continue
+        data = np.stack(values).astype(np.float64)
+        finite = data[np.isfinite(data)]
+        stats[name] = OutputStats(
+            queue=name, entries=len(values), shape=tuple(q.shape),
+            mean=float(finite.mean()) if finite.size else float("nan"),
+            std=float(finite.std()) if finite.size else float("nan"),
+            min=float(finite.min()) if finite.size else float("nan"),
+            max=float(finite.max()) if finite.size else float("nan"),
+            nan=int(np.isnan(data).sum()), inf=int(np.isinf(data).sum()))
+    return stats

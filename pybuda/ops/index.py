@@ -1,0 +1,123 @@
+"""Indexing ops: embedding (take), gather_elements, index_tensor, strided_slice, cumsum, concatenate.
+Embedding runs on the host (CPU fallback); the others are constant-evaluated, or lowered as noted."""
+from __future__ import annotations
+
+import numpy as np
+
+from .common import ceil_tile, norm_dim
+from .registry import OpDef, OpError, register
+
+
+def _embedding_shape(shapes, attrs):
+    table, idx = shapes
+    return (*idx, *table[1:])
+
+
+register(OpDef("embedding", _embedding_shape, lambda v, a: v[0][v[1].astype(np.int64)], arity=(2, 2),
+               kind="other"))
+
+
+def _gather_elements_eval(values, attrs):
+    return np.take_along_axis(values[0], values[1].astype(np.int64), axis=int(attrs["axis"]))
+
+
+register(OpDef("gather_elements", lambda s, a: s[1], _gather_elements_eval, arity=(2, 2), kind="other"))
+
+
+def _index_tensor_shape(shapes, attrs):
+    data, *indices = shapes
+    lead = np.broadcast_shapes(*indices)
+    return (*lead, *data[len(indices):])
+
+
+def _index_tensor_eval(values, attrs):
+    data, *indices = values
+    return data[tuple(i.astype(np.int64) for i in indices)]
+
+
+register(OpDef("index_tensor", _index_tensor_shape, _index_tensor_eval, arity=(2, 8), kind="other"))
+
+
+def _slices(shape, attrs):
+    out = [slice(None)] * len(shape)
+    for axis, b, e, s in zip(attrs["axes"], attrs["begin"], attrs["end"], attrs["strides"]):
+        out[int(axis)] = slice(int(b), int(e), int(s))
+    return tuple(out)
+
+
+def _strided_slice_shape(shapes, attrs):
+    return np.empty(shapes[0], dtype=np.bool_)[_slices(shapes[0], attrs)].shape
+
+
+def _decompose_strided_slice(ctx):
+    """A stride-1 slice of one axis is a narrow (which has device lowerings); the rest stay host-only."""
+    a = ctx.node.attrs
+    shape = ctx.node_input_shape(0)
+    parts = [(int(ax), int(b), int(e), int(s)) for ax, b, e, s in zip(a["axes"], a["begin"], a["end"], a["strides"])]
+    parts = [p for p in parts if not (p[1] == 0 and p[2] >= shape[p[0]] and p[3] == 1)]
+    if any(s != 1 for _, _, _, s in parts):
+        return
+    x = ctx.operands[0]
+    for axis, b, e, _ in parts:
+        e = min(e, shape[axis])
+        x = ctx.op("narrow", [x], {"dim": axis - len(shape), "start": b, "length": e - b})
+    ctx.replace(x)
+
+
+register(OpDef("strided_slice", _strided_slice_shape, lambda v, a: v[0][_slices(v[0].shape, a)],
+               kind="tm", decompose=_decompose_strided_slice))
+
+
+def _cumsum_eval(values, attrs):
+    return np.cumsum(values[0], axis=int(attrs["axis"]))
+
+
+register(OpDef("cumsum", lambda s, a: s[0], _cumsum_eval, kind="other"))
+
+
+# ---- concatenate ----------------------------------------------------------------------------------
+
+def _concat_shape(shapes, attrs):
+    rank = len(shapes[0])
+    d = norm_dim(int(attrs["dim"]), rank)
+    base = list(shapes[0])
+    for s in shapes[1:]:
+        if len(s) != rank or any(x != y for i, (x, y) in enumerate(zip(s, base)) if i != d + rank):
+            raise OpError(f"concatenate of shapes {shapes} along dim {d}")
+    base[d] = sum(s[d] for s in shapes)
+    return tuple(base)
+
+
+def _lower_concat(ctx):
+    """Rows (dim -2) or columns (dim -1): each operand is placed by a constant 0/1 matmul and the parts are
+    added (exact: the placements do not overlap, unplaced rows/columns are zero, and the placement matrix is
+    zero across the operand's padding, so the operand's padding never leaks in)."""
+    rank = len(ctx.node.shape)
+    d = norm_dim(int(ctx.node.attrs["dim"]), rank)
+    if d not in (-1, -2):
+        raise OpError(f"op {ctx.node.name!r}: concatenate along dim {d} has no device lowering yet")
+    total = ctx.node.shape[d]
+    acc, offset = None, 0
+    for k, x in enumerate(ctx.operands):
+        n = x.shape[d]
+        place = np.zeros((ceil_tile(total), ceil_tile(n)) if d == -2 else (ceil_tile(n), ceil_tile(total)),
+                         dtype=np.float32)
+        idx = np.arange(n)
+        if d == -2:
+            place[offset + idx, idx] = 1.0
+            p = ctx.constant_padded(place[None, None], (total, n), f"concat_place_{k}")
+            p = ctx.broadcast_to(p, (*x.shape[:-2], total, n), axes="z")
+            part = ctx.op("matmul", [p, x], {}, pad_zero=(True, x.pad_zero[1]), aux=f"concat_{k}")
+        else:
+            place[idx, offset + idx] = 1.0
+            p = ctx.constant_padded(place[None, None], (n, total), f"concat_place_{k}")
+            p = ctx.broadcast_to(p, (*x.shape[:-2], n, total), axes="z")
+            part = ctx.op("matmul", [x, p], {}, pad_zero=(x.pad_zero[0], True), aux=f"concat_{k}")
+        acc = part if acc is None else ctx.op("add", [acc, part], {}, pad_zero=tuple(
+            a and b for a, b in zip(acc.pad_zero, part.pad_zero)), aux=None if k == len(ctx.operands) - 1 else f"concat_sum_{k}")
+        offset += n
+    return acc
+
+
+register(OpDef("concatenate", _concat_shape, lambda v, a: np.concatenate(v, axis=int(a["dim"])), arity=(1, 64),
+               kind="tm", lower=_lower_concat))

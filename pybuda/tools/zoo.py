@@ -1,0 +1,72 @@
+"""The model zoo of issue 5: each model in a small configuration (the fast test tier) and at full size
+(`make test-zoo`), built from configs with random weights (nothing is downloaded)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import torch
+
+
+@dataclasses.dataclass(frozen=True)
+class ZooModel:
+    name: str
+    build: Callable[[], torch.nn.Module]
+    inputs: Callable[[int], tuple]          # microbatch -> sample inputs
+    full_size: bool
+
+
+def _tokens(vocab: int, seq: int) -> Callable[[int], tuple]:
+    return lambda batch: (torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(0)),)
+
+
+def _images(size: int, channels: int = 3) -> Callable[[int], tuple]:
+    return lambda batch: (torch.randn(batch, channels, size, size, generator=torch.Generator().manual_seed(0)),)
+
+
+def _bert(hidden: int, layers: int, heads: int, inter: int, vocab: int = 30522) -> Callable:
+    def build():
+        import transformers as T
+        cfg = T.BertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                           intermediate_size=inter, vocab_size=vocab)
+        return T.BertModel(cfg, add_pooling_layer=False).eval()
+    return build
+
+
+def _gpt2(hidden: int, layers: int, heads: int, vocab: int = 50257) -> Callable:
+    def build():
+        import transformers as T
+        cfg = T.GPT2Config(n_embd=hidden, n_layer=layers, n_head=heads, vocab_size=vocab, use_cache=False)
+        return T.GPT2Model(cfg).eval()
+    return build
+
+
+def _vit(hidden: int, layers: int, heads: int, inter: int, image: int, patch: int) -> Callable:
+    def build():
+        import transformers as T
+        cfg = T.ViTConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                          intermediate_size=inter, image_size=image, patch_size=patch)
+        return T.ViTModel(cfg, add_pooling_layer=False).eval()
+    return build
+
+
+def _mnist() -> torch.nn.Module:
+    from .models import MNISTCNN
+    torch.manual_seed(0)
+    return MNISTCNN().eval()
+
+
+ZOO: dict[str, ZooModel] = {m.name: m for m in [
+    # fast tier
+    ZooModel("bert_tiny", _bert(128, 2, 2, 512, vocab=1000), _tokens(1000, 32), False),
+    ZooModel("gpt2_tiny", _gpt2(128, 2, 2, vocab=1000), _tokens(1000, 32), False),
+    ZooModel("vit_tiny", _vit(128, 2, 2, 512, image=32, patch=16), _images(32), False),
+    ZooModel("mnist_cnn", _mnist, _images(28, channels=1), False),
+    # full size
+    ZooModel("bert_base_128", _bert(768, 12, 12, 3072), _tokens(30522, 128), True),
+    ZooModel("bert_base_384", _bert(768, 12, 12, 3072), _tokens(30522, 384), True),
+    ZooModel("bert_large_128", _bert(1024, 24, 16, 4096), _tokens(30522, 128), True),
+    ZooModel("bert_large_384", _bert(1024, 24, 16, 4096), _tokens(30522, 384), True),
+    ZooModel("gpt2_small", _gpt2(768, 12, 12), _tokens(50257, 128), True),
+    ZooModel("vit_b16", _vit(768, 12, 12, 3072, image=224, patch=16), _images(224), True),
+]}
