@@ -36,10 +36,6 @@ from .verify import pcc, run_golden
 CompileDepth = cfg.CompileDepth
 
 
-class NetlistStructureError(RuntimeError):
-    """The netlist the compiler built breaks a backend rule; the message lists each violation."""
-
-
 class VerificationError(AssertionError):
     """A stage's golden outputs diverge from the framework's; the message names the first such stage."""
 
