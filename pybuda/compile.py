@@ -112,7 +112,12 @@ class CompiledModel:
         return tensors[0] if len(tensors) == 1 else tuple(tensors)
 
     def summary(self) -> str:
+        """Where ops run (host fallback vs device), the netlist, epochs, cores and the estimate."""
         lines = [f"model {self.name} on {self.device}, microbatch {self.microbatch}"]
+        host_ops = [n.name for n in self.host_graph.nodes("op")] if self.host_graph is not None else []
+        lines.append(f"host (CPU fallback) ops: {', '.join(host_ops) if host_ops else 'none'}")
+        if "lower" in self.graphs:
+            lines.append(f"device ops: {len(self.device_graph.op_names())}")
         if self.netlist_path:
             perf = self.perf
             lines.append(f"netlist: {self.netlist_path}")

@@ -148,14 +148,14 @@ def _op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_o
 
 
 def _attributes(node, model) -> Attributes | None:
-    a = node.attrs
+    """A lowered Buda op's attributes are netlist attributes already; the balancer adds m_k/u_kt."""
+    out = dict(node.attrs)
+    if node.op_type in ("matmul", "reduce"):
+        out.update(m_k=model.m_k, u_kt=model.u_kt)
     if node.op_type == "matmul":
         # min_buffer_input 0: input 0 is buffered per ublock (ublock_rt x u_kt), not per mblock_m strip, as the
         # balancer's L1 model assumes (pybuda.balancer.op_model._l1_bytes)
-        return Attributes(m_k=model.m_k, u_kt=model.u_kt, min_buffer_input=0)
-    if node.op_type == "reduce":
-        return Attributes(dim=a["dim"], type=a["type"], m_k=model.m_k, u_kt=model.u_kt)
-    out = {k: a[k] for k in ("approximate_mode", "relu_en", "relu_threshold", "relu_mode") if k in a}
+        out["min_buffer_input"] = 0
     if "relu_threshold" in out:
         out["relu_threshold"] = float(out["relu_threshold"])
     return Attributes(**out) if out else None

@@ -54,7 +54,9 @@ def _amp(bgraph: Graph, level: int) -> None:
 
 
 def _matches(rule, node) -> bool:
-    if rule.op_type and rule.op_type not in (node.op_type, node.tags.get("original_op_type")):
+    """op_type names the framework op a device op comes from (a conv2d's matmuls match "conv2d", a softmax's
+    internal matmuls do not match "matmul"); name_regex must match the whole device op name."""
+    if rule.op_type and rule.op_type != node.tags.get("original_op_type", node.op_type):
         return False
     if rule.name_regex and not re.fullmatch(rule.name_regex, node.name):
         return False

@@ -11,9 +11,14 @@ import torch
 @dataclasses.dataclass(frozen=True)
 class ZooModel:
     name: str
-    build: Callable[[], torch.nn.Module]
+    builder: Callable[[], torch.nn.Module]
     inputs: Callable[[int], tuple]          # microbatch -> sample inputs
     full_size: bool
+
+    def build(self) -> torch.nn.Module:
+        """The model in eval mode, with the same random weights every time."""
+        torch.manual_seed(0)
+        return self.builder().eval()
 
 
 def _tokens(vocab: int, seq: int) -> Callable[[int], tuple]:
@@ -52,8 +57,7 @@ def _vit(hidden: int, layers: int, heads: int, inter: int, image: int, patch: in
 
 def _mnist() -> torch.nn.Module:
     from .models import MNISTCNN
-    torch.manual_seed(0)
-    return MNISTCNN().eval()
+    return MNISTCNN()
 
 
 ZOO: dict[str, ZooModel] = {m.name: m for m in [
