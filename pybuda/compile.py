@@ -172,7 +172,7 @@ def compile(model, *sample_inputs, device: str = "e150", config: cfg.CompilerCon
         return out, stage_depth >= depth
 
     def initial_stage():
-        initial = _initial_graph(model, sample_inputs)
+        initial = _initial_graph(model, sample_inputs, config)
         result.input_names = list(initial.input_names)
         batch.update({n: to_numpy(x) for n, x in zip(result.input_names, sample_inputs)})
         return initial
@@ -217,12 +217,14 @@ def compile(model, *sample_inputs, device: str = "e150", config: cfg.CompilerCon
     return result
 
 
-def _initial_graph(model, sample_inputs) -> Graph:
+def _initial_graph(model, sample_inputs, config) -> Graph:
     if isinstance(model, PyBudaModule):
         return trace_module(model, sample_inputs)
     if isinstance(model, torch.nn.Module):
         from .frontend.torch_import import import_torch
-        return import_torch(model, sample_inputs, name=type(model).__name__)
+        from .frontend.tvm_cache import cached_import
+        return cached_import(model, sample_inputs, config,
+                             lambda m, x: import_torch(m, x, name=type(model).__name__))
     raise TypeError(f"compile takes a torch.nn.Module or a PyBudaModule, got {type(model).__name__}")
 
 
