@@ -88,11 +88,17 @@ def cancel_tms(graph: Graph) -> bool:
 
 
 def _is_const_like(graph: Graph, name: str) -> bool:
-    """True if `name` is computed from parameters and constants only."""
-    node = graph.node(name)
-    if node.kind in ("parameter", "constant"):
-        return True
-    return node.kind == "op" and all(_is_const_like(graph, o.src) for o in graph.operands(name))
+    """True if `name` is computed from parameters and constants only (iterative: graphs are deep)."""
+    stack, seen = [name], set()
+    while stack:
+        node = graph.node(stack.pop())
+        if node.kind in ("parameter", "constant") or node.name in seen:
+            continue
+        if node.kind != "op":
+            return False
+        seen.add(node.name)
+        stack.extend(o.src for o in graph.operands(node.name))
+    return True
 
 
 def fold_transpose_flatten_into_matmul(graph: Graph) -> bool:
