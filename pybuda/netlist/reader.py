@@ -895,15 +895,24 @@ def compose(text: str):
         loader.dispose()
 
 
+def _read(path: str) -> tuple[str, str]:
+    try:
+        return Path(path).read_text(), path
+    except (OSError, UnicodeDecodeError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise NetlistError([NetlistViolation(path, None, "netlist", "file.read", "a readable YAML file", None,
+                                             f"cannot read {path}: {reason}")]) from None
+
+
 def _source(source) -> tuple[str, str | None]:
     """(text, file name or None) of a path or YAML text."""
     if isinstance(source, Path):
-        return source.read_text(), str(source)
+        return _read(str(source))
     if isinstance(source, bytes):
-        source = source.decode()
+        source = source.decode(errors="replace")
     if isinstance(source, str):
         if "\n" not in source and (source.endswith((".yaml", ".yml")) or os.path.exists(source)):
-            return Path(source).read_text(), source
+            return _read(source)
         return source, None
     raise TypeError(f"load takes a path or YAML text, got {type(source).__name__}")
 

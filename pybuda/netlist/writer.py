@@ -8,7 +8,6 @@ carries `queue_groups`. `load(dump_netlist(n)) == n` for every netlist `load` ac
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -37,6 +36,7 @@ SafeRepresenter.add_representer(HexInt, _represent_hex)   # so yaml.safe_dump(ne
 
 
 _resolver = Resolver()
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _PLAIN = re.compile(r"^[A-Za-z0-9_$.][A-Za-z0-9_$./+\-]*$")
 _plain_cache: dict = {}
 
@@ -47,8 +47,8 @@ def _str(s: str) -> str:
     if r is None:
         if _PLAIN.match(s) and _resolver.resolve(ScalarNode, s, (True, False)) == "tag:yaml.org,2002:str":
             r = s
-        else:
-            r = json.dumps(s)
+        else:  # YAML's own double-quoted form, so that anything YAML read back writes back
+            r = yaml.dump(s, Dumper=_DUMPER, default_style='"', width=1 << 30, allow_unicode=False).rstrip("\n")
         if len(_plain_cache) < 100000:
             _plain_cache[s] = r
     return r
