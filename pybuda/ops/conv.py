@@ -167,11 +167,40 @@ def _depthwise_tap_sum(ctx, xt, wgt, picker, c: int, taps: int, rows: int):
     return ctx.op("matmul", [ctx.constant(summer, "tap_sum"), prod])
 
 
+def _is_patchify(ctx, h: int, w: int, kh: int, kw: int) -> bool:
+    """A conv over a graph input whose kernels tile the image (stride == kernel, no padding/dilation/groups):
+    im2col is then a pure permutation of the input, done on the host (ViT patch embeddings)."""
+    a = ctx.node.attrs
+    return (ctx.graph.node(ctx.operands[0].src).kind == "input" and (kh, kw) != (1, 1)
+            and _pair(a.get("stride", 1)) == (kh, kw) and _pads(a.get("padding", 0)) == (0, 0, 0, 0)
+            and _pair(a.get("dilation", 1)) == (1, 1) and int(a.get("groups", 1)) == 1
+            and h % kh == 0 and w % kw == 0)
+
+
+def _patchify_conv(ctx, x, wgt, cin: int, h: int, w: int, cout: int, kh: int, kw: int):
+    """(.., C, H, W) -> patches (.., Ho*Wo, C*kh*kw) by reshape/permute (hoisted to the host), then one matmul."""
+    lead = ctx.node_input_shape(0)[:-3]
+    ho, wo = h // kh, w // kw
+    n = len(lead)
+    split = ctx.op("reshape", [x], {"shape": [*lead, cin, ho, kh, wo, kw]})
+    axes = list(range(n)) + [n + 1, n + 3, n, n + 2, n + 4]
+    patches = ctx.op("reshape", [ctx.op("permute", [split], {"axes": axes})],
+                     {"shape": [*lead, ho * wo, cin * kh * kw]})
+    wmat = ctx.op("permute", [ctx.op("reshape", [wgt], {"shape": [cout, cin * kh * kw]})], {"axes": [1, 0]})
+    return ctx.op("matmul", [patches, wmat]), lead, ho, wo
+
+
 def _decompose_conv(ctx):
     x, wgt, *bias = ctx.operands
     *_, cin, h, w = ctx.node_input_shape(0)
     cout, cin_g, kh, kw = ctx.node_input_shape(1)
     groups = int(ctx.node.attrs.get("groups", 1))
+    if _is_patchify(ctx, h, w, kh, kw):
+        y, lead, ho, wo = _patchify_conv(ctx, x, wgt, cin, h, w, cout, kh, kw)
+        if bias:
+            y = ctx.op("add", [y, bias[0]])
+        ctx.replace(from_spatial_rows(ctx, y, lead, cout, ho, wo, ho * wo))
+        return
     xt, lead = to_spatial_rows(ctx, x, cin, h, w)
     picker, ho, wo, rows = conv_picker(h, w, (kh, kw), ctx.node.attrs, clamp=False)
     taps = kh * kw
