@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all bench install clean
+.PHONY: demo test test-zoo bench install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 tests
+
+# the full-size model zoo (BERT-base/large, GPT-2, ViT-B/16 on e150 and n150): slow, not part of `make test`
+test-zoo: $(STAMP)
+	$(PY) -m pytest -q -m zoo tests/test_zoo_full.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/compile_time.py

@@ -1,0 +1,29 @@
+"""Full-size model zoo (`make test-zoo`): every model compiles for e150 and n150, its netlist validates,
+and its simulated outputs match PyTorch (PCC >= 0.99 at Float16_b)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pybuda
+from pybuda.netlist import validate
+from pybuda.tools.zoo import ZOO
+from pybuda.verify import pcc
+
+FULL = [name for name, entry in ZOO.items() if entry.full_size]
+
+
+@pytest.mark.zoo
+@pytest.mark.parametrize("device", ["e150", "n150"])
+@pytest.mark.parametrize("name", FULL)
+def test_full_size_model(tmp_path, name, device):
+    entry = ZOO[name]
+    model, inputs = entry.build(), entry.inputs(1)
+    compiled = pybuda.compile(model, *inputs, device=device, output_dir=tmp_path)
+    validate(compiled.netlist)
+    assert compiled.perf.samples_per_second > 0
+    with torch.no_grad():
+        expected = model(*inputs)[0].numpy()
+    out = compiled(*inputs)
+    out = (out[0] if isinstance(out, tuple) else out).numpy()
+    assert pcc(out, expected) >= 0.99
