@@ -149,11 +149,16 @@ SRCB_SPLIT = (6, 4)  # fraction bits in the (hi, lo) slices of srcB
 
 
 def truncate_mantissa(x: np.ndarray, fraction_bits: int) -> np.ndarray:
-    """Keep the sign, exponent and the top `fraction_bits` of a float32 mantissa (round toward zero)."""
+    """Keep the sign, exponent and the top `fraction_bits` of a float32 mantissa (round toward zero).
+
+    Infinities are unchanged; NaNs stay NaN (quiet NaNs keep their top mantissa bit; any other NaN is restored).
+    """
     arr = np.ascontiguousarray(x, dtype=np.float32)
     mask = np.uint32((0xFFFFFFFF << (23 - fraction_bits)) & 0xFFFFFFFF)
     out = (arr.view(np.uint32) & mask).view(np.float32)
-    return np.where(np.isfinite(arr), out, arr).astype(np.float32)
+    if fraction_bits < 1:
+        return np.where(np.isfinite(arr), out, arr).astype(np.float32)
+    return out  # a quiet NaN's top fraction bit survives, so NaN stays NaN
 
 
 def to_source_register(x: np.ndarray) -> np.ndarray:

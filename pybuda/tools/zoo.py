@@ -55,6 +55,20 @@ def _vit(hidden: int, layers: int, heads: int, inter: int, image: int, patch: in
     return build
 
 
+def _resnet(**config) -> Callable:
+    def build():
+        import transformers as T
+        return T.ResNetModel(T.ResNetConfig(**config))
+    return build
+
+
+def _mobilenet_v2(**config) -> Callable:
+    def build():
+        import transformers as T
+        return T.MobileNetV2Model(T.MobileNetV2Config(**config))
+    return build
+
+
 def _mnist() -> torch.nn.Module:
     from .models import MNISTCNN
     return MNISTCNN()
@@ -65,6 +79,9 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in [
     ZooModel("bert_tiny", _bert(128, 2, 2, 512, vocab=1000), _tokens(1000, 32), False),
     ZooModel("gpt2_tiny", _gpt2(128, 2, 2, vocab=1000), _tokens(1000, 32), False),
     ZooModel("vit_tiny", _vit(128, 2, 2, 512, image=32, patch=16), _images(32), False),
+    ZooModel("resnet_tiny", _resnet(embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1],
+                                     layer_type="bottleneck"), _images(16), False),
+    ZooModel("mobilenetv2_tiny", _mobilenet_v2(image_size=32, depth_multiplier=0.35), _images(32), False),
     ZooModel("mnist_cnn", _mnist, _images(28, channels=1), False),
     # full size
     ZooModel("bert_base_128", _bert(768, 12, 12, 3072), _tokens(30522, 128), True),
@@ -73,4 +90,6 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in [
     ZooModel("bert_large_384", _bert(1024, 24, 16, 4096), _tokens(30522, 384), True),
     ZooModel("gpt2_small", _gpt2(768, 12, 12), _tokens(50257, 128), True),
     ZooModel("vit_b16", _vit(768, 12, 12, 3072, image=224, patch=16), _images(224), True),
+    ZooModel("resnet50", _resnet(), _images(224), True),
+    ZooModel("mobilenetv2", _mobilenet_v2(), _images(224), True),
 ]}

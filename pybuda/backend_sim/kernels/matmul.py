@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
 
 from pybuda.dataformat import DataFormat, MathFidelity
 
@@ -48,14 +49,20 @@ def fidelity_pairs(in0: np.ndarray, in1: np.ndarray, fidelity: "MathFidelity | s
     return [(b_slice(sb), a_slice(sa)) for sa, sb in _phase_terms(MathFidelity.parse(fidelity))]
 
 
+def _tensor(x: np.ndarray) -> torch.Tensor:
+    if not (x.flags.c_contiguous and x.flags.writeable):
+        x = np.ascontiguousarray(x).copy() if not x.flags.writeable else np.ascontiguousarray(x)
+    return torch.from_numpy(x)
+
+
 def mm(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """lhs @ rhs over the last two dims with numpy broadcasting; a weight shared by every leading index is folded
-    into one large GEMM (rows of all inputs stacked)."""
-    if rhs.ndim >= 2 and lhs.ndim >= 3 and all(d == 1 for d in rhs.shape[:-2]) and lhs.ndim >= rhs.ndim:
-        left = np.ascontiguousarray(lhs)
-        out = left.reshape(-1, left.shape[-1]) @ rhs.reshape(rhs.shape[-2:])
-        return out.reshape(lhs.shape[:-1] + (rhs.shape[-1],))
-    return np.matmul(lhs, rhs)
+    """lhs @ rhs over the last two dims with numpy broadcasting rules, on torch's GEMMs (numpy's stacked matmul
+    does not use BLAS per matrix); a weight shared by every leading index is folded into one large GEMM."""
+    if rhs.ndim >= 2 and lhs.ndim >= 2 and all(d == 1 for d in rhs.shape[:-2]) and lhs.ndim >= rhs.ndim:
+        left = _tensor(lhs).reshape(-1, lhs.shape[-1])
+        out = torch.mm(left, _tensor(rhs).reshape(rhs.shape[-2:]))
+        return out.numpy().reshape(lhs.shape[:-1] + (rhs.shape[-1],))
+    return torch.matmul(_tensor(lhs), _tensor(rhs)).numpy()
 
 
 def _round(x: np.ndarray, df: DataFormat) -> np.ndarray:

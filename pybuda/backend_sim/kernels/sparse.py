@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import SimulatorError
 from ..formats import quantize
 from .common import TILE, expect_inputs, int_math, truthy
-from .matmul import fidelity_pairs
+from .matmul import fidelity_pairs, mm
 
 U16_PER_TILE = 2 * TILE * TILE  # one 32x32 tile of uint32 encoding words
 
@@ -208,7 +208,7 @@ def sparse_matmul(op: Any, ins: list[np.ndarray]) -> np.ndarray:
             cslice = slice(f * out_cols_per_group, (f + 1) * out_cols_per_group)
             part = None
             for lhs, rhs in fidelity_pairs(left, act_flat[..., cslice], op.math_fidelity, integer):
-                term = np.matmul(lhs, rhs)
+                term = mm(lhs, rhs)
                 part = term if part is None else part + term
             if out is None:
                 out = np.zeros(part.shape[:-3] + (t, gr * rows_core * TILE, cols), dtype=part.dtype)
