@@ -14,6 +14,15 @@ from ..ops.common import norm_dim
 _COMMUTING_TMS = {"reshape", "transpose", "permute", "narrow", "hslice", "hstack", "vslice", "vstack"}
 
 
+def _live_ops(graph: Graph, types=None):
+    """Op nodes in topological order, skipping those a rewrite removed meanwhile; optionally of some types."""
+    for name in graph.topo_order():
+        if name in graph:
+            node = graph.node(name)
+            if node.kind == "op" and (types is None or node.op_type in types):
+                yield name, node
+
+
 def _single_user(graph: Graph, name: str) -> bool:
     return len(graph.users(name)) == 1
 
@@ -27,9 +36,8 @@ def _plain_operand(graph: Graph, op: str, port: int = 0) -> str | None:
 def hoist_unary_above_tms(graph: Graph) -> bool:
     """u(tm(x)) -> tm(u(x)) for elementwise unary u, so that TM pairs around it can cancel."""
     changed = False
-    for name in graph.topo_order():
-        node = graph.node(name)
-        if node.kind != "op" or registry.get(node.op_type).kind != "unary" or len(graph.operands(name)) != 1:
+    for name, node in _live_ops(graph):
+        if registry.get(node.op_type).kind != "unary" or len(graph.operands(name)) != 1:
             continue
         src = _plain_operand(graph, name)
         if src is None or graph.node(src).kind != "op" or graph.node(src).op_type not in _COMMUTING_TMS:
@@ -59,12 +67,7 @@ def _is_swap_of_last_two(node) -> bool:
 def cancel_tms(graph: Graph) -> bool:
     """Merge reshape chains, drop identity reshapes and cancel back-to-back transposes of the same dims."""
     changed = False
-    for name in graph.topo_order():
-        if name not in graph:
-            continue
-        node = graph.node(name)
-        if node.kind != "op" or node.op_type not in ("reshape", "transpose"):
-            continue
+    for name, node in _live_ops(graph, ("reshape", "transpose")):
         src = _plain_operand(graph, name)
         if node.op_type == "reshape" and graph.operand_shape(graph.operands(name)[0]) == node.shape and src:
             graph.replace_uses(name, src)
@@ -106,11 +109,8 @@ def fold_transpose_flatten_into_matmul(graph: Graph) -> bool:
 
     X (..., P, C) -> transpose -> (..., C, P) -> reshape -> (..., C*P) -> matmul operand 0, W constant-like."""
     changed = False
-    for name in graph.topo_order():
-        if name not in graph:
-            continue
-        node = graph.node(name)
-        if node.kind != "op" or node.op_type != "reshape" or not graph.users(name):
+    for name, node in _live_ops(graph, ("reshape",)):
+        if not graph.users(name):
             continue
         src = _plain_operand(graph, name)
         if src is None or graph.node(src).kind != "op" or not _is_swap_of_last_two(graph.node(src)) \
@@ -143,14 +143,11 @@ def consteval(graph: Graph) -> bool:
     The result keeps the parameter's name when it replaces a chain that started from one parameter,
     so netlist queues carry the model's parameter names."""
     changed = False
-    for name in graph.topo_order():
-        if name not in graph or graph.node(name).kind != "op":
-            continue
+    for name, node in _live_ops(graph):
         operands = graph.operands(name)
         srcs = [graph.node(o.src) for o in operands]
         if any(s.kind not in ("parameter", "constant") or o.tms for s, o in zip(srcs, operands)):
             continue
-        node = graph.node(name)
         value = registry.evaluate(node.op_type, [s.value for s in srcs], node.attrs)
         params = [s for s in srcs if s.kind == "parameter"]
         reuse = params[0].name if len(params) == 1 and _single_user(graph, params[0].name) else None
@@ -186,9 +183,7 @@ def _permute_axes(graph: Graph, name: str) -> list[int] | None:
 def canonicalize_permutes(graph: Graph) -> bool:
     """Compose chained permutes/transposes into one; drop identities; write a swap of two dims as transpose."""
     changed = False
-    for name in graph.topo_order():
-        if name not in graph or graph.node(name).kind != "op":
-            continue
+    for name, node in _live_ops(graph):
         axes = _permute_axes(graph, name)
         if axes is None:
             continue
@@ -228,9 +223,7 @@ def heads_to_slices(graph: Graph) -> bool:
     the same followed by swap(-2, -1) (keys transposed)  ==  hslice(n) + transpose, and
     swap(-3, -2) of (.., n, S, d) then reshape -> (.., S, n*d)  ==  hstack(n)."""
     changed = False
-    for name in graph.topo_order():
-        if name not in graph or graph.node(name).kind != "op":
-            continue
+    for name, node in _live_ops(graph):
         perm = _last3(graph, name)
         if perm not in ([-2, -3, -1], [-2, -1, -3]):
             continue
@@ -287,10 +280,7 @@ def fold_infinity_tests(graph: Graph) -> bool:
     """equal/not_equal(x, +-inf) on a value that is finite, or finite plus a constant, is a constant
     (the masking guards of scaled-dot-product attention)."""
     changed, memo = False, {}
-    for name in graph.topo_order():
-        node = graph.node(name) if name in graph else None
-        if node is None or node.kind != "op" or node.op_type not in ("equal", "not_equal"):
-            continue
+    for name, node in _live_ops(graph, ("equal", "not_equal")):
         x, c = (graph.node(o.src) for o in graph.operands(name))
         if c.kind not in ("constant", "parameter") or np.isfinite(c.value).any() or graph.operands(name)[0].tms:
             continue
@@ -316,10 +306,7 @@ def fold_infinity_tests(graph: Graph) -> bool:
 def bypass_trivial(graph: Graph) -> bool:
     """where(all-true/all-false constant, a, b) -> a/b; x + 0 -> x; x * 1 -> x (when shapes allow)."""
     changed = False
-    for name in graph.topo_order():
-        node = graph.node(name) if name in graph else None
-        if node is None or node.kind != "op" or node.op_type not in ("where", "add", "multiply"):
-            continue
+    for name, node in _live_ops(graph, ("where", "add", "multiply")):
         ops = graph.operands(name)
         nodes = [graph.node(o.src) for o in ops]
         keep = None
@@ -341,10 +328,8 @@ def bypass_trivial(graph: Graph) -> bool:
 def narrow_before_reshape(graph: Graph) -> bool:
     """narrow(reshape(x), last dim) -> reshape(narrow(x, last dim)) when the reshape keeps the last dim."""
     changed = False
-    for name in graph.topo_order():
-        node = graph.node(name) if name in graph else None
-        if node is None or node.kind != "op" or node.op_type != "narrow" or \
-                norm_dim(int(node.attrs["dim"]), len(node.shape)) != -1:
+    for name, node in _live_ops(graph, ("narrow",)):
+        if norm_dim(int(node.attrs["dim"]), len(node.shape)) != -1:
             continue
         src = _plain_operand(graph, name)
         if src is None or graph.node(src).op_type != "reshape":
@@ -366,9 +351,8 @@ def fold_column_slices_into_matmul(graph: Graph) -> bool:
     """narrow(x @ W [+ b], last dim) -> x @ W[..., s] [+ b[s]] for constant W and b: a split of a fused
     projection (e.g. GPT-2's qkv) becomes separate projections instead of a data-moving slice."""
     changed = False
-    for name in graph.topo_order():
-        node = graph.node(name) if name in graph else None
-        if node is None or node.kind != "op" or node.op_type not in ("add", "matmul") or not graph.users(name):
+    for name, node in _live_ops(graph, ("add", "matmul")):
+        if not graph.users(name):
             continue
         users = graph.users(name)
         if not all(graph.node(u).op_type == "narrow" and norm_dim(int(graph.node(u).attrs["dim"]),
@@ -477,10 +461,7 @@ def _wants_own_copy(graph: Graph, tm, user: str) -> bool:
 def _split_shared_tms(graph: Graph) -> bool:
     """Copy a TM node read by several users once per user that would move or cancel it as its only reader."""
     changed = False
-    for name in graph.topo_order():
-        node = graph.node(name) if name in graph else None
-        if node is None or node.kind != "op" or node.op_type not in _COMMUTING_TMS:
-            continue
+    for name, node in _live_ops(graph, _COMMUTING_TMS):
         users = graph.users(name)
         (src,) = graph.operands(name)
         if len(users) < 2 or _is_const_like(graph, src.src):
