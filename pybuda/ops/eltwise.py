@@ -113,7 +113,9 @@ def _lower_binary(buda_type: str, pad_rule):
         a, b = (ctx.broadcast_to(x, ctx.node.shape) for x in ctx.operands)
         pz = tuple(pad_rule(pa, pb) for pa, pb in zip(a.pad_zero, b.pad_zero))
         rep = a.replicated & b.replicated
-        return ctx.op(buda_type, [a, b], {}, pad_zero=pz, replicated=rep)
+        # a large fill survives adding/subtracting/maximum with a finite value (x - max(x) keeps -1e6 padding)
+        filled = a.filled | b.filled if buda_type in ("add", "subtract", "maximum") else frozenset()
+        return ctx.op(buda_type, [a, b], {}, pad_zero=pz, replicated=rep, filled=filled)
     return lower
 
 

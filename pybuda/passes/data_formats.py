@@ -96,6 +96,10 @@ def _legalize(bgraph: Graph, arch: str) -> None:
                 node.tags["intermed_df"] = acc
         elif node.op_type != "matmul":
             node.tags["intermed_df"] = node.df
+        if node.tags.get("large_padding") and node.df.is_bfp:
+            # padding filled with -1e6 shares exponent blocks with real values: keep a per-value exponent
+            node.df = DataFormat.Float16_b if node.df.exponent_family == "b" else DataFormat.Float16
+            node.tags["intermed_df"] = node.df
 
 
 def assign_data_formats(bgraph: Graph, config, arch: str) -> Graph:

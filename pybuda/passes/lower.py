@@ -78,9 +78,11 @@ class LowerContext:
         if shape != expected:
             raise OpError(f"lowering of {self.node.name!r} ({self.node.op_type}) built {buda_type} {name!r} with "
                           f"device shape {shape}, expected {expected} for logical shape {logical}")
-        self.graph.add_op(name, buda_type, [o.operand for o in operands], attrs, shape=shape,
-                          tags={"logical_shape": logical, "pybuda_op": self.node.name,
-                                "original_op_type": self.node.tags.get("original_op_type", self.node.op_type)})
+        tags = {"logical_shape": logical, "pybuda_op": self.node.name,
+                "original_op_type": self.node.tags.get("original_op_type", self.node.op_type)}
+        if any(v for _, v in filled):
+            tags["large_padding"] = True  # a block-float format would flush the real values of a shared block
+        self.graph.add_op(name, buda_type, [o.operand for o in operands], attrs, shape=shape, tags=tags)
         return Lowered(name, (), logical, tuple(pad_zero), frozenset(replicated), frozenset(filled))
 
     def constant_padded(self, value4d: np.ndarray, logical_shape: tuple, name_hint: str = "constant",
