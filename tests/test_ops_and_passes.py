@@ -131,3 +131,9 @@ def test_shape_errors_name_the_op():
     a, b = g.add_input("a", (4, 8)), g.add_input("b", (9, 4))
     with pytest.raises(registry.OpError, match="'bad'.*inner dimensions"):
         g.add_op("bad", "matmul", [a, b])
+
+
+def test_oversized_dense_picker_fails_fast_naming_the_op():
+    g = _single_op_graph("conv2d", [(1, 3, 224, 224), (64, 3, 7, 7)], {"stride": 2, "padding": 3}, params=(1,))
+    with pytest.raises(registry.OpError, match=r"op 'op' \(conv2d\): a 7x7 window over a 224x224 image.*sparse"):
+        decompose(g, CompilerConfig())

@@ -77,6 +77,9 @@ def _conv_eval(values, attrs):
     return out
 
 
+MAX_PICKER_ELEMENTS = 64 * 2**20  # 256 MiB of float32
+
+
 def conv_picker(h: int, w: int, kernel: tuple, attrs: dict, clamp: bool) -> tuple[np.ndarray, int, int, int]:
     """Stacked picker (taps * ceil32(Ho*Wo), H*W): block `tap` selects each output position's input pixel.
     Out-of-image taps select nothing (zero padding), or with `clamp` the nearest in-image pixel of the same
@@ -84,6 +87,11 @@ def conv_picker(h: int, w: int, kernel: tuple, attrs: dict, clamp: bool) -> tupl
     ho, wo, (sh, sw), (dh, dw), (pt, pl, _, _) = _geometry(h, w, attrs, kernel)
     kh, kw = kernel
     rows = ceil_tile(ho * wo)
+    if kh * kw * rows * h * w > MAX_PICKER_ELEMENTS:
+        raise OpError(f"a {kh}x{kw} window over a {h}x{w} image needs a dense picker of {kh * kw * rows} x {h * w} "
+                      f"values ({kh * kw * rows * h * w * 4 / 2**30:.1f} GiB); dense pickers are limited to "
+                      f"{MAX_PICKER_ELEMENTS * 4 / 2**20:.0f} MiB and the sparse (identity) matmul that large "
+                      "images need is not implemented yet")
     picker = np.zeros((kh * kw * rows, h * w), dtype=np.float32)
     oy, ox = np.meshgrid(np.arange(ho), np.arange(wo), indexing="ij")
     out_idx = (oy * wo + ox).ravel()

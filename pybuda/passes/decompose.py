@@ -96,7 +96,12 @@ def decompose(graph: Graph, config=None) -> Graph:
             if opdef.decompose is None:
                 continue
             ctx = DecomposeContext(graph, name, config)
-            opdef.decompose(ctx)
+            try:
+                opdef.decompose(ctx)
+            except registry.OpError as e:
+                if repr(name) in str(e):
+                    raise
+                raise registry.OpError(f"op {name!r} ({graph.node(name).op_type}): {e}") from None
             if ctx.replaced:
                 graph.remove_node(name)
                 changed = True
