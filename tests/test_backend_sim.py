@@ -756,7 +756,7 @@ def test_estimate_program_loops_switches_and_report(tmp_path):
     path = tmp_path / "ops.csv"
     r.to_csv(str(path))
     rows = list(csv.DictReader(open(path)))
-    assert [row["op"] for row in rows] == ["ex", "sum"] and rows[0]["limiter"] == r.ops[0].limiter
+    assert [row["OP NAME"] for row in rows] == ["ex", "sum"] and rows[0]["LIMITER"] == r.ops[0].limiter
 
 
 def test_estimate_nested_loops_trace():
@@ -822,3 +822,284 @@ def test_estimate_counts_data_parallel_replicas():
     assert graph.replicas == 2
     r = estimate(nl)
     assert r.samples == graph.input_count * 2 * r.epochs[0].executions
+
+
+# ------------------------------------------------------------------------------------------------------------
+# op types added for issue 4: splice, embedding, tilizer, depthwise, fused_op, unpad, sparse encoding,
+# fused gelu; batched execution equals input-by-input execution
+# ------------------------------------------------------------------------------------------------------------
+
+def _q(t, mblock, ublock, df="Float32", grid=(1, 1), input="HOST", type="queue", entries=1, **extra):
+    q = {"input": input, "type": type, "entries": entries, "grid_size": list(grid), "t": t, "mblock": list(mblock),
+         "ublock": list(ublock), "df": df, "target_device": 0, "loc": "dram",
+         "dram": [[0, 0x1000 * k] for k in range(grid[0] * grid[1])]}
+    q.update(extra)
+    return q
+
+
+def _op(type, inputs, t, mblock, ublock, grid=(1, 1), df="Float32", acc="Float32", fidelity="HiFi4", in_df=None,
+        **extra):
+    o = {"type": type, "grid_loc": [0, 0], "grid_size": list(grid), "inputs": list(inputs),
+         "in_df": in_df or [df] * len(inputs), "out_df": df, "intermed_df": df, "acc_df": acc,
+         "math_fidelity": fidelity, "t": t, "mblock": list(mblock), "ublock": list(ublock), "buf_size_mb": 2,
+         "ublock_order": extra.pop("ublock_order", "r")}
+    o.update(extra)
+    return o
+
+
+def _net(queues, ops, *, input_count=1, fused_ops=None, arch="wormhole_b0"):
+    settings = {}
+    for name, q in queues.items():
+        if q["input"] != "HOST":
+            continue
+        if q["type"] == "ram":
+            settings[name] = {"prologue": False, "epilogue": False, "zero": False, "rd_ptr_global": "$z",
+                              "wr_ptr_global": "$z"}
+        else:
+            settings[name] = {"prologue": False, "epilogue": False, "zero": False, "rd_ptr_local": "$z",
+                              "rd_ptr_global": "$z"}
+    net = {"devices": {"arch": arch}, "queues": queues,
+           "graphs": {"g": {"target_device": 0, "input_count": input_count, **ops}},
+           "programs": [{"p": [{"var": {"$z": 0}}, {"execute": {"graph_name": "g", "queue_settings": settings}}]}]}
+    if fused_ops is not None:
+        net["fused_ops"] = fused_ops
+    return net
+
+
+def _tiles_rows(x, rows):
+    """Tile rows of a (R, C) array by tile-row index list."""
+    return np.concatenate([x[32 * r:32 * (r + 1)] for r in rows], axis=0)
+
+
+def test_splice_ublock_select_and_t_granularity():
+    rng = np.random.default_rng(40)
+    a, b = rng.uniform(-1, 1, (1, 128, 32)).astype(np.float32), rng.uniform(-1, 1, (1, 64, 32)).astype(np.float32)
+    # concatenation per core: grid [2, 1], each core takes its 2 rows of a then its row of b
+    net = _net({"a": _q(1, (4, 1), (1, 1)), "b": _q(1, (2, 1), (1, 1)),
+                "out": _q(1, (3, 1), (1, 1), grid=(2, 1), input="sp")},
+               {"sp": _op("splice", ["a", "b"], 1, (3, 1), (1, 1), grid=(2, 1),
+                          attributes={"input0": [0, 2, 2], "input1": [0, 1, 1]})})
+    sim = Simulator(net)
+    sim.push("a", a)
+    sim.push("b", b)
+    sim.run()
+    want = np.concatenate([_tiles_rows(a[0], [0, 1]), _tiles_rows(b[0], [0]),
+                           _tiles_rows(a[0], [2, 3]), _tiles_rows(b[0], [1])])
+    assert np.array_equal(sim.pop("out")[0], want)
+    # strided select: [index 1, length 1, stride 1] keeps units 1 and 3; ublock order c over 2x2-tile ublocks
+    x = rng.uniform(-1, 1, (1, 128, 64)).astype(np.float32)
+    net = _net({"x": _q(1, (2, 1), (2, 2)), "out": _q(1, (1, 1), (2, 2), input="sel")},
+               {"sel": _op("splice", ["x"], 1, (1, 1), (2, 2), attributes={"input0": [1, 1, 1]})})
+    sim = Simulator(net)
+    sim.push("x", x)
+    sim.run()
+    assert np.array_equal(sim.pop("out")[0], x[0, 64:])
+    # granularity t
+    p, q = rng.uniform(-1, 1, (2, 32, 32)).astype(np.float32), rng.uniform(-1, 1, (1, 32, 32)).astype(np.float32)
+    net = _net({"p": _q(2, (1, 1), (1, 1)), "q": _q(1, (1, 1), (1, 1)), "out": _q(3, (1, 1), (1, 1), input="st")},
+               {"st": _op("splice", ["p", "q"], 3, (1, 1), (1, 1),
+                          attributes={"granularity": "t", "input0": [0, 2, 2], "input1": [0, 1, 1]})})
+    sim = Simulator(net)
+    sim.push("p", p)
+    sim.push("q", q)
+    sim.run()
+    assert np.array_equal(sim.pop("out"), np.concatenate([p, q]))
+    bad = _net({"x": _q(1, (4, 1), (1, 1)), "out": _q(1, (2, 1), (1, 1), input="s")},
+               {"s": _op("splice", ["x"], 1, (2, 1), (1, 1), attributes={"input0": [0, 1, 3]})})
+    sim = Simulator(bad)
+    sim.push("x", np.zeros((1, 128, 32)))
+    with pytest.raises(SimulatorError, match=r"op 's': splice consumes"):
+        sim.run()
+
+
+def test_embedding_and_tilizer():
+    rng = np.random.default_rng(41)
+    table = bf16(rng.uniform(-1, 1, (1, 96, 64)))
+    idx = np.zeros((1, 32, 32))
+    idx[0, 0] = rng.integers(0, 96, 32)
+    idx[0, 0, 5] = 0xFFFFFFFF  # invalid index: zero row
+    net = _net({"table": _q(1, (3, 2), (1, 1), df="Float16_b", type="ram", layout="flat"),
+                "idx": _q(1, (1, 1), (1, 1), df="RawUInt32"),
+                "out": _q(1, (1, 2), (1, 1), df="Float16_b", input="emb")},
+               {"emb": _op("embedding", ["table", "idx"], 1, (1, 2), (1, 1), df="Float16_b",
+                           in_df=["Float16_b", "RawUInt32"], acc="Float16_b", attributes={"num_indices": 32})})
+    sim = Simulator(net)
+    sim.push("table", table)
+    sim.push("idx", idx)
+    sim.run()
+    want = table[0][np.where(idx[0, 0] == 0xFFFFFFFF, 0, idx[0, 0]).astype(int)]
+    want[5] = 0
+    assert np.array_equal(sim.pop("out")[0], want)
+    # tilizer: flat-layout input, values unchanged up to the output format
+    x = rng.uniform(-1, 1, (1, 64, 96))
+    net = _net({"x": _q(1, (2, 3), (1, 1), df="Float16_b", layout="flat"),
+                "out": _q(1, (2, 3), (1, 1), df="Bfp8_b", input="tz")},
+               {"tz": _op("tilizer", ["x"], 1, (2, 3), (1, 1), df="Bfp8_b", in_df=["Float16_b"], acc="Float16_b")})
+    sim = Simulator(net)
+    sim.push("x", x)
+    sim.run()
+    assert np.array_equal(sim.pop("out"), quantize(bf16(x), "Bfp8_b"))
+
+
+def test_depthwise_matmul():
+    rng = np.random.default_rng(42)
+    a = rng.integers(-15, 16, (1, 32, 128)) / 8.0  # m_k = 2 blocks of CT = 2 tiles
+    w = rng.integers(-15, 16, (1, 64, 64)) / 8.0
+    net = _net({"a": _q(1, (1, 4), (1, 1)), "w": _q(1, (2, 2), (1, 1), type="ram"),
+                "out": _q(1, (1, 2), (1, 1), input="dw")},
+               {"dw": _op("depthwise", ["a", "w"], 1, (1, 2), (1, 1), attributes={"m_k": 2, "u_kt": 1})})
+    sim = Simulator(net)
+    sim.push("a", a)
+    sim.push("w", w)
+    sim.run()
+    want = np.zeros((32, 64))
+    for c in range(2):
+        for k in range(2):
+            want[:, 32 * c:32 * (c + 1)] += a[0, :, 32 * (2 * k + c):32 * (2 * k + c + 1)] @ \
+                w[0, 32 * k:32 * (k + 1), 32 * c:32 * (c + 1)]
+    assert np.array_equal(sim.pop("out")[0], want)
+
+
+def test_fused_op_dest_intermediates_tile_broadcast_and_core_split():
+    rng = np.random.default_rng(43)
+    x, y, bias = (rng.integers(-7, 8, (1, 64, 64)) / 4.0 for _ in range(3))
+    w = rng.integers(-7, 8, (1, 64, 32)) / 4.0
+    s = rng.integers(1, 8, (1, 64, 32)) / 4.0
+    fused = {0: {"inputs": 5, "intermediates": 2, "schedules": [
+        [{"mul": {"type": "multiply", "inputs": ["input0", "input1"], "mblock": [1, 1], "ublock": [1, 2],
+                  "output": "dest"}},
+         {"add": {"type": "add", "inputs": ["dest", "input2"], "input_1_tms": [{"tile_broadcast": "r"}],
+                  "mblock": [1, 1], "ublock": [1, 2], "output": "intermed0"}}],
+        [{"mm": {"type": "matmul", "inputs": ["intermed0", "input3"], "attributes": {"m_k": 1, "u_kt": 2},
+                 "pop": ["intermed0"], "mblock": [1, 1], "ublock": [1, 1], "output": "intermed1"}},
+         {"scale": {"type": "multiply", "inputs": ["intermed1", "input4"], "input_1_tms": [{"tile_broadcast": "c"}],
+                    "pop_last": ["intermed1"], "mblock": [1, 1], "ublock": [1, 1], "output": "output"}}]]}}
+    net = _net({"x": _q(1, (2, 2), (1, 1)), "y": _q(1, (2, 2), (1, 1)), "b": _q(1, (2, 2), (1, 1)),
+                "w": _q(1, (2, 1), (1, 1), type="ram"), "s": _q(1, (2, 1), (1, 1)),
+                "out": _q(1, (2, 1), (1, 1), input="f")},
+               {"f": _op("fused_op", ["x", "y", "b", "w", "s"], 1, (1, 1), (1, 1), grid=(2, 1),
+                         attributes={"fused_op_id": 0})}, fused_ops=fused)
+    sim = Simulator(net)
+    for name, v in (("x", x), ("y", y), ("b", bias), ("w", w), ("s", s)):
+        sim.push(name, v)
+    sim.run()
+    row0 = np.repeat(bias[0].reshape(2, 32, 64)[:, :1, :], 32, axis=1).reshape(64, 64)  # tile_broadcast r
+    col0 = np.repeat(s[0].reshape(64, 1, 32)[:, :, :1], 32, axis=2).reshape(64, 32)     # tile_broadcast c
+    mm = (x[0] * y[0] + row0) @ w[0]  # each core: its 32 rows, all of K, the whole input 3
+    # the matmul result (Float32 intermediate) is the multiply's srcA operand: HiFi4 uses 9 of its fraction bits
+    mm = (mm.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFC000)).view(np.float32)
+    want = mm * col0
+    assert np.array_equal(sim.pop("out")[0], want)
+    # grid [1, 2]: a matmul sub-op's input 1 is split by grid columns, input 0 only by rows
+    fused = {"mm": {"inputs": 2, "intermediates": 0, "schedules": [[
+        {"m": {"type": "matmul", "inputs": ["input0", "input1"], "attributes": {"m_k": 2, "u_kt": 1},
+               "mblock": [1, 1], "ublock": [1, 1], "output": "output"}}]]}}
+    net = _net({"a": _q(1, (1, 2), (1, 1)), "w": _q(1, (2, 2), (1, 1), type="ram"),
+                "out": _q(1, (1, 2), (1, 1), input="f")},
+               {"f": _op("fused_op", ["a", "w"], 1, (1, 1), (1, 1), grid=(1, 2), attributes={"fused_op_id": "mm"})},
+               fused_ops=fused)
+    sim = Simulator(net)
+    sim.push("a", x[:, :32])
+    sim.push("w", y)
+    sim.run()
+    assert np.array_equal(sim.pop("out")[0], x[0, :32] @ y[0])
+
+
+def test_input_unpad_and_matmul_fused_gelu():
+    rng = np.random.default_rng(44)
+    x = rng.uniform(-1, 1, (1, 64, 96)).astype(np.float32)
+    net = _net({"x": _q(1, (2, 3), (1, 1)), "out": _q(1, (1, 2), (1, 1), input="n")},
+               {"n": _op("nop", ["x"], 1, (1, 2), (1, 1), input_0_unpad={"rt": 1, "ct": 1})})
+    sim = Simulator(net)
+    sim.push("x", x)
+    sim.run()
+    assert np.array_equal(sim.pop("out")[0], x[0, :32, :64])
+    from math import erf
+    a = rng.integers(-7, 8, (1, 32, 64)) / 8.0
+    w = rng.integers(-7, 8, (1, 64, 32)) / 8.0
+    net = _net({"a": _q(1, (1, 2), (1, 1)), "w": _q(1, (2, 1), (1, 1), type="ram"),
+                "out": _q(1, (1, 1), (1, 1), input="mm")},
+               {"mm": _op("matmul", ["a", "w"], 1, (1, 1), (1, 1), attributes={"m_k": 1, "u_kt": 2, "sfpu_op": "gelu"})})
+    sim = Simulator(net)
+    sim.push("a", a)
+    sim.push("w", w)
+    sim.run()
+    h = a[0] @ w[0]
+    want = 0.5 * h * (1 + np.vectorize(erf)(h / np.sqrt(2)))
+    assert np.max(np.abs(sim.pop("out")[0] - want)) < 1e-6
+
+
+def test_sparse_encoding_round_trip():
+    from pybuda.backend_sim.kernels.sparse import decode, encode
+    rng = np.random.default_rng(45)
+    for t, outer_r, inner_r, u_kt, k_tiles, density in ((2, 2, 2, 2, 8, 0.4), (1, 4, 1, 3, 12, 0.9), (3, 1, 1, 1, 4, 0)):
+        entries = {(b, r, k): int(rng.integers(0, 64)) for b in range(t) for r in range(outer_r * inner_r)
+                   for k in range(k_tiles) if rng.random() < density}
+        words = encode(entries, t=t, outer_r=outer_r, inner_r=inner_r, u_kt=u_kt, ptr_bits=8)
+        assert len(words) % 1024 == 0 and words.max() < 2 ** 32
+        got = decode(words, ptr_bits=8, ublock_bits=8, u_kt=u_kt, d_bits=max(1, (u_kt - 1).bit_length()),
+                     inner_r=inner_r, outer_r=outer_r, t=t)
+        assert sorted(got) == sorted((b, r, k, s) for (b, r, k), s in entries.items())
+    # a long stream spills into a second encoding tile (last_strip_in_tile)
+    entries = {(b, r, k): 1 for b in range(4) for r in range(8) for k in range(40)}
+    words = encode(entries, t=4, outer_r=8, inner_r=1, u_kt=1, ptr_bits=4)
+    assert len(words) > 1024
+    got = decode(words, ptr_bits=4, ublock_bits=4, u_kt=1, d_bits=1, inner_r=1, outer_r=8, t=4)
+    assert sorted(got) == sorted((b, r, k, 1) for (b, r, k) in entries)
+    with pytest.raises(SimulatorError, match="encoding ends"):
+        decode(np.zeros(3), ptr_bits=4, ublock_bits=4, u_kt=1, d_bits=1, inner_r=1, outer_r=1, t=1)
+
+
+def test_sparse_matmul_two_grid_rows_and_t():
+    from pybuda.backend_sim.kernels.sparse import encode
+    rng = np.random.default_rng(46)
+    op_attrs = {"identity": True, "m_k": 2, "u_kt": 2, "num_sparse_tiles": 3, "num_index_tiles": 1,
+                "sparse_tile_ptr_bits": 5}
+    net = _net({"sp": _q(1, (1, 3), (1, 1), grid=(2, 1), type="ram"), "act": _q(1, (4, 2), (1, 1)),
+                "enc": _q(1, (1, 1), (1, 1), df="RawUInt32", grid=(2, 1), type="ram"),
+                "out": _q(2, (1, 2), (2, 1), grid=(2, 1), input="smm")},
+               {"smm": _op("matmul", ["sp", "act", "enc"], 2, (1, 2), (2, 1), grid=(2, 1),
+                           in_df=["Float32", "Float32", "RawUInt32"], attributes=op_attrs)})
+    sim = Simulator(net)
+    tiles = rng.integers(-3, 4, (2, 3, 32, 32)) / 4.0
+    act = rng.integers(-7, 8, (1, 128, 64)) / 8.0
+    sparse = np.zeros((1, 64, 96))
+    enc = np.zeros((1, 64, 32))
+    want = np.zeros((2, 128, 64))
+    for r in range(2):
+        entries = {(b, o, k): int(rng.integers(0, 3)) for b in range(2) for o in range(2) for k in range(4)
+                   if rng.random() < 0.5}
+        enc[0, 32 * r:32 * (r + 1)] = encode(entries, t=2, outer_r=1, inner_r=2, u_kt=2, ptr_bits=5).reshape(32, 32)
+        for s in range(3):
+            sparse[0, 32 * r:32 * (r + 1), 32 * s:32 * (s + 1)] = tiles[r, s]
+        for (b, o, k), s in entries.items():
+            want[b, 64 * r + 32 * o:64 * r + 32 * (o + 1)] += tiles[r, s] @ act[0, 32 * k:32 * (k + 1)]
+    sim.push("sp", sparse)
+    sim.push("enc", enc)
+    sim.push("act", act)
+    sim.run()
+    assert np.array_equal(sim.pop("out"), want)
+
+
+@pytest.mark.parametrize("name", ["graph_tests__netlists__netlist_fused_layernorm_reduce.yaml",
+                                  "graph_tests__netlists__netlist_module_direct_1x1.yaml",
+                                  "graph_tests__netlists__netlist_encoder_x2.yaml"])
+def test_batched_execution_equals_input_by_input(name):
+    from pybuda.backend_sim.stimulus import default_params, fill_random, output_queues
+    outs = []
+    for chunk in (1, 1 << 30):  # one input at a time, then a whole execute at once
+        sim = Simulator(corpus(REAL + name), chunk_elements=chunk)
+        fill_random(sim, 3)
+        for prog in sim.netlist.programs:
+            sim.run(prog, **default_params(sim.netlist, prog))
+        got = {}
+        for q in output_queues(sim.netlist):
+            got[q] = []
+            while sim.occupancy(q):
+                got[q].append(sim.pop(q))
+        outs.append(got)
+    assert outs[0].keys() == outs[1].keys() and outs[0]
+    for q in outs[0]:
+        assert len(outs[0][q]) == len(outs[1][q]) > 0
+        for a, b in zip(outs[0][q], outs[1][q]):
+            assert np.array_equal(a, b, equal_nan=True)

@@ -2,7 +2,8 @@
 
 Public API:
 - Simulator(netlist, device=None): push(queue, array), run(program=None, **params), pop(queue), estimate()
-- estimate(netlist, device=None, *, program=None, params=None) -> PerfReport
+- estimate(netlist, device=None, *, program=None, params=None) -> PerfReport (to_text, to_rich, to_csv)
+- run_random(netlist, seed=0, ...) / fill_random(sim, seed): random stimulus (stimulus.py)
 - quantize(x, df): round an array to a Buda data format
 - kernel_cycles(arch, op_type, *, t, mblock, ublock, out_df, math_fidelity, m_k=1, u_kt=1, attributes=None)
 - SimulatorError
@@ -13,9 +14,11 @@ from .executor import SUPPORTED_OP_TYPES, Simulator
 from .formats import fidelity_product, quantize
 from .netlist_io import Netlist, load_netlist
 from .op_cycles import kernel_cycles
-from .timing import EpochPerf, OpPerf, PerfReport, estimate
+from .stimulus import fill_random, run_random
+from .timing import EpochPerf, OpPerf, PerfReport, TensorInfo, estimate
 
 __all__ = [
-    "Simulator", "SimulatorError", "estimate", "PerfReport", "EpochPerf", "OpPerf", "quantize", "fidelity_product",
-    "kernel_cycles", "load_netlist", "Netlist", "SUPPORTED_OP_TYPES",
+    "Simulator", "SimulatorError", "estimate", "PerfReport", "EpochPerf", "OpPerf", "TensorInfo", "quantize",
+    "fidelity_product", "kernel_cycles", "load_netlist", "Netlist", "SUPPORTED_OP_TYPES", "run_random",
+    "fill_random",
 ]

@@ -34,7 +34,7 @@ from .program import ProgramRunner, QueueSetting
 __all__ = ["Simulator", "SUPPORTED_OP_TYPES", "topo_order", "apply_edge_tms", "to_internal", "to_host"]
 
 # Largest tensor (elements) one op may produce per chunk of inputs; bounds memory of the batched execution.
-DEFAULT_CHUNK_ELEMENTS = 1 << 25
+DEFAULT_CHUNK_ELEMENTS = 1 << 21
 
 # Values already representable in a format need no rounding when an op unpacks them as another format:
 # (format the value is stored in) -> formats it is exactly representable in.
@@ -399,8 +399,8 @@ class Simulator:
         for op in order:
             t, rt, ct = op.tiles
             sample = max(sample, t * rt * ct * TILE * TILE)
-            for k, src in enumerate(op.inputs):
-                if src in self.netlist.queues:
+            for src in op.inputs:  # streamed inputs (rams and prologue queues are read once per chunk)
+                if src in self.netlist.queues and not self.netlist.queues[src].is_ram:
                     t, rt, ct = self.netlist.queues[src].tiles
                     sample = max(sample, t * rt * ct * TILE * TILE)
         plan = _GraphPlan(
@@ -454,9 +454,9 @@ class Simulator:
             rt, ct, value = op.input_pad[k]
             tms = tms + (("pad", rt, ct, value),)
         if tms:
+            # TMs move tiles (a transpose also transposes tile contents in the unpacker); values keep the format
+            # they are stored in, so a block-float value is not re-blocked along its new rows
             x = apply_edge_tms(x, tms, where)
-            if tag is not None and tag.is_bfp and any(tm[0] in ("transpose", "pad") for tm in tms):
-                tag = None  # shared-exponent blocks change
         expected = op.expected_input_tiles(k)
         if expected is not None and _tiles(x.shape) != expected:
             raise SimulatorError(f"op {op.name!r} ({op.type}) input {k} ({src!r}): expected (t, rt, ct) = "
@@ -471,8 +471,7 @@ class Simulator:
         if _tiles(x.shape) != q.tiles:
             raise SimulatorError(f"queue {name!r} fed by op {op.name!r}: expected (t, rt, ct) = {q.tiles} tiles, "
                                  f"got {_tiles(x.shape)}")
-        transposed = any(tm[0] == "transpose" for tm in q.input_tms)
-        if not (_exact(op.out_df, q.df) and not (transposed and q.df.is_bfp)):
+        if not _exact(op.out_df, q.df):
             x = quantize(x, q.df)
         x = clear_outside_tile(x, q.tile_dim)
         if x.dtype != st.dtype:
@@ -484,7 +483,8 @@ class Simulator:
                 entry = (st.wr + i * st.global_wr_autoinc) % st.entries
                 if op.gradient_op:
                     old = st.slots[entry]
-                    v = quantize(v if old is None else old + v, q.df)
+                    with np.errstate(all="ignore"):
+                        v = quantize(v if old is None else old + v, q.df)
                 st.slots[entry] = v
                 continue
             if op.gradient_op:

@@ -1,7 +1,8 @@
 """Random stimulus for a netlist: data for every host-fed queue and every ram, then run its programs.
 
-Used by `pybuda sim run NETLIST --random`, the corpus tests and the speed benchmark. Values are uniform in
-[-1, 1) for float formats, small integers for Int8/Int32; RawUInt32 operands get meaning from their consumer:
+Used by `pybuda sim run NETLIST --random`, the corpus tests and the speed benchmark. Float values: activations
+uniform in [-1, 1), parameters (rams) scaled by 1/sqrt(rows), constants (single-entry host queues) uniform in
+[0, 1); small integers for Int8/Int32; RawUInt32 operands get meaning from their consumer:
 embedding indices are valid table rows, identity-matmul operands (sparse tiles + encoding) come from a random
 tile-sparse matrix encoded with kernels.sparse.encode.
 """
@@ -86,7 +87,20 @@ def _consumers(nl: Netlist) -> dict[str, list[tuple[OpDef, int]]]:
     return out
 
 
-def _random_values(df: DataFormat, shape: tuple, rng: np.random.Generator) -> np.ndarray:
+def queue_role(q) -> str:
+    """'param' (a ram: weights, biases, ...), 'const' (a single-entry host queue: PyBuda's constants) or
+    'stream' (activations)."""
+    if q.is_ram:
+        return "param"
+    if q.entries == 1:
+        return "const"
+    return "stream"
+
+
+def _random_values(df: DataFormat, shape: tuple, rng: np.random.Generator, role: str = "stream") -> np.ndarray:
+    """Activations uniform in [-1, 1); parameters uniform in [-1, 1) / sqrt(rows) (keeps matmul outputs of order
+    one); constants uniform in [0, 1) (PyBuda's constants are mostly reduction vectors, scales and epsilons: positive
+    values keep square roots and reciprocals finite); small integers for Int8 / Int32."""
     if df in (DataFormat.Int8, DataFormat.UInt8):
         lo = 0 if df is DataFormat.UInt8 else -2
         return rng.integers(lo, 3, shape).astype(np.float32)
@@ -94,7 +108,12 @@ def _random_values(df: DataFormat, shape: tuple, rng: np.random.Generator) -> np
         return rng.integers(-1000, 1001, shape).astype(np.float64)
     if df.is_integer:  # raw / unsigned formats without a known consumer
         return np.zeros(shape, dtype=np.float64)
-    return rng.uniform(-1.0, 1.0, shape).astype(np.float32)
+    if role == "const":
+        return rng.uniform(0.0, 1.0, shape).astype(np.float32)
+    values = rng.uniform(-1.0, 1.0, shape).astype(np.float32)
+    if role == "param":
+        values *= np.float32(1.0 / np.sqrt(max(1, shape[-2])))
+    return values
 
 
 def fill_random(sim: Simulator, seed: int = 0, *, programs: list[str] | None = None,
@@ -116,21 +135,18 @@ def fill_random(sim: Simulator, seed: int = 0, *, programs: list[str] | None = N
         if q.is_ram:
             n = max(1, q.entries)
         else:
-            reads = sum(op_graph_inputs(nl, g) for g in {op.graph for op, _ in consumers.get(name, [])}
-                        for _ in range(counts.get(g, 0)))
+            # graphs reading the same queue (forward and backward passes) read the same microbatches
+            reads = max((nl.graphs[g].input_count * counts.get(g, 0)
+                         for g in {op.graph for op, _ in consumers.get(name, [])}), default=0)
             n = max(max(1, q.entries), reads)
         shape = (n,) + q.shape
         if name in special:
             data = np.broadcast_to(special[name], shape)
         else:
-            data = _random_values(q.df, shape, rng)
+            data = _random_values(q.df, shape, rng, queue_role(q))
         sim.push(name, data)
         pushed[name] = n
     return pushed
-
-
-def op_graph_inputs(nl: Netlist, graph: str) -> int:
-    return nl.graphs[graph].input_count
 
 
 def _special_operands(sim: Simulator, rng: np.random.Generator) -> dict[str, np.ndarray]:

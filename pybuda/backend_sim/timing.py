@@ -11,7 +11,6 @@ Model (details and numbers in docs/simulator.md):
 from __future__ import annotations
 
 import collections
-import csv
 import dataclasses
 import math
 from typing import Any, Mapping
@@ -30,9 +29,19 @@ LIMITERS = ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out")
 MATMUL_TILE_CYCLES = {"grayskull": 32, "wormhole_b0": 16}  # ideal cycles per 32x32x32 tile MAC and fidelity phase
 
 
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    """An op operand or result for reports: (t, R, C) in elements (after the edge's TMs), format, memory."""
+
+    name: str
+    shape: tuple[int, int, int]
+    df: str
+    memory: str  # "L1" (op to op), "DRAM", "HOST", "DRAM_PROLOGUE", "HOST_PROLOGUE"; outputs may join with "+"
+
+
 @dataclasses.dataclass
 class OpPerf:
-    """One op's per-core, per-input timing."""
+    """One op's per-core, per-input timing (plus what reports print about it)."""
 
     name: str
     type: str
@@ -48,6 +57,17 @@ class OpPerf:
     prologue_bytes_per_core: int = 0
     epilogue_bytes_per_core: int = 0
     math_utilization: float | None = None
+    device: int = 0
+    input_count: int = 1
+    math_fidelity: str = ""
+    t: int = 1
+    mblock: tuple[int, int] = (1, 1)
+    ublock: tuple[int, int] = (1, 1)
+    m_k: int = 1
+    u_kt: int = 1
+    inputs: list[TensorInfo] = dataclasses.field(default_factory=list)
+    output: TensorInfo | None = None
+    attributes: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -68,6 +88,9 @@ class EpochPerf:
     limiter: str
     math_utilization: float
     ops: list[OpPerf]
+    device: int = 0
+    matmul_cores: int = 0
+    samples_per_second: float = 0.0  # this epoch alone: input_count per epoch_cycles at the device clock
 
 
 @dataclasses.dataclass
@@ -88,40 +111,27 @@ class PerfReport:
     epochs: list[EpochPerf]
     ops: list[OpPerf]
 
-    def to_text(self) -> str:
-        """A short human-readable summary: totals and one row per epoch."""
-        lines = [
-            f"device {self.device} ({self.arch}, {self.clock_hz / 1e9:.2f} GHz)  program {self.program}  "
-            f"params {self.params or {}}",
-            f"total {self.total_cycles:,} cycles = {self.seconds * 1e3:.3f} ms  samples {self.samples}  "
-            f"-> {self.samples_per_second:,.1f} samples/s  (epoch switches {self.epoch_switches} x "
-            f"{self.epoch_switch_cycles:,} cycles)",
-        ]
-        header = ("epoch", "graph", "execs", "inputs", "cores", "pipeline", "fill", "epoch_cycles", "slowest_op",
-                  "limiter", "math_util")
-        rows = [header]
-        for e in self.epochs:
-            rows.append((str(e.index), e.graph, str(e.executions), str(e.input_count), str(e.cores),
-                         f"{e.pipeline_cycles:,.0f}", f"{e.fill_cycles:,.0f}", f"{e.epoch_cycles:,.0f}",
-                         e.slowest_op, e.limiter, f"{e.math_utilization:.1%}"))
-        widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-        for r in rows:
-            lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-        return "\n".join(lines)
+    def to_text(self, top_ops: int = 10) -> str:
+        """Perf-analyzer-style summary: totals, one row per epoch, the slowest ops (see report.summary_text)."""
+        from .report import summary_text
+        return summary_text(self, top_ops=top_ops)
+
+    summary = to_text
+
+    def csv_rows(self) -> list[dict]:
+        """One dict per op with the per-op CSV columns (see report.CSV_COLUMNS)."""
+        from .report import csv_rows
+        return csv_rows(self)
 
     def to_csv(self, path: str) -> None:
-        """Write one row per op (per-core, per-input cycles by term)."""
-        fields = ["epoch", "graph", "op", "type", "grid", "cores", "kernel_cycles", "bw_cycles", "limiter_cycles",
-                  "limiter", *LIMITERS[1:], "prologue_bytes_per_core", "epilogue_bytes_per_core", "math_utilization"]
-        with open(path, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(fields)
-            for o in self.ops:
-                w.writerow([o.epoch, o.graph, o.name, o.type, f"{o.grid[0]}x{o.grid[1]}", o.cores, o.kernel_cycles,
-                            round(o.bw_cycles, 1), round(o.limiter_cycles, 1), o.limiter,
-                            *(round(o.terms.get(k, 0.0), 1) for k in LIMITERS[1:]), o.prologue_bytes_per_core,
-                            o.epilogue_bytes_per_core,
-                            "" if o.math_utilization is None else round(o.math_utilization, 4)])
+        """Write the per-op CSV report (columns modelled on the device profiler's ops report)."""
+        from .report import write_csv
+        write_csv(self, path)
+
+    def to_rich(self, top_ops: int = 10):
+        """The summary as rich renderables (a Group of tables), for `rich.print`."""
+        from .report import rich_summary
+        return rich_summary(self, top_ops=top_ops)
 
 
 class _Trace:
@@ -232,7 +242,10 @@ def _param_names(nl: Netlist, program: str) -> set[str]:
 
 
 def _post_tm_tiles(shape: tuple[int, int, int], op: OpDef, k: int) -> tuple[int, int, int]:
-    """Producer (t, rt, ct) after the edge's TMs and pad; TMs that do not apply leave the shape unchanged."""
+    """Producer (t, rt, ct) after the edge's unpad, TMs and pad; TMs that do not apply leave the shape unchanged."""
+    if k in op.input_unpad:
+        rt, ct = op.input_unpad[k]
+        shape = (shape[0], max(1, shape[1] - rt), max(1, shape[2] - ct))
     for tm in op.input_tms.get(k, ()):
         if tm[0] == "pad":
             shape = (shape[0], shape[1] + tm[1], shape[2] + tm[2])
@@ -245,6 +258,42 @@ def _post_tm_tiles(shape: tuple[int, int, int], op: OpDef, k: int) -> tuple[int,
         rt, ct, _ = op.input_pad[k]
         shape = (shape[0], shape[1] + rt, shape[2] + ct)
     return shape
+
+
+def _tile_dim_after(tile_dim: tuple[int, int], tms: tuple) -> tuple[int, int]:
+    if sum(1 for tm in tms if tm[0] == "transpose") % 2:
+        return tile_dim[1], tile_dim[0]
+    return tile_dim
+
+
+def _input_info(nl: Netlist, op: OpDef, k: int, flag) -> TensorInfo:
+    src = op.inputs[k]
+    if src in nl.queues:
+        q = nl.queues[src]
+        producer, tile_dim = q.tiles, q.tile_dim
+        memory = "HOST" if q.loc == "host" else "DRAM"
+        if flag(src, "prologue"):
+            memory += "_PROLOGUE"
+    else:
+        producer, tile_dim, memory = nl.ops[src].tiles, nl.ops[src].tile_dim, "L1"
+    t, rt, ct = _post_tm_tiles(producer, op, k)
+    h, w = _tile_dim_after(tile_dim, op.input_tms.get(k, ()))
+    df = op.in_df[k].value if k < len(op.in_df) else op.out_df.value
+    return TensorInfo(name=src, shape=(t, rt * h, ct * w), df=df, memory=memory)
+
+
+def _output_info(nl: Netlist, op: OpDef, queues: list[str], read_by_ops: bool) -> TensorInfo:
+    kinds = []
+    if read_by_ops:
+        kinds.append("L1")
+    for qn in queues:
+        kind = "HOST" if nl.queues[qn].loc == "host" else "DRAM"
+        if kind not in kinds:
+            kinds.append(kind)
+    t, rt, ct = op.tiles
+    h, w = op.tile_dim
+    return TensorInfo(name=",".join(queues) if queues else op.name, shape=(t, rt * h, ct * w),
+                      df=op.out_df.value, memory="+".join(kinds) or "L1")
 
 
 def _per_core_tiles(op: OpDef, k: int, shape: tuple[int, int, int]) -> float:
@@ -304,6 +353,7 @@ def _epoch_perf(nl: Netlist, graph: GraphDef, settings: Mapping[str, QueueSettin
     perfs: dict[str, OpPerf] = {}
     prologue_cycles = 0.0
     epilogue_cycles = 0.0
+    read_in_graph = {src for op in ops for src in op.inputs if src in graph.ops}
     for op in ops:
         attrs = dict(op.attributes)
         kernel = kernel_cycles(arch, op.type, t=op.t, mblock=op.mblock, ublock=op.ublock, out_df=op.out_df,
@@ -343,7 +393,12 @@ def _epoch_perf(nl: Netlist, graph: GraphDef, settings: Mapping[str, QueueSettin
         perfs[op.name] = OpPerf(
             name=op.name, type=op.type, graph=graph.name, epoch=index, grid=op.grid_size, cores=op.cores,
             kernel_cycles=kernel, bw_cycles=bw, limiter_cycles=terms[limiter], limiter=limiter, terms=terms,
-            prologue_bytes_per_core=prologue_bytes, epilogue_bytes_per_core=epilogue_bytes)
+            prologue_bytes_per_core=prologue_bytes, epilogue_bytes_per_core=epilogue_bytes,
+            device=graph.target_device, input_count=graph.input_count, math_fidelity=op.math_fidelity.value,
+            t=op.t, mblock=op.mblock, ublock=op.ublock, m_k=op.m_k, u_kt=op.u_kt,
+            inputs=[_input_info(nl, op, k, flag) for k in range(len(op.inputs))],
+            output=_output_info(nl, op, writers.get(op.name, []), op.name in read_in_graph),
+            attributes=dict(op.attributes))
         prologue_cycles = max(prologue_cycles, prologue_time)
         epilogue_cycles = max(epilogue_cycles, epilogue_time)
 
@@ -370,7 +425,9 @@ def _epoch_perf(nl: Netlist, graph: GraphDef, settings: Mapping[str, QueueSettin
         cores=sum(op.cores for op in ops), pipeline_cycles=pipeline, fill_cycles=fill,
         prologue_cycles=prologue_cycles, epilogue_cycles=epilogue_cycles, epoch_cycles=epoch_cycles,
         slowest_op=slowest.name, limiter=slowest.limiter, math_utilization=util_sum / spec.cores,
-        ops=list(perfs.values()))
+        ops=list(perfs.values()), device=graph.target_device,
+        matmul_cores=sum(op.cores for op in ops if op.type in ("matmul", "depthwise")),
+        samples_per_second=graph.input_count * graph.replicas * spec.clock_hz / epoch_cycles if epoch_cycles else 0.0)
 
 
 def _longest_chain(nl: Netlist, graph: GraphDef, perfs: Mapping[str, OpPerf]) -> float:

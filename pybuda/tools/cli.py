@@ -17,6 +17,8 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from .cli_sim import add_sim_commands
+
 
 # --- netlist group ------------------------------------------------------------------------------------------------
 
@@ -212,7 +214,7 @@ def add_netlist_commands(subparsers) -> None:
 
 # --- entry point ----------------------------------------------------------------------------------------------
 
-GROUPS = [add_netlist_commands]
+GROUPS = [add_netlist_commands, add_sim_commands]
 
 
 def build_parser() -> argparse.ArgumentParser:
