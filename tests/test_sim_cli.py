@@ -85,3 +85,10 @@ def test_module_entry_point():
                          capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stderr
     assert "samples/s" in res.stdout
+
+
+def test_sim_group_is_wired_into_the_pybuda_command(capsys):
+    from pybuda.tools.cli import main
+    netlist = "/work/shared/netlists/real/graph_tests__netlists__netlist_module_direct_1x1.yaml"
+    assert main(["sim", "perf", netlist]) == 0
+    assert "samples/s" in capsys.readouterr().out.lower().replace("samples/second", "samples/s")

@@ -47,7 +47,7 @@ def add_sim_commands(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("--param", type=_param, action="append", default=[], metavar="K=V",
                      help="program parameter, e.g. --param p_loop_count=2 (missing params are 1)")
     run.add_argument("--device", default=None, help="device name (e75, e150, n150, n300); default from the arch")
-    run.set_defaults(func=cmd_run)
+    run.set_defaults(func=cmd_run, handler=lambda args, _console: cmd_run(args))
 
     perf = sub.add_parser("perf", help="estimate performance (no numerics) and print a summary",
                           description="Per-op kernel and bandwidth cycles, epoch pipelines and throughput of a "
@@ -60,7 +60,7 @@ def add_sim_commands(subparsers: Any) -> argparse.ArgumentParser:
                       help="program parameter (missing params count as 1)")
     perf.add_argument("--top", type=int, default=10, help="slowest ops to list (default 10, 0 for none)")
     perf.add_argument("--rich", action="store_true", help="print rich tables instead of plain text")
-    perf.set_defaults(func=cmd_perf)
+    perf.set_defaults(func=cmd_perf, handler=lambda args, _console: cmd_perf(args))
     return sim
 
 
