@@ -40,13 +40,21 @@ class OutputStats:
 
 
 class _CountListener:
-    """Counts executes per graph (with loop counts) without computing anything."""
+    """Counts, without computing anything, the entries each execute reads from each host queue: input_count for
+    a streaming read, 1 for a prologue read or one that does not advance per input."""
 
-    def __init__(self) -> None:
-        self.counts: collections.Counter = collections.Counter()
+    def __init__(self, nl: Netlist) -> None:
+        self.nl = nl
+        self.reads: collections.Counter = collections.Counter()  # (graph, queue) -> entries over the program
 
     def execute(self, graph: str, settings: Mapping[str, QueueSetting]) -> None:
-        self.counts[graph] += 1
+        g = self.nl.graphs.get(graph)
+        if g is None:
+            return
+        for name in {src for op in g.ops.values() for src in op.inputs if src in self.nl.queues}:
+            s = settings.get(name)
+            streaming = s is None or not (s.flag("prologue") or s.get("rd_ptr_autoinc", 1) == 0)
+            self.reads[(graph, name)] += g.input_count if streaming else 1
 
     def variable_changed(self, name: str, value: int) -> None:
         pass
@@ -69,21 +77,18 @@ def default_params(nl: Netlist, program: str, params: Mapping[str, Any] | None =
     return {name: given.get(name, 1) for name in program_params(nl, program)} | given
 
 
-def _executions(nl: Netlist, programs: list[str], params: Mapping[str, Any]) -> collections.Counter:
+def _reads(nl: Netlist, programs: list[str], params: Mapping[str, Any]) -> dict[str, int]:
+    """Entries of each host queue the programs read: the most any one graph reads (forward and backward passes
+    read the same microbatches)."""
     total: collections.Counter = collections.Counter()
     for name in programs:
-        listener = _CountListener()
+        listener = _CountListener(nl)
         ProgramRunner(nl.programs[name], listener, params=default_params(nl, name, params), default_param=1,
                       loop_shortcut=False).run()
-        total.update(listener.counts)
-    return total
-
-
-def _consumers(nl: Netlist) -> dict[str, list[tuple[OpDef, int]]]:
-    out: dict[str, list[tuple[OpDef, int]]] = collections.defaultdict(list)
-    for op in nl.ops.values():
-        for k, src in enumerate(op.inputs):
-            out[src].append((op, k))
+        total.update(listener.reads)
+    out: dict[str, int] = {}
+    for (_, queue), n in total.items():
+        out[queue] = max(out.get(queue, 0), n)
     return out
 
 
@@ -125,20 +130,13 @@ def fill_random(sim: Simulator, seed: int = 0, *, programs: list[str] | None = N
     nl = sim.netlist
     rng = np.random.default_rng(seed)
     programs = programs if programs is not None else list(nl.programs)
-    counts = _executions(nl, programs, params or {})
-    consumers = _consumers(nl)
+    reads = _reads(nl, programs, params or {})
     special = _special_operands(sim, rng)
     pushed: dict[str, int] = {}
     for name, q in nl.queues.items():
         if not (q.host_fed or q.is_ram):
             continue
-        if q.is_ram:
-            n = max(1, q.entries)
-        else:
-            # graphs reading the same queue (forward and backward passes) read the same microbatches
-            reads = max((nl.graphs[g].input_count * counts.get(g, 0)
-                         for g in {op.graph for op, _ in consumers.get(name, [])}), default=0)
-            n = max(max(1, q.entries), reads)
+        n = max(1, q.entries) if q.is_ram else max(1, q.entries, reads.get(name, 0))
         shape = (n,) + q.shape
         if name in special:
             data = np.broadcast_to(special[name], shape)
