@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from pybuda.backend_sim import Simulator, quantize
-from pybuda.backend_sim.executor import _exact, to_host, to_internal
-from pybuda.backend_sim.formats import quantize_bfp, storage_dtype, truncate_mantissa
+from pybuda.backend_sim.executor import to_host, to_internal
+from pybuda.backend_sim.formats import exactly_representable, quantize_bfp, storage_dtype, truncate_mantissa
 from pybuda.dataformat import DataFormat
 
 BFP = [("Bfp8", 7, "a"), ("Bfp8_b", 7, "b"), ("Bfp4", 3, "a"), ("Bfp4_b", 3, "b"), ("Bfp2", 1, "a"),
@@ -93,13 +93,23 @@ def test_truncate_mantissa_keeps_nan_and_inf():
 
 
 def test_representable_shortcuts_are_sound():
-    """The executor skips rounding a value tagged with format A to format B only if that is the identity."""
+    """The executor skips rounding a value stored in format A to format B only if that is the identity."""
     x = (np.random.default_rng(3).standard_normal((4, 32, 64)) * 10.0 ** np.arange(-2, 2)[:, None, None])
     for a in DataFormat:
         stored = quantize(x.astype(np.float32), a)
         for b in DataFormat:
-            if _exact(a, b):
+            if exactly_representable(a, b):
                 assert np.array_equal(quantize(stored, b), stored.astype(quantize(stored, b).dtype)), (a, b)
+
+
+@pytest.mark.parametrize("df", [DataFormat.Bfp8_b, DataFormat.Bfp4_b, DataFormat.Bfp2_b, DataFormat.Bfp8])
+def test_zeroing_values_keeps_block_floats_representable(df):
+    """The packer may zero values (relu, tiny tiles) of an already-rounded result without re-rounding it."""
+    rng = np.random.default_rng(5)
+    x = quantize((rng.standard_normal((8, 32, 64)) * 10.0 ** rng.uniform(-3, 3, (8, 32, 1))).astype(np.float32), df)
+    for keep in (x > 0, rng.random(x.shape) < 0.3, np.abs(x) < np.median(np.abs(x))):
+        zeroed = np.where(keep, x, np.float32(0))
+        assert np.array_equal(quantize(zeroed, df), zeroed)
 
 
 @pytest.mark.parametrize("tile_dim", [(32, 32), (16, 32), (1, 32), (32, 16)])

@@ -24,9 +24,10 @@ from pybuda.device import DeviceSpec, arch_spec, get_device
 from pybuda.ir.tms import apply_tm, tm_shape
 
 from .errors import SimulatorError
-from .formats import quantize, storage_dtype
-from .kernels import KERNELS, SUPPORTED_OP_TYPES
-from .kernels.common import TILE, clear_outside_tile, packer_relu
+from .formats import exactly_representable, quantize, storage_dtype
+from .kernels import KERNELS, ROUNDED_TO_ACC_DF, SUPPORTED_OP_TYPES
+from .kernels.eltwise import DATACOPY_OPS
+from .kernels.common import TILE, clear_outside_tile, packer_relu, truthy
 from .kernels.fused import fused_op
 from .netlist_io import GraphDef, Netlist, OpDef, QueueDef, load_netlist
 from .program import ProgramRunner, QueueSetting
@@ -37,27 +38,6 @@ __all__ = ["Simulator", "SUPPORTED_OP_TYPES", "topo_order", "apply_edge_tms", "t
 DEFAULT_CHUNK_ELEMENTS = 1 << 21
 
 # Values already representable in a format need no rounding when an op unpacks them as another format:
-# (format the value is stored in) -> formats it is exactly representable in.
-_B_BFP = (DataFormat.Bfp8_b, DataFormat.Bfp4_b, DataFormat.Bfp2_b)
-_EXACT_IN = {
-    DataFormat.Bfp8_b: {DataFormat.Float16_b},
-    DataFormat.Bfp4_b: {DataFormat.Float16_b, DataFormat.Bfp8_b},
-    DataFormat.Bfp2_b: {DataFormat.Float16_b, DataFormat.Bfp8_b, DataFormat.Bfp4_b},
-    DataFormat.Int8: {DataFormat.Float16_b, DataFormat.Float16, DataFormat.Int32},
-}
-
-
-def _exact(tag: DataFormat | None, df: DataFormat) -> bool:
-    """True if values tagged as stored in `tag` are unchanged by rounding to `df`."""
-    if tag is None:
-        return False
-    if tag is df:
-        return True
-    if df is DataFormat.Float32:
-        return storage_dtype(tag) is np.float32
-    return df in _EXACT_IN.get(tag, ())
-
-
 def _tiles(shape: tuple) -> tuple[int, ...]:
     t, r, c = shape[-3:]
     return (int(t), r / TILE if r % TILE else r // TILE, c / TILE if c % TILE else c // TILE)
@@ -462,7 +442,7 @@ class Simulator:
             raise SimulatorError(f"op {op.name!r} ({op.type}) input {k} ({src!r}): expected (t, rt, ct) = "
                                  f"{expected} tiles after TMs, got {_tiles(x.shape)}")
         df = op.in_df[k]
-        return x if _exact(tag, df) else quantize(x, df)
+        return x if exactly_representable(tag, df) else quantize(x, df)
 
     def _write(self, name: str, op: OpDef, value: np.ndarray, idx: range) -> None:
         st = self._queues[name]
@@ -471,7 +451,7 @@ class Simulator:
         if _tiles(x.shape) != q.tiles:
             raise SimulatorError(f"queue {name!r} fed by op {op.name!r}: expected (t, rt, ct) = {q.tiles} tiles, "
                                  f"got {_tiles(x.shape)}")
-        if not _exact(op.out_df, q.df):
+        if not exactly_representable(op.out_df, q.df):
             x = quantize(x, q.df)
         x = clear_outside_tile(x, q.tile_dim)
         if x.dtype != st.dtype:
@@ -501,7 +481,7 @@ class Simulator:
     def _compute(self, op: OpDef, kernel: Callable, ins: list[np.ndarray]) -> np.ndarray:
         with np.errstate(all="ignore"):
             try:
-                y = kernel(op, ins)
+                y = ins[0] if _copies_exactly(op) else kernel(op, ins)
             except SimulatorError:
                 raise
             except (ValueError, IndexError) as e:
@@ -509,12 +489,30 @@ class Simulator:
                 raise SimulatorError(f"op {op.name!r} ({op.type}): {e} (input (t, rt, ct) tiles: {shapes})") from None
             y = packer_relu(op, y)
             y = clear_outside_tile(y, op.tile_dim)
-            y = quantize(y, op.out_df)
+            if not _packed_unchanged(op):
+                y = quantize(y, op.out_df)
         t, rt, ct = op.tiles
         if y.shape[-3:] != (t, rt * TILE, ct * TILE):
             raise SimulatorError(f"op {op.name!r} ({op.type}) produced (t, rt, ct) = {_tiles(y.shape)} tiles, its "
                                  f"t/grid/mblock/ublock say {(t, rt, ct)}")
         return y
+
+
+def _copies_exactly(op: OpDef) -> bool:
+    """True for a datacopy-type op whose result is its input: the input holds in_df values (rounded on read, or
+    stored in a format exact in in_df) that no transpose re-blocked, and in_df values are exact in acc_df."""
+    if op.type not in DATACOPY_OPS:
+        return False
+    transposed = any(tm[0] == "transpose" for tm in op.input_tms.get(0, ()))
+    return not transposed and exactly_representable(op.in_df[0], op.acc_df)
+
+
+def _packed_unchanged(op: OpDef) -> bool:
+    """True if packing the op's result to out_df changes no value: the kernel rounded it to acc_df, acc_df values
+    are exact in out_df, and the packer at most zeroes values (zeroing never makes a block-float value
+    unrepresentable: its block's shared exponent can only fall to one whose step divides the old step)."""
+    relu_clamps = truthy(op.attributes.get("relu_en", False)) and str(op.attributes.get("relu_mode", "min")) == "max"
+    return op.type in ROUNDED_TO_ACC_DF and not relu_clamps and exactly_representable(op.acc_df, op.out_df)
 
 
 class _Listener:

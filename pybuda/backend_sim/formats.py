@@ -38,6 +38,29 @@ def storage_dtype(df: "DataFormat | str") -> type:
     return np.float64 if DataFormat.parse(df) in WIDE_INT_FORMATS else np.float32
 
 
+# (format a value is stored in) -> other formats it is exactly representable in, for values blocked as stored
+_EXACT_IN = {
+    DataFormat.Bfp8_b: {DataFormat.Float16_b},
+    DataFormat.Bfp4_b: {DataFormat.Float16_b, DataFormat.Bfp8_b},
+    DataFormat.Bfp2_b: {DataFormat.Float16_b, DataFormat.Bfp8_b, DataFormat.Bfp4_b},
+    DataFormat.Int8: {DataFormat.Float16_b, DataFormat.Float16, DataFormat.Int32},
+}
+
+
+def exactly_representable(stored: "DataFormat | None", df: "DataFormat | str") -> bool:
+    """True if rounding values stored in `stored` (None: unknown) to `df` leaves them unchanged, provided their
+    block-float blocks have not been rearranged (a transpose re-blocks values)."""
+    if stored is None:
+        return False
+    df = DataFormat.parse(df)
+    stored = DataFormat.parse(stored)
+    if stored is df:
+        return True
+    if df is DataFormat.Float32:
+        return storage_dtype(stored) is np.float32
+    return df in _EXACT_IN.get(stored, ())
+
+
 def quantize(x: np.ndarray, df: "DataFormat | str") -> np.ndarray:
     """Round `x` to the values representable in `df`; returns a new array of the same shape.
 
@@ -92,7 +115,8 @@ def quantize_bfp(x: np.ndarray, mantissa_bits: int, family: str) -> np.ndarray:
     range ('a': 5-bit, 'b': 8-bit). Each value becomes sign * k * 2**(E - (mantissa_bits - 1)) with integer
     k = round-half-even(|v| / step) clipped to 2**mantissa_bits - 1 (the magnitude field holds the explicit
     leading one). NaN stays NaN, +-inf saturates to the largest magnitude of the block. A last axis that is not a
-    multiple of 16 is zero-padded. Vectorised on the float32 bit patterns (no float64 pass).
+    multiple of 16 is zero-padded. Vectorised on the float32 bit patterns (no float64 pass); large arrays are
+    processed in cache-sized row ranges (blocks never cross rows, so the values are the same).
     """
     arr = np.asarray(x, dtype=np.float32)
     shape = arr.shape
@@ -100,6 +124,22 @@ def quantize_bfp(x: np.ndarray, mantissa_bits: int, family: str) -> np.ndarray:
         return arr.copy()
     cols = shape[-1] if arr.ndim else 1
     flat = np.ascontiguousarray(arr).reshape(-1, cols)
+    rows_per_chunk = max(1, _CHUNK_ELEMENTS // cols)
+    if flat.shape[0] <= rows_per_chunk:
+        return _quantize_bfp_rows(flat, mantissa_bits, family).reshape(shape)
+    out = np.empty_like(flat)
+    for start in range(0, flat.shape[0], rows_per_chunk):
+        out[start:start + rows_per_chunk] = _quantize_bfp_rows(flat[start:start + rows_per_chunk], mantissa_bits,
+                                                                family)
+    return out.reshape(shape)
+
+
+_CHUNK_ELEMENTS = 1 << 17  # values per step of quantize_bfp: a step's temporaries stay in the L2 cache
+
+
+def _quantize_bfp_rows(flat: np.ndarray, mantissa_bits: int, family: str) -> np.ndarray:
+    """quantize_bfp of a contiguous 2-D float32 array (blocks along its rows)."""
+    cols = flat.shape[1]
     pad = (-cols) % BFP_BLOCK
     if pad:
         flat = np.pad(flat, ((0, 0), (0, pad)))
@@ -139,7 +179,7 @@ def quantize_bfp(x: np.ndarray, mantissa_bits: int, family: str) -> np.ndarray:
     out = out.reshape(flat.shape)
     if pad:
         out = np.ascontiguousarray(out[:, :cols])
-    return out.reshape(shape)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Used by `pybuda sim run NETLIST --random`, the corpus tests and the speed benchmark. Float values: activations
 uniform in [-1, 1), parameters (rams) scaled by 1/sqrt(rows), constants (single-entry host queues) uniform in
-[0, 1); small integers for Int8/Int32; RawUInt32 operands get meaning from their consumer:
+[0, 1), except PyBuda's lowered reduce/broadcast vectors, which get the values the compiler would have pushed;
+small integers for Int8/Int32; RawUInt32 operands get meaning from their consumer:
 embedding indices are valid table rows, identity-matmul operands (sparse tiles + encoding) come from a random
 tile-sparse matrix encoded with kernels.sparse.encode.
 """
@@ -148,10 +149,18 @@ def fill_random(sim: Simulator, seed: int = 0, *, programs: list[str] | None = N
 
 
 def _special_operands(sim: Simulator, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Values for queues whose meaning comes from their consumer: embedding indices, sparse matmul operands."""
+    """Values for queues whose meaning comes from their consumer: embedding indices, sparse matmul operands,
+    PyBuda's lowered reduce/broadcast constants."""
     nl = sim.netlist
     out: dict[str, np.ndarray] = {}
     for op in nl.ops.values():
+        if op.type == "matmul":
+            for k, src in enumerate(op.inputs[:2]):
+                q = nl.queues.get(src)
+                if q is not None and q.entries == 1 and not q.is_ram and q.host_fed:
+                    value = lowered_constant(src, q.shape, k)
+                    if value is not None:
+                        out[src] = value
         if op.type == "embedding" and len(op.inputs) == 2 and op.inputs[1] in nl.queues:
             table = nl.queues.get(op.inputs[0])
             rows = table.shape[1] if table is not None else (op.shape[1])
@@ -169,6 +178,34 @@ def _special_operands(sim: Simulator, rng: np.random.Generator) -> dict[str, np.
             out[sp] = sparse
             out[enc] = encoding
     return out
+
+
+def lowered_constant(name: str, shape: tuple[int, int, int], operand: int) -> np.ndarray | None:
+    """The value legacy PyBuda pushes to a lowered-constant queue (`lc.input_tensor.<op>...`) that turns a reduce
+    or a broadcast into a matmul, read from the constant's name; None for any other queue.
+
+    A reduction vector (`...reduce_sum...` / `...reduce_avg...`) holds 1 (or 1/K for an average over K) in its
+    first column when it is the right operand (x @ v sums the columns of x) or its first row when it is the left
+    operand; a broadcast vector (`..._s_brcst_...`) holds ones in its first column when it is the left operand
+    (every output row is row 0 of the other operand) or its first row when it is the right operand. The tile
+    padding around the vector is zero.
+    """
+    if not name.startswith("lc.input_tensor."):
+        return None
+    if "_s_brcst_" in name:
+        scale, along_columns = 1.0, operand == 0
+    elif ".reduce_sum." in name or ".reduce_avg." in name:
+        along_columns = operand == 1
+        k = shape[-2] if along_columns else shape[-1]
+        scale = 1.0 / k if ".reduce_avg." in name else 1.0
+    else:
+        return None
+    value = np.zeros(shape, dtype=np.float32)
+    if along_columns:
+        value[..., :, 0] = scale
+    else:
+        value[..., 0, :] = scale
+    return value
 
 
 def _post_tm_shape(nl: Netlist, op: OpDef, k: int) -> tuple[int, int, int]:

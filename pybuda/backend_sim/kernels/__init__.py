@@ -40,5 +40,7 @@ KERNELS: dict[str, Callable[[Any, list], np.ndarray]] = {
 }
 
 SUPPORTED_OP_TYPES = tuple(sorted(set(KERNELS) | {"fused_op"}))
+# op types whose kernels return values rounded to acc_df (splice and embedding move values in their input formats)
+ROUNDED_TO_ACC_DF = frozenset((*BINARY_OPS, *SFPU_OPS, *DATACOPY_OPS, "matmul", "depthwise", "reduce"))
 
-__all__ = ["KERNELS", "SUPPORTED_OP_TYPES"]
+__all__ = ["KERNELS", "ROUNDED_TO_ACC_DF", "SUPPORTED_OP_TYPES"]

@@ -16,12 +16,7 @@ SFPU_OPS = ("exp", "log", "sqrt", "gelu", "gelu_derivative", "reciprocal", "sigm
 DATACOPY_OPS = ("nop", "datacopy", "ethernet_datacopy", "tilizer")
 
 _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    """erf in float64 (torch's vectorised implementation)."""
-    x = np.ascontiguousarray(x, dtype=np.float64)
-    return torch.erf(torch.from_numpy(x)).numpy()
+_INV_SQRT_2PI = float(1.0 / np.sqrt(2.0 * np.pi))
 
 
 def binary(op: Any, ins: list[np.ndarray]) -> np.ndarray:
@@ -45,57 +40,50 @@ def datacopy(op: Any, ins: list[np.ndarray]) -> np.ndarray:
 
 
 def sfpu(op: Any, ins: list[np.ndarray]) -> np.ndarray:
-    """SFPU unary op computed in float64 (float32 for the cheap ones), rounded to acc_df."""
+    """SFPU unary op (exact float32 value of the function), rounded to acc_df."""
     expect_inputs(op, ins, 1)
     return quantize(unary_value(op.type, op.attributes, ins[0], op.name), op.acc_df)
 
 
+def _gelu_derivative(x: torch.Tensor, approx: bool) -> torch.Tensor:
+    if approx:
+        th = torch.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x ** 3))
+        return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
+    return 0.5 * (1.0 + torch.erf(x * float(np.sqrt(0.5)))) + x * torch.exp(-0.5 * x * x) * _INV_SQRT_2PI
+
+
+_TORCH_UNARY = {
+    "exp": lambda x, approx: torch.exp(x),
+    "log": lambda x, approx: torch.log(x),
+    "sqrt": lambda x, approx: torch.sqrt(x),
+    "gelu": lambda x, approx: torch.nn.functional.gelu(x, approximate="tanh" if approx else "none"),
+    "gelu_derivative": _gelu_derivative,
+    "reciprocal": lambda x, approx: torch.reciprocal(x),
+    "sigmoid": lambda x, approx: torch.sigmoid(x),
+    "tanh": lambda x, approx: torch.tanh(x),
+    "square": lambda x, approx: x * x,
+    "sine": lambda x, approx: torch.sin(x),
+    "cosine": lambda x, approx: torch.cos(x),
+}
+
+
 def unary_value(kind: str, attrs: Any, x: np.ndarray, name: str = "") -> np.ndarray:
-    """Exact value of an SFPU function (approximate_mode selects the tanh forms of gelu / gelu_derivative)."""
-    approx = truthy(attrs.get("approximate_mode", False))
+    """Value of an SFPU function in float32 (torch's vectorised, multi-threaded kernels; approximate_mode selects
+    the tanh forms of gelu / gelu_derivative)."""
     with np.errstate(all="ignore"):
         if kind in ("nop", "datacopy", "ethernet_datacopy", "tilizer", "dropout"):  # dropout: identity (inference)
             return np.asarray(x, dtype=np.float32)
         if kind == "abs":
             return np.abs(x).astype(np.float32)
-        if kind == "square":
-            return (x.astype(np.float64) ** 2).astype(np.float32)
         if kind == "lrelu":
             slope = float(attrs.get("slope", 0.01))
             return np.where(x > 0, x, x * np.float32(slope)).astype(np.float32)
-        xd = x.astype(np.float64)
-        if kind == "exp":
-            y = np.exp(xd)
-        elif kind == "log":
-            y = np.log(xd)
-        elif kind == "sqrt":
-            y = np.sqrt(xd)
-        elif kind == "gelu":
-            if approx:
-                y = 0.5 * xd * (1.0 + np.tanh(_SQRT_2_OVER_PI * (xd + 0.044715 * xd ** 3)))
-            else:
-                y = 0.5 * xd * (1.0 + erf(xd / np.sqrt(2.0)))
-        elif kind == "gelu_derivative":
-            if approx:
-                inner = _SQRT_2_OVER_PI * (xd + 0.044715 * xd ** 3)
-                th = np.tanh(inner)
-                y = 0.5 * (1.0 + th) + 0.5 * xd * (1.0 - th * th) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * xd * xd)
-            else:
-                y = 0.5 * (1.0 + erf(xd / np.sqrt(2.0))) + xd * np.exp(-0.5 * xd * xd) / np.sqrt(2.0 * np.pi)
-        elif kind == "reciprocal":
-            y = 1.0 / xd
-        elif kind == "sigmoid":
-            y = 1.0 / (1.0 + np.exp(-xd))
-        elif kind == "tanh":
-            y = np.tanh(xd)
-        elif kind == "power":
+        if kind == "power":
             if "exp" not in attrs:
                 raise SimulatorError(f"op {name!r} (power) needs attribute exp")
-            y = np.power(xd, int(attrs["exp"]))
-        elif kind == "sine":
-            y = np.sin(xd)
-        elif kind == "cosine":
-            y = np.cos(xd)
-        else:
+            return np.power(x.astype(np.float64), int(attrs["exp"])).astype(np.float32)
+        fn = _TORCH_UNARY.get(kind)
+        if fn is None:
             raise SimulatorError(f"op {name!r}: no unary model for {kind!r}")
-        return y.astype(np.float32)
+        t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+        return fn(t, truthy(attrs.get("approximate_mode", False))).numpy()
