@@ -9,7 +9,7 @@ import pytest
 
 from pybuda.backend_sim import Simulator, quantize
 from pybuda.backend_sim.executor import to_host, to_internal
-from pybuda.backend_sim.formats import exactly_representable, quantize_bfp, storage_dtype, truncate_mantissa
+from pybuda.backend_sim.formats import exactly_representable, fraction_bits, quantize_bfp, storage_dtype, truncate_mantissa
 from pybuda.dataformat import DataFormat
 
 BFP = [("Bfp8", 7, "a"), ("Bfp8_b", 7, "b"), ("Bfp4", 3, "a"), ("Bfp4_b", 3, "b"), ("Bfp2", 1, "a"),
@@ -100,6 +100,20 @@ def test_representable_shortcuts_are_sound():
         for b in DataFormat:
             if exactly_representable(a, b):
                 assert np.array_equal(quantize(stored, b), stored.astype(quantize(stored, b).dtype)), (a, b)
+
+
+def test_fraction_bits_bound_every_stored_value():
+    """Kernels skip mantissa truncation of operands whose format has no more fraction bits than are kept."""
+    x = (np.random.default_rng(6).standard_normal((4, 32, 64)) * 10.0 ** np.arange(-3, 1)[:, None, None])
+    for df in DataFormat:
+        if df.is_integer and df not in (DataFormat.Int8, DataFormat.UInt8):
+            continue
+        stored = quantize(x.astype(np.float32), df)
+        bits = fraction_bits(df)
+        assert np.array_equal(truncate_mantissa(stored, bits), stored), df
+        if bits > 0 and not df.is_integer:
+            assert not np.array_equal(truncate_mantissa(stored, bits - 1), stored), df
+        assert truncate_mantissa(stored, bits, df) is stored
 
 
 @pytest.mark.parametrize("df", [DataFormat.Bfp8_b, DataFormat.Bfp4_b, DataFormat.Bfp2_b, DataFormat.Bfp8])

@@ -129,20 +129,24 @@ def quantize_bfp(x: np.ndarray, mantissa_bits: int, family: str) -> np.ndarray:
         return _quantize_bfp_rows(flat, mantissa_bits, family).reshape(shape)
     out = np.empty_like(flat)
     for start in range(0, flat.shape[0], rows_per_chunk):
-        out[start:start + rows_per_chunk] = _quantize_bfp_rows(flat[start:start + rows_per_chunk], mantissa_bits,
-                                                                family)
+        rows = slice(start, start + rows_per_chunk)
+        _quantize_bfp_rows(flat[rows], mantissa_bits, family, out=out[rows])
     return out.reshape(shape)
 
 
 _CHUNK_ELEMENTS = 1 << 17  # values per step of quantize_bfp: a step's temporaries stay in the L2 cache
 
 
-def _quantize_bfp_rows(flat: np.ndarray, mantissa_bits: int, family: str) -> np.ndarray:
-    """quantize_bfp of a contiguous 2-D float32 array (blocks along its rows)."""
+def _quantize_bfp_rows(flat: np.ndarray, mantissa_bits: int, family: str, out: np.ndarray | None = None) -> np.ndarray:
+    """quantize_bfp of a contiguous 2-D float32 array (blocks along its rows), into `out` if given."""
     cols = flat.shape[1]
     pad = (-cols) % BFP_BLOCK
     if pad:
-        flat = np.pad(flat, ((0, 0), (0, pad)))
+        result = _quantize_bfp_rows(np.pad(flat, ((0, 0), (0, pad))), mantissa_bits, family)[:, :cols]
+        if out is None:
+            return np.ascontiguousarray(result)
+        out[...] = result
+        return out
     blocks = flat.reshape(-1, BFP_BLOCK)
     # block maximum of |v| (NaN ignored): |v| written transposed, (16, blocks), then reduced over the 16 rows;
     # numpy is several times faster this way than reducing the short last axis of (blocks, 16)
@@ -160,26 +164,24 @@ def _quantize_bfp_rows(flat: np.ndarray, mantissa_bits: int, family: str) -> np.
         # Round to a multiple of the block's step with round-to-nearest-even by adding and subtracting
         # M = 1.5 * 2**(step_exp + 23): the sum's last mantissa bit is worth exactly one step.
         magic = (((step_exp + 150) << 23) | (1 << 22)).view(np.float32)
-        out = blocks + magic
-        out -= magic
+        target = np.empty_like(blocks) if out is None else out.reshape(blocks.shape)
+        np.add(blocks, magic, out=target)
+        target -= magic
         # only a block whose maximum rounds up past kmax steps (or holds an infinity) needs clipping:
         # threshold (kmax + 1/2) steps = 2**E * 1.11..1b (mb ones), bound kmax steps = 2**E * 1.1..1b (mb-1 ones)
         threshold = (((shared + 127) << 23) | (((1 << mb) - 1) << (23 - mb))).view(np.float32)
         if (m >= threshold).any():
             bound = (((shared + 127) << 23) | (((1 << (mb - 1)) - 1) << (24 - mb))).view(np.float32)
-            np.minimum(out, bound, out=out)
-            np.maximum(out, -bound, out=out)
+            np.minimum(target, bound, out=target)
+            np.maximum(target, -bound, out=target)
     else:  # steps outside the normal float32 range: exact scaling with ldexp
         kmax = np.float32(2 ** mb - 1)
         bound = np.ldexp(kmax, step_exp).astype(np.float32)
         with np.errstate(over="ignore", invalid="ignore"):
-            out = np.ldexp(np.rint(np.ldexp(blocks, -step_exp)), step_exp).astype(np.float32)
-        np.minimum(out, bound, out=out)
-        np.maximum(out, -bound, out=out)
-    out = out.reshape(flat.shape)
-    if pad:
-        out = np.ascontiguousarray(out[:, :cols])
-    return out
+            scaled = np.ldexp(np.rint(np.ldexp(blocks, -step_exp)), step_exp).astype(np.float32)
+        target = scaled if out is None else out.reshape(blocks.shape)
+        np.clip(scaled, -bound, bound, out=target)
+    return target.reshape(flat.shape)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -199,29 +201,45 @@ SRCA_SPLIT = (4, 5)  # fraction bits in the (hi, lo) slices of srcA
 SRCB_SPLIT = (6, 4)  # fraction bits in the (hi, lo) slices of srcB
 
 
-def truncate_mantissa(x: np.ndarray, fraction_bits: int) -> np.ndarray:
-    """Keep the sign, exponent and the top `fraction_bits` of a float32 mantissa (round toward zero).
+def fraction_bits(df: "DataFormat | str") -> int:
+    """Most fraction bits (below the leading one) any value stored in `df` has: a block-float magnitude
+    k < 2**mantissa_bits has mantissa_bits - 1 of them, Int8/UInt8 values (|v| < 256) 7."""
+    df = DataFormat.parse(df)
+    if df.is_bfp:
+        return df.mantissa_bits - 1
+    if df in (DataFormat.Int8, DataFormat.UInt8):
+        return 7
+    return 23 if df.is_integer else df.mantissa_bits
+
+
+def truncate_mantissa(x: np.ndarray, fraction_bits_kept: int, stored: "DataFormat | None" = None) -> np.ndarray:
+    """Keep the sign, exponent and the top `fraction_bits_kept` of a float32 mantissa (round toward zero).
 
     Infinities are unchanged; NaNs stay NaN (quiet NaNs keep their top mantissa bit; any other NaN is restored).
+    `stored`: the format `x` holds values of; when its values have no more fraction bits than are kept, `x` is
+    returned as it is.
     """
+    if stored is not None and fraction_bits(stored) <= fraction_bits_kept:
+        return x
     arr = np.ascontiguousarray(x, dtype=np.float32)
-    mask = np.uint32((0xFFFFFFFF << (23 - fraction_bits)) & 0xFFFFFFFF)
+    mask = np.uint32((0xFFFFFFFF << (23 - fraction_bits_kept)) & 0xFFFFFFFF)
     out = (arr.view(np.uint32) & mask).view(np.float32)
-    if fraction_bits < 1:
+    if fraction_bits_kept < 1:
         return np.where(np.isfinite(arr), out, arr).astype(np.float32)
     return out  # a quiet NaN's top fraction bit survives, so NaN stays NaN
 
 
-def to_source_register(x: np.ndarray) -> np.ndarray:
-    """Value as held in srcA/srcB: mantissa truncated to 10 fraction bits (no-op for Float16 / Float16_b data)."""
-    return truncate_mantissa(x, SRC_FRACTION_BITS)
+def to_source_register(x: np.ndarray, stored: "DataFormat | None" = None) -> np.ndarray:
+    """Value as held in srcA/srcB: mantissa truncated to 10 fraction bits (no-op for values stored in a format
+    with at most 10 fraction bits)."""
+    return truncate_mantissa(x, SRC_FRACTION_BITS, stored)
 
 
-def fidelity_slices(x: np.ndarray, operand: str) -> tuple[np.ndarray, np.ndarray]:
+def fidelity_slices(x: np.ndarray, operand: str, stored: "DataFormat | None" = None) -> tuple[np.ndarray, np.ndarray]:
     """(hi, hi+lo) of an operand in source register `operand` ('a' or 'b'), both float32."""
     hi_bits, lo_bits = SRCA_SPLIT if operand == "a" else SRCB_SPLIT
-    src = to_source_register(x)
-    return truncate_mantissa(src, hi_bits), truncate_mantissa(src, hi_bits + lo_bits)
+    src = to_source_register(x, stored)
+    return truncate_mantissa(src, hi_bits, stored), truncate_mantissa(src, hi_bits + lo_bits, stored)
 
 
 def _phase_terms(fidelity: MathFidelity) -> list[tuple[str, str]]:
@@ -236,11 +254,13 @@ def _phase_terms(fidelity: MathFidelity) -> list[tuple[str, str]]:
     return [("full", "full")]
 
 
-def fidelity_product(a: np.ndarray, b: np.ndarray, fidelity: "MathFidelity | str") -> np.ndarray:
-    """Elementwise a*b as the matrix unit computes it with a = srcA operand, b = srcB operand."""
+def fidelity_product(a: np.ndarray, b: np.ndarray, fidelity: "MathFidelity | str",
+                     a_df: "DataFormat | None" = None, b_df: "DataFormat | None" = None) -> np.ndarray:
+    """Elementwise a*b as the matrix unit computes it with a = srcA operand, b = srcB operand (`a_df`, `b_df`:
+    the formats they hold values of, if known)."""
     fidelity = MathFidelity.parse(fidelity)
-    a_hi, a_full = fidelity_slices(a, "a")
-    b_hi, b_full = fidelity_slices(b, "b")
+    a_hi, a_full = fidelity_slices(a, "a", a_df)
+    b_hi, b_full = fidelity_slices(b, "b", b_df)
     parts = {"a": {"hi": a_hi, "full": a_full}, "b": {"hi": b_hi, "full": b_full, "lo": b_full - b_hi}}
     out = None
     with np.errstate(over="ignore", invalid="ignore"):
@@ -248,28 +268,3 @@ def fidelity_product(a: np.ndarray, b: np.ndarray, fidelity: "MathFidelity | str
             term = parts["a"][sa] * parts["b"][sb]
             out = term if out is None else out + term
     return out.astype(np.float32)
-
-
-class FidelityMatmul:
-    """Precomputed operand slices for `src_b @ src_a` under a math fidelity (used for K-step accumulation).
-
-    `src_b` is the matmul's input 0 (activations, streamed through srcB), `src_a` is input 1 (weights, srcA).
-    """
-
-    def __init__(self, src_b: np.ndarray, src_a: np.ndarray, fidelity: "MathFidelity | str"):
-        self.terms = _phase_terms(MathFidelity.parse(fidelity))
-        a_hi, a_full = fidelity_slices(src_a, "a")
-        b_hi, b_full = fidelity_slices(src_b, "b")
-        self._a = {"hi": a_hi, "full": a_full}
-        self._b = {"hi": b_hi, "full": b_full, "lo": (b_full - b_hi).astype(np.float32)}
-
-    def partial(self, k0: int, k1: int, b_index=Ellipsis, a_index=Ellipsis) -> np.ndarray:
-        """Product over inner-dimension elements [k0, k1) in float32 (optionally indexing leading dims first)."""
-        out = None
-        with np.errstate(over="ignore", invalid="ignore"):
-            for sa, sb in self.terms:
-                lhs = self._b[sb][b_index][..., k0:k1]
-                rhs = self._a[sa][a_index][..., k0:k1, :]
-                term = np.matmul(lhs, rhs)
-                out = term if out is None else out + term
-        return out.astype(np.float32)

@@ -32,9 +32,15 @@ def int_math(op: Any) -> bool:
     return any(DataFormat.parse(df) in INT_MATH_FORMATS for df in dfs)
 
 
-def src(x: np.ndarray, integer: bool = False) -> np.ndarray:
-    """An operand as the matrix unit's source register holds it (19-bit float; integers exact)."""
-    return x if integer else to_source_register(x)
+def src(x: np.ndarray, integer: bool = False, stored: "DataFormat | None" = None) -> np.ndarray:
+    """An operand as the matrix unit's source register holds it (19-bit float; integers exact); `stored`: the
+    format `x` holds values of, if known."""
+    return x if integer else to_source_register(x, stored)
+
+
+def input_formats(op: Any, n: int) -> tuple:
+    """The formats the op's first n inputs hold values of (the executor rounds every input to its in_df)."""
+    return tuple(DataFormat.parse(df) for df in op.in_df[:n])
 
 
 def expect_inputs(op: Any, ins: list, n: int | tuple[int, ...]) -> None:

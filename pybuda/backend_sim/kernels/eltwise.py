@@ -8,7 +8,7 @@ import torch
 
 from ..errors import SimulatorError
 from ..formats import fidelity_product, quantize
-from .common import expect_inputs, int_math, src, truthy
+from .common import expect_inputs, input_formats, int_math, src, truthy
 
 BINARY_OPS = ("add", "subtract", "multiply", "maximum")
 SFPU_OPS = ("exp", "log", "sqrt", "gelu", "gelu_derivative", "reciprocal", "sigmoid", "tanh", "square", "abs",
@@ -25,11 +25,12 @@ def binary(op: Any, ins: list[np.ndarray]) -> np.ndarray:
     expect_inputs(op, ins, 2)
     a, b = ins
     integer = int_math(op)
+    a_df, b_df = input_formats(op, 2)
     if op.type == "multiply":
-        y = a * b if integer else fidelity_product(a, b, op.math_fidelity)
+        y = a * b if integer else fidelity_product(a, b, op.math_fidelity, a_df, b_df)
     else:
         fn = {"add": np.add, "subtract": np.subtract, "maximum": np.maximum}[op.type]
-        y = fn(src(a, integer), src(b, integer))
+        y = fn(src(a, integer, a_df), src(b, integer, b_df))
     return quantize(y, op.acc_df)
 
 

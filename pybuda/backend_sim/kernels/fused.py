@@ -129,22 +129,24 @@ def fused_op(op: Any, ins: list[np.ndarray], netlist: Any, kernels: Mapping[str,
     for sub in fdef.sub_ops:
         swhere = f"{where} sub-op {sub.name!r}"
         args = []
+        formats = []  # the formats the sub-op's inputs hold values of
         for pos, name in enumerate(sub.inputs):
             kind, idx = _ref(name, swhere)
             if kind == "input":
                 if idx not in blocks:
                     raise SimulatorError(f"{swhere}: input{idx} does not exist ({len(ins)} inputs)")
-                v = blocks[idx]
+                v, df = blocks[idx], op.in_df[idx]
             elif kind == "intermed":
                 if idx >= max(fdef.intermediates, 1) and idx not in intermed:
                     raise SimulatorError(f"{swhere}: intermed{idx} outside the {fdef.intermediates} intermediates")
                 if idx not in intermed:
                     raise SimulatorError(f"{swhere}: intermed{idx} is read before any sub-op wrote it")
-                v = intermed[idx]
+                v, df = intermed[idx], op.intermed_df
             else:
                 if dest is None:
                     raise SimulatorError(f"{swhere}: reads dest before any sub-op wrote it")
-                v = dest
+                v, df = dest, op.acc_df
+            formats.append(df)
             args.append(_apply_tms(v, sub.input_tms.get(pos, ()), swhere))
         if "dest" not in sub.inputs:
             dest = None  # every sub-op that does not read dest overwrites it
@@ -152,7 +154,7 @@ def fused_op(op: Any, ins: list[np.ndarray], netlist: Any, kernels: Mapping[str,
         if approx and "approximate_mode" not in attrs:
             attrs["approximate_mode"] = approx
         spec = SubOp(name=f"{op.name}.{sub.name}", type=sub.type, attributes=attrs,
-                     math_fidelity=op.math_fidelity, in_df=tuple(op.in_df), out_df=op.out_df,
+                     math_fidelity=op.math_fidelity, in_df=tuple(formats), out_df=op.out_df,
                      intermed_df=op.intermed_df, acc_df=op.acc_df, t=op.t, mblock=sub.mblock, ublock=sub.ublock)
         if sub.type not in kernels or sub.type in ("fused_op", "splice", "embedding"):
             raise SimulatorError(f"{swhere}: op type {sub.type!r} is not supported inside fused ops")

@@ -14,19 +14,20 @@ from pybuda.dataformat import DataFormat, MathFidelity
 
 from ..errors import SimulatorError
 from ..formats import SRCA_SPLIT, SRCB_SPLIT, _phase_terms, quantize, truncate_mantissa
-from .common import TILE, expect_inputs, int_math, src, tile_broadcast, truthy
+from .common import TILE, expect_inputs, input_formats, int_math, src, tile_broadcast, truthy
 from .eltwise import unary_value
 
 _A_BITS = {"hi": SRCA_SPLIT[0], "full": SRCA_SPLIT[0] + SRCA_SPLIT[1]}  # srcA = input 1
 _B_BITS = {"hi": SRCB_SPLIT[0], "full": SRCB_SPLIT[0] + SRCB_SPLIT[1]}  # srcB = input 0
 
 
-def fidelity_pairs(in0: np.ndarray, in1: np.ndarray, fidelity: "MathFidelity | str",
-                   integer: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
+def fidelity_pairs(in0: np.ndarray, in1: np.ndarray, fidelity: "MathFidelity | str", integer: bool = False,
+                   stored: tuple = (None, None)) -> list[tuple[np.ndarray, np.ndarray]]:
     """(lhs, rhs) operand pairs whose matrix products sum to in0 @ in1 as the FPU computes it.
 
     in0 is held in srcB, in1 in srcA. LoFi: Ahi*Bhi; HiFi2: Afull*Bhi; HiFi3: + Ahi*Blo; HiFi4: Afull*Bfull
-    (docs/simulator.md). Integer math is exact (float64 operands).
+    (docs/simulator.md). Integer math is exact (float64 operands). `stored`: the formats in0 and in1 hold values
+    of, if known (a slice wider than the values' fraction bits is the value itself).
     """
     if integer:
         return [(in0.astype(np.float64), in1.astype(np.float64))]
@@ -35,7 +36,7 @@ def fidelity_pairs(in0: np.ndarray, in1: np.ndarray, fidelity: "MathFidelity | s
 
     def a_slice(name: str) -> np.ndarray:
         if name not in cache_a:
-            cache_a[name] = truncate_mantissa(in1, _A_BITS[name])
+            cache_a[name] = truncate_mantissa(in1, _A_BITS[name], stored[1])
         return cache_a[name]
 
     def b_slice(name: str) -> np.ndarray:
@@ -43,7 +44,7 @@ def fidelity_pairs(in0: np.ndarray, in1: np.ndarray, fidelity: "MathFidelity | s
             if name == "lo":
                 cache_b[name] = (b_slice("full") - b_slice("hi")).astype(np.float32)
             else:
-                cache_b[name] = truncate_mantissa(in0, _B_BITS[name])
+                cache_b[name] = truncate_mantissa(in0, _B_BITS[name], stored[0])
         return cache_b[name]
 
     return [(b_slice(sb), a_slice(sa)) for sa, sb in _phase_terms(MathFidelity.parse(fidelity))]
@@ -94,7 +95,7 @@ def matmul(op: Any, ins: list[np.ndarray]) -> np.ndarray:
     if a.shape[-1] != m_k * kstep or b.shape[-2] != m_k * kstep:
         raise SimulatorError(f"op {op.name!r}: inner dimension {a.shape[-1] // TILE} / {b.shape[-2] // TILE} tiles "
                              f"does not match m_k*u_kt = {m_k}*{u_kt}")
-    pairs = fidelity_pairs(a, b, op.math_fidelity, integer)
+    pairs = fidelity_pairs(a, b, op.math_fidelity, integer, input_formats(op, 2))
     if z > 1:
         if a.shape[-3] % z or b.shape[-3] % z:
             raise SimulatorError(f"op {op.name!r}: accumulate z={z} does not divide the input t")
@@ -141,7 +142,7 @@ def depthwise(op: Any, ins: list[np.ndarray]) -> np.ndarray:
         raise SimulatorError(f"op {op.name!r} (depthwise): input 1 must be (m_k x CT) = ({m_k} x {ct}) tiles, got "
                              f"({b.shape[-2] // TILE} x {b.shape[-1] // TILE})")
     acc = None
-    for lhs, rhs in fidelity_pairs(a, b, op.math_fidelity, integer):
+    for lhs, rhs in fidelity_pairs(a, b, op.math_fidelity, integer, input_formats(op, 2)):
         lv = lhs.reshape(lhs.shape[:-1] + (m_k, ct, TILE))
         rv = rhs.reshape(rhs.shape[:-2] + (m_k, TILE, ct, TILE))
         term = np.einsum("...rkcj,...kjcl->...rcl", lv, rv, optimize=True)
