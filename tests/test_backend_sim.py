@@ -16,7 +16,7 @@ from pybuda.backend_sim import (PerfReport, Simulator, SimulatorError, estimate,
 from pybuda.backend_sim.formats import truncate_mantissa
 from pybuda.dataformat import DataFormat
 
-REAL = "/work/shared/netlists/real/"
+from corpus import REAL  # noqa: E402
 MUL_NETLIST = REAL + "op_tests__netlists__bh_test_plan_netlists__hlk_functional_tests__netlist_binary_fp16_mul_op.yaml"
 FF_NETLIST = REAL + "graph_tests__netlists__pybuda_pregenerated__feedforward__grayskull__ff_1_128_1024_netlist.yaml"
 MODULE_NETLIST = REAL + "graph_tests__netlists__netlist_module_direct_1x1.yaml"

@@ -10,7 +10,7 @@ import yaml
 
 from pybuda.netlist import NetlistError, check, dump_netlist, load, netlist_to_data, summary, validate
 
-REAL = Path("/work/shared/netlists/real")
+from corpus import REAL_DIR as REAL  # noqa: E402
 FILES = sorted(p.name for p in REAL.glob("*.yaml")) if REAL.is_dir() else []
 
 # known-inconsistent (README): the op and the rule the rejection must name

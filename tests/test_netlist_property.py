@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from pybuda.netlist import NetlistError, check, dump_netlist, load
 
-REAL = "/work/shared/netlists/real/"
+from corpus import REAL  # noqa: E402
 FILES = [
     "graph_tests__netlists__netlist_module_direct_1x1.yaml",
     "graph_tests__netlists__netlist_train.yaml",

@@ -17,7 +17,7 @@ from pybuda.tools.cli import main
 
 from test_netlist_rules import BASE
 
-REAL = Path("/work/shared/netlists/real")
+from corpus import REAL_DIR as REAL  # noqa: E402
 MODULE = REAL / "graph_tests__netlists__netlist_module_direct_1x1.yaml"
 SOFTMAX_V1 = REAL / "graph_tests__netlists__netlist_softmax_v1.yaml"
 TRAIN = REAL / "graph_tests__netlists__netlist_train.yaml"

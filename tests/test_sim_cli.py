@@ -11,7 +11,7 @@ import pytest
 
 from pybuda.tools.cli_sim import add_sim_commands, main
 
-REAL = "/work/shared/netlists/real/"
+from corpus import REAL  # noqa: E402
 MHA = REAL + "graph_tests__netlists__netlist_bert_mha.yaml"
 MUL = REAL + "op_tests__netlists__bh_test_plan_netlists__hlk_functional_tests__netlist_binary_fp16_mul_op.yaml"
 TRAIN = REAL + "graph_tests__netlists__netlist_train.yaml"
@@ -89,6 +89,6 @@ def test_module_entry_point():
 
 def test_sim_group_is_wired_into_the_pybuda_command(capsys):
     from pybuda.tools.cli import main
-    netlist = "/work/shared/netlists/real/graph_tests__netlists__netlist_module_direct_1x1.yaml"
+    netlist = REAL + "graph_tests__netlists__netlist_module_direct_1x1.yaml"
     assert main(["sim", "perf", netlist]) == 0
     assert "samples/s" in capsys.readouterr().out.lower().replace("samples/second", "samples/s")

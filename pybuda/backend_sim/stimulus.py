@@ -184,27 +184,24 @@ def lowered_constant(name: str, shape: tuple[int, int, int], operand: int) -> np
     """The value legacy PyBuda pushes to a lowered-constant queue (`lc.input_tensor.<op>...`) that turns a reduce
     or a broadcast into a matmul, read from the constant's name; None for any other queue.
 
-    A reduction vector (`...reduce_sum...` / `...reduce_avg...`) holds 1 (or 1/K for an average over K) in its
-    first column when it is the right operand (x @ v sums the columns of x) or its first row when it is the left
-    operand; a broadcast vector (`..._s_brcst_...`) holds ones in its first column when it is the left operand
-    (every output row is row 0 of the other operand) or its first row when it is the right operand. The tile
-    padding around the vector is zero.
+    A reduction vector (`...reduce_sum...` / `...reduce_avg...`) is all ones (1/K for an average over K): every
+    column of x @ v (every row of v @ x) holds the sum, so consumers may tile-broadcast any column. A broadcast
+    vector (`..._s_brcst_...`) holds ones in its first column as the left operand (every output row is row 0 of
+    the other operand) or its first row as the right operand (every output column is column 0); the rest of its
+    tile is zero padding.
     """
     if not name.startswith("lc.input_tensor."):
         return None
-    if "_s_brcst_" in name:
-        scale, along_columns = 1.0, operand == 0
-    elif ".reduce_sum." in name or ".reduce_avg." in name:
-        along_columns = operand == 1
-        k = shape[-2] if along_columns else shape[-1]
-        scale = 1.0 / k if ".reduce_avg." in name else 1.0
-    else:
+    if ".reduce_sum." in name or ".reduce_avg." in name:
+        k = shape[-2] if operand == 1 else shape[-1]
+        return np.full(shape, 1.0 / k if ".reduce_avg." in name else 1.0, dtype=np.float32)
+    if "_s_brcst_" not in name:
         return None
     value = np.zeros(shape, dtype=np.float32)
-    if along_columns:
-        value[..., :, 0] = scale
+    if operand == 0:
+        value[..., :, 0] = 1.0
     else:
-        value[..., 0, :] = scale
+        value[..., 0, :] = 1.0
     return value
 
 

@@ -1,0 +1,11 @@
+"""Where the tests find the real netlist corpus: $PYBUDA_NETLIST_CORPUS, else the shared checkout next to the
+workspace (/work/shared/netlists/real)."""
+import os
+from pathlib import Path
+
+REAL_DIR = Path(os.environ.get("PYBUDA_NETLIST_CORPUS", "/work/shared/netlists/real"))
+REAL = f"{REAL_DIR}/"
+
+if not REAL_DIR.is_dir():
+    raise RuntimeError(f"netlist corpus not found at {REAL_DIR}: set PYBUDA_NETLIST_CORPUS to the directory holding "
+                       f"the real netlists (shared/netlists/real)")
