@@ -24,6 +24,7 @@ from .frontend.pybuda_trace import trace_module
 from .ir import Graph
 from .module import PyBudaModule, to_numpy
 from .netlist import Netlist, NetlistError, build_netlist, check, write_netlist
+from .netlist.builder import sparse_queue_values
 from .netlist import load as load_netlist
 from .passes.cpu_fallback import split_host_ops
 from .passes.data_formats import assign_data_formats
@@ -101,6 +102,8 @@ class CompiledModel:
         for node in graph.nodes():
             if node.kind in ("parameter", "constant") and node.name in self.netlist.queues:
                 sim.push(node.name, node.value.reshape(1, *node.value.shape[-3:]))
+        for queue, value in sparse_queue_values(graph, self.placement).items():
+            sim.push(queue, value.reshape(1, *value.shape[-3:]))
         samples = [host_inputs(graph, sample_feeds(self.host_graph, {k: v[i:i + 1] for k, v in batch.items()}))
                    for i in range(n)]
         for node in graph.inputs():

@@ -75,7 +75,8 @@ def test_every_stage_preserves_the_op_golden(op_type, shapes, attrs, params):
 
 
 def test_conv_picker_selects_window_pixels():
-    picker, ho, wo, rows = conv_picker(5, 5, (3, 3), {"stride": 1, "padding": 0}, clamp=False)
+    sparse, ho, wo, rows = conv_picker(5, 5, (3, 3), {"stride": 1, "padding": 0}, clamp=False)
+    picker = sparse.toarray()
     assert (ho, wo, rows) == (3, 3, 32) and picker.shape == (9 * 32, 25)
     img = np.arange(25, dtype=np.float32)
     taps = (picker @ img).reshape(9, 32)[:, :9]

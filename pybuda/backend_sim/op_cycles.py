@@ -113,8 +113,8 @@ def kernel_cycles(arch: str, op_type: str, *, t: int, mblock: tuple[int, int] | 
     `t`, `mblock`, `ublock` are the op's per-core output blocking, `out_df` its output format (the backend's
     `data_format`), `m_k`/`u_kt` the matmul (or depthwise) inner-dimension split. `attributes` are the netlist op
     attributes that select parameter variants and formulas: approximate_mode, vector, l1_acc, dim and z (reduce),
-    identity (sparse matmul; nonzero tiles per core from `sparse_indices`, else the dense upper bound
-    t*m_k*mblock_m*ublock_rt*u_kt), accumulate and z (matmul: t*z products per input), requant/dequant.
+    identity (sparse matmul; nonzero tiles per core from `sparse_indices` or pybuda's `indices_len`, else the
+    dense upper bound t*m_k*mblock_m*ublock_rt*u_kt), accumulate and z (matmul: t*z products per input), requant/dequant.
     Unknown op types use the unary formula with `nop` parameters, as the backend does.
     """
     attrs = dict(attributes or {})
@@ -135,7 +135,7 @@ def kernel_cycles(arch: str, op_type: str, *, t: int, mblock: tuple[int, int] | 
         if _truthy(attrs.get("accumulate")):
             t *= int(attrs.get("z", 1))
         if _truthy(attrs.get("identity")):
-            nz_tiles = int(attrs.get("sparse_indices") or t * m_k * mm * urt * u_kt)
+            nz_tiles = int(attrs.get("sparse_indices") or attrs.get("indices_len") or t * m_k * mm * urt * u_kt)
             return _finish(_sparse_matmul_v1(params, t, mm, mn, urt, uct, m_k, nz_tiles, phases))
         if arch == "grayskull":
             return _finish(_dense_matmul_v1(params, t, mm, mn, urt, uct, m_k, u_kt, phases))

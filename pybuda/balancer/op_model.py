@@ -9,10 +9,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import numpy as np
+
 from ..backend_sim.op_cycles import kernel_cycles
 from ..dataformat import DataFormat
 from ..device import DeviceSpec
 from ..ir import Graph
+from ..sparse import SparseMatrix, encoding_fits
 
 
 class BalancerError(ValueError):
@@ -73,6 +76,8 @@ def op_dims(graph: Graph, name: str) -> dict:
     dims = {"t": t, "rt": rt, "ct": ct, "k": 1}
     if node.op_type == "matmul":
         dims["k"] = _tiles(graph.operand_shape(graph.operands(name)[0]))[2]
+    elif node.op_type == "sparse_matmul":
+        dims["k"] = _tiles(graph.operand_shape(graph.operands(name)[0]))[1]
     elif node.op_type == "reduce":
         _, in_rt, in_ct = _tiles(graph.operand_shape(graph.operands(name)[0]))
         dims["k"] = in_ct if node.attrs["dim"] == "c" else in_rt
@@ -88,9 +93,17 @@ def _l1_bytes(graph: Graph, name: str, grid, t, mblock, ublock, u_kt) -> int:
     intermed = node.tags.get("intermed_df", node.df)
     if node.op_type == "matmul" and intermed != node.df:
         total += mblock_tiles * DataFormat.parse(intermed).tile_bytes
+    if node.op_type == "sparse_matmul":
+        stats = sparse_stats(node.attrs["sparse"], grid[0])
+        index_tiles = -(-(3 * min(stats.nz_per_core, 1 + stats.k_tiles // u_kt) + 2 * stats.nz_per_core)
+                        // (2 * 1024))
+        total += stats.unique_tiles * sparse_tiles_df(node.attrs["sparse"]).tile_bytes
+        total += index_tiles * DataFormat.RawUInt32.tile_bytes
     for port, operand in enumerate(graph.operands(name)):
         tb = graph.node(operand.src).df.tile_bytes
-        if node.op_type == "matmul" and port == 0:
+        if node.op_type == "sparse_matmul":
+            gran = mblock[1] * ublock[1] * u_kt
+        elif node.op_type == "matmul" and port == 0:
             gran = ublock[0] * u_kt
         elif node.op_type == "matmul" and port == 1:
             gran = mblock[1] * ublock[1] * u_kt
@@ -100,6 +113,40 @@ def _l1_bytes(graph: Graph, name: str, grid, t, mblock, ublock, u_kt) -> int:
             gran = ublock[0] * ublock[1]
         total += input_buffer_tiles(gran, tb) * tb
     return total
+
+
+def buda_op_type(op_type: str) -> str:
+    """The netlist op type of a Buda graph op (a sparse matmul is the backend's identity matmul)."""
+    return "matmul" if op_type == "sparse_matmul" else op_type
+
+
+@dataclasses.dataclass(frozen=True)
+class SparseStats:
+    """What the balancer needs of a sparse matmul's matrix on a number of grid rows."""
+
+    unique_tiles: int       # distinct non-zero tiles of the whole matrix (>= those of any grid row)
+    nz_per_core: int        # the most non-zero tiles in one grid row's block
+    k_tiles: int
+
+
+@functools.lru_cache(maxsize=256)
+def _tile_counts(matrix: SparseMatrix) -> tuple[np.ndarray, int]:
+    _, _, contents = matrix.tiles()
+    flat = contents.reshape(len(contents), -1)
+    unique = len(np.unique(flat, axis=0)) if len(flat) else 1
+    return np.concatenate([[0], np.cumsum(matrix.tile_rows())]), unique
+
+
+def sparse_stats(matrix: SparseMatrix, grid_rows: int) -> SparseStats:
+    prefix, unique = _tile_counts(matrix)
+    rt = len(prefix) - 1
+    per_core = prefix[rt // grid_rows::rt // grid_rows] - prefix[:-1:rt // grid_rows][:grid_rows]
+    return SparseStats(unique, int(per_core.max()) if per_core.size else 0, matrix.shape[1] // 32)
+
+
+def sparse_tiles_df(matrix: SparseMatrix) -> DataFormat:
+    """Format of a sparse matmul's tiles: Bfp2_b holds 0/+-1 pickers exactly, anything else Float16_b."""
+    return DataFormat.Bfp2_b if np.all(np.abs(matrix.values) == 1) else DataFormat.Float16_b
 
 
 def legal_op_models(graph: Graph, name: str, device: DeviceSpec) -> list[OpModel]:
@@ -119,15 +166,24 @@ def legal_op_models(graph: Graph, name: str, device: DeviceSpec) -> list[OpModel
                 continue
             ublock = best_ublock(rt // gr, ct // gc, dest)
             mblock = (rt // gr // ublock[0], ct // gc // ublock[1])
-            ukts = divisors(k)[::-1] if node.op_type in ("matmul", "reduce") else (1,)
+            inner = node.op_type in ("matmul", "sparse_matmul", "reduce")
+            ukts = divisors(k)[::-1] if inner else (1,)
             for u_kt in ukts:
+                attrs = node.attrs
+                if node.op_type == "sparse_matmul":
+                    if t != 1:
+                        break
+                    stats = sparse_stats(node.attrs["sparse"], gr)
+                    if not encoding_fits(stats.unique_tiles, mblock[0], ublock[0], u_kt):
+                        continue
+                    attrs = {"identity": True, "sparse_indices": stats.nz_per_core}
                 l1 = _l1_bytes(graph, name, (gr, gc), t, mblock, ublock, u_kt)
                 if l1 > device.l1_usable:
                     continue
-                m_k = k // u_kt if node.op_type in ("matmul", "reduce") else 1
-                cycles = kernel_cycles(device.arch, node.op_type, t=t, mblock=mblock, ublock=ublock,
+                m_k = k // u_kt if inner else 1
+                cycles = kernel_cycles(device.arch, buda_op_type(node.op_type), t=t, mblock=mblock, ublock=ublock,
                                        out_df=node.df, math_fidelity=fidelity, m_k=m_k, u_kt=u_kt,
-                                       attributes=node.attrs)
+                                       attributes=attrs)
                 models.append(OpModel((gr, gc), t, mblock, ublock, m_k, u_kt, l1, int(cycles)))
                 break  # the largest u_kt that fits is the fastest; smaller ones only cost more
     return models

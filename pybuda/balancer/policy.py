@@ -35,6 +35,8 @@ def _operand_tiles(graph: Graph, name: str, port: int, model: OpModel) -> int:
     node = graph.node(name)
     if node.op_type == "matmul":
         per_core = dims["rt"] // gr * dims["k"] if port == 0 else dims["k"] * dims["ct"] // gc
+    elif node.op_type == "sparse_matmul":
+        per_core = dims["k"] * dims["ct"] // gc
     elif node.op_type == "reduce":
         per_core = dims["rt"] // gr * dims["k"] if node.attrs["dim"] == "c" else dims["k"] * dims["ct"] // gc
     else:

@@ -3,11 +3,14 @@ with DRAM/host allocations that never overlap, one graph per epoch, and the lega
 (netlist-format.md §1.2, §1.3, §2.4). The result is a `pybuda.netlist.Netlist`; `write_netlist` writes it."""
 from __future__ import annotations
 
-from ..balancer.op_model import best_ublock
+import numpy as np
+
+from ..balancer.op_model import best_ublock, sparse_tiles_df
 from ..balancer.policy import Placement
-from ..dataformat import MathFidelity
+from ..dataformat import DataFormat, MathFidelity
 from ..device import DeviceSpec
 from ..ir import Graph
+from ..sparse import SparseOperands, sparse_operands
 from .model import (Attributes, Devices, EndLoop, Execute, Graph as NetlistGraph, Loop, Netlist, Op, Param, Program,
                     Queue, QueueSettings, Var, VarInst)
 
@@ -85,6 +88,10 @@ def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, confi
         if node.kind in ("parameter", "constant") and bgraph.users(node.name):
             queues[node.name] = _queue("HOST", "ram", 1, _blocking(node.shape), node.df, "dram", alloc, node.name)
             groups[node.name] = node.kind
+    for name, values in sparse_queue_values(bgraph, placement).items():
+        queues[name] = _queue("HOST", "ram", 1, _sparse_blocking(values, placement.models[name.rsplit(".", 1)[0]]),
+                              _sparse_queue_df(bgraph, name), "dram", alloc, name)
+        groups[name] = "constant"
     for out in bgraph.outputs():
         src = bgraph.output_source(out.name)
         m = placement.models[src]
@@ -120,24 +127,44 @@ def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, confi
                    queue_groups=groups)
 
 
+SPARSE_QUEUES = ("sparse_tiles", "encoding")  # identity-matmul operands 0 and 2, queues "<op>.<suffix>"
+
+
+def _sparse_operands(bgraph: Graph, name: str, placement: Placement) -> SparseOperands:
+    m = placement.models[name]
+    return sparse_operands(bgraph.node(name).attrs["sparse"], m.grid[0], m.mblock[0], m.ublock[0], m.u_kt)
+
+
+def sparse_queue_values(bgraph: Graph, placement: Placement) -> dict[str, np.ndarray]:
+    """Host data of the sparse-tile and encoding queues of every sparse matmul, by queue name (pushed to the
+    netlist's rams before a run, like parameters and constants)."""
+    out = {}
+    for name in placement.placed:
+        if bgraph.node(name).op_type == "sparse_matmul":
+            ops = _sparse_operands(bgraph, name, placement)
+            out[f"{name}.sparse_tiles"] = ops.sparse_tiles
+            out[f"{name}.encoding"] = ops.encoding
+    return out
+
+
+def _sparse_queue_df(bgraph: Graph, queue: str) -> DataFormat:
+    op, kind = queue.rsplit(".", 1)
+    return DataFormat.RawUInt32 if kind == "encoding" else sparse_tiles_df(bgraph.node(op).attrs["sparse"])
+
+
+def _sparse_blocking(values: np.ndarray, model) -> dict:
+    """One tile row per grid row of the op."""
+    return {"grid_size": (model.grid[0], 1), "t": 1, "mblock": (1, values.shape[-1] // 32), "ublock": (1, 1)}
+
+
 def _op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_of: dict, reads: list,
               gname: str) -> Op:
     node = bgraph.node(name)
+    if node.op_type == "sparse_matmul":
+        return _sparse_op_entry(bgraph, name, placement, e2e, epoch_of, reads, gname)
     m = placement.models[name]
     p = placement.placed[name]
-    inputs, tms = [], {}
-    for port, operand in enumerate(bgraph.operands(name)):
-        src = bgraph.node(operand.src)
-        if src.kind != "op":
-            inputs.append(src.name)
-            reads.append(src.name)
-        elif epoch_of[src.name] < p.epoch:
-            inputs.append(e2e[src.name])
-            reads.append(e2e[src.name])
-        else:
-            inputs.append(src.name)
-        if operand.tms:
-            tms[port] = [format_tm(tm) for tm in operand.tms]
+    inputs, tms = _inputs(bgraph, name, e2e, epoch_of, reads, p.epoch)
     return Op(name=name, graph=gname, type=node.op_type, grid_loc=tuple(p.loc), grid_size=tuple(m.grid),
               inputs=inputs, grid_transpose=True if p.transpose else None, t=m.t, mblock=tuple(m.mblock),
               ublock=tuple(m.ublock), tile_dim=(32, 32), buf_size_mb=2, ublock_order="r",
@@ -145,6 +172,47 @@ def _op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_o
               intermed_df=node.tags["intermed_df"], acc_df=node.tags["acc_df"],
               math_fidelity=MathFidelity.parse(node.tags["math_fidelity"]), input_tms=tms,
               attributes=_attributes(node, m))
+
+
+def _sparse_op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_of: dict, reads: list,
+                     gname: str) -> Op:
+    """A sparse matmul as the backend's identity matmul: inputs [sparse tiles, activations, encoding]."""
+    node = bgraph.node(name)
+    m = placement.models[name]
+    p = placement.placed[name]
+    (act,), tms = _inputs(bgraph, name, e2e, epoch_of, reads, p.epoch)
+    sparse_q, encoding_q = (f"{name}.{kind}" for kind in SPARSE_QUEUES)
+    reads += [sparse_q, encoding_q]
+    ops = _sparse_operands(bgraph, name, placement)
+    attrs = Attributes(identity=True, m_k=m.m_k, u_kt=m.u_kt, num_sparse_tiles=ops.num_sparse_tiles,
+                       num_index_tiles=ops.num_index_tiles, sparse_tile_ptr_bits=ops.sparse_tile_ptr_bits,
+                       sparse_ublock_idx_bits=ops.sparse_ublock_idx_bits, indices_len=ops.nz_tiles_per_core)
+    return Op(name=name, graph=gname, type="matmul", grid_loc=tuple(p.loc), grid_size=tuple(m.grid),
+              inputs=[sparse_q, act, encoding_q], grid_transpose=True if p.transpose else None, t=m.t,
+              mblock=tuple(m.mblock), ublock=tuple(m.ublock), tile_dim=(32, 32), buf_size_mb=2, ublock_order="r",
+              in_df=[_sparse_queue_df(bgraph, sparse_q), bgraph.node(bgraph.operands(name)[0].src).df,
+                     DataFormat.RawUInt32], out_df=node.df,
+              intermed_df=node.tags["intermed_df"], acc_df=node.tags["acc_df"],
+              math_fidelity=MathFidelity.parse(node.tags["math_fidelity"]),
+              input_tms={1: tms[0]} if 0 in tms else {}, attributes=attrs)
+
+
+def _inputs(bgraph: Graph, name: str, e2e: dict, epoch_of: dict, reads: list, epoch: int) -> tuple[list, dict]:
+    """Netlist input names of an op (queues for graph inputs, parameters and earlier epochs) and its TMs."""
+    inputs, tms = [], {}
+    for port, operand in enumerate(bgraph.operands(name)):
+        src = bgraph.node(operand.src)
+        if src.kind != "op":
+            inputs.append(src.name)
+            reads.append(src.name)
+        elif epoch_of[src.name] < epoch:
+            inputs.append(e2e[src.name])
+            reads.append(e2e[src.name])
+        else:
+            inputs.append(src.name)
+        if operand.tms:
+            tms[port] = [format_tm(tm) for tm in operand.tms]
+    return inputs, tms
 
 
 def _attributes(node, model) -> Attributes | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from ..sparse import SparseMatrix
 from .common import ceil_tile
 from .registry import OpDef, OpError, register
 
@@ -77,24 +78,19 @@ def _conv_eval(values, attrs):
     return out
 
 
-MAX_PICKER_ELEMENTS = 64 * 2**20  # 256 MiB of float32
+DENSE_PICKER_ELEMENTS = 16 << 20  # larger pickers (64 MiB as float32) are sparse matmuls (identity matmul)
 
 
-def conv_picker(h: int, w: int, kernel: tuple, attrs: dict, clamp: bool) -> tuple[np.ndarray, int, int, int]:
+def conv_picker(h: int, w: int, kernel: tuple, attrs: dict, clamp: bool) -> tuple[SparseMatrix, int, int, int]:
     """Stacked picker (taps * ceil32(Ho*Wo), H*W): block `tap` selects each output position's input pixel.
     Out-of-image taps select nothing (zero padding), or with `clamp` the nearest in-image pixel of the same
     window (exact for max pooling). Returns (picker, Ho, Wo, rows per tap)."""
     ho, wo, (sh, sw), (dh, dw), (pt, pl, _, _) = _geometry(h, w, attrs, kernel)
     kh, kw = kernel
     rows = ceil_tile(ho * wo)
-    if kh * kw * rows * h * w > MAX_PICKER_ELEMENTS:
-        raise OpError(f"a {kh}x{kw} window over a {h}x{w} image needs a dense picker of {kh * kw * rows} x {h * w} "
-                      f"values ({kh * kw * rows * h * w * 4 / 2**30:.1f} GiB); dense pickers are limited to "
-                      f"{MAX_PICKER_ELEMENTS * 4 / 2**20:.0f} MiB and the sparse (identity) matmul that large "
-                      "images need is not implemented yet")
-    picker = np.zeros((kh * kw * rows, h * w), dtype=np.float32)
     oy, ox = np.meshgrid(np.arange(ho), np.arange(wo), indexing="ij")
     out_idx = (oy * wo + ox).ravel()
+    picker_rows, picker_cols = [], []
     for i in range(kh):
         for j in range(kw):
             iy, ix = (oy * sh - pt + i * dh).ravel(), (ox * sw - pl + j * dw).ravel()
@@ -103,8 +99,17 @@ def conv_picker(h: int, w: int, kernel: tuple, attrs: dict, clamp: bool) -> tupl
                 iy = np.clip(iy, np.maximum(iy_lo, 0), np.minimum(iy_lo + (kh - 1) * dh, h - 1))
                 ix = np.clip(ix, np.maximum(ix_lo, 0), np.minimum(ix_lo + (kw - 1) * dw, w - 1))
             ok = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
-            picker[(i * kw + j) * rows + out_idx[ok], (iy * w + ix)[ok]] = 1.0
+            picker_rows.append((i * kw + j) * rows + out_idx[ok])
+            picker_cols.append((iy * w + ix)[ok])
+    picker = SparseMatrix.from_coo((kh * kw * rows, h * w), np.concatenate(picker_rows), np.concatenate(picker_cols))
     return picker, ho, wo, rows
+
+
+def picker_matmul(ctx, picker: SparseMatrix, x, hint: str):
+    """picker @ x: a matmul with a dense constant for small pickers, else a sparse matmul."""
+    if picker.shape[0] * picker.shape[1] <= DENSE_PICKER_ELEMENTS:
+        return ctx.op("matmul", [ctx.constant(picker.toarray(), hint), x])
+    return ctx.op("sparse_matmul", [x], {"sparse": picker})
 
 
 def to_spatial_rows(ctx, x, c: int, h: int, w: int):
@@ -122,9 +127,10 @@ def from_spatial_rows(ctx, y, lead, c: int, ho: int, wo: int, rows: int):
     return ctx.op("reshape", [yt], {"shape": [*lead, c, ho, wo]})
 
 
-def _is_identity_picker(picker: np.ndarray, hw: int, taps: int, ho: int, wo: int) -> bool:
+def _is_identity_picker(picker: SparseMatrix, hw: int, taps: int, ho: int, wo: int) -> bool:
     """A 1x1, stride-1, unpadded window: output pixel p reads input pixel p."""
-    return taps == 1 and ho * wo == hw and np.array_equal(picker[:hw], np.eye(hw, dtype=np.float32))
+    return (taps == 1 and ho * wo == hw and picker.nnz == hw and np.array_equal(picker.rows, np.arange(hw))
+            and np.array_equal(picker.cols, np.arange(hw)))
 
 
 def _dense_grouped_weight(ctx, wgt, groups: int, cout: int, cin_g: int, kh: int, kw: int):
@@ -153,7 +159,7 @@ def _im2col_conv(ctx, xt, wgt, lead, picker, cin: int, cout: int, hw: int, taps:
     if _is_identity_picker(picker, hw, taps, ho, wo):
         cols, rows = xt, hw
     else:
-        cols = ctx.op("matmul", [ctx.constant(picker, "picker"), xt])
+        cols = picker_matmul(ctx, picker, xt, "picker")
     if taps > 1:
         cols = ctx.op("hstack", [ctx.op("vslice", [cols], {"factor": taps})], {"factor": taps})
     wt = ctx.op("reshape", [wt], {"shape": [taps * cin_p, cout]})
@@ -165,14 +171,15 @@ def _depthwise_tap_sum(ctx, xt, wgt, picker, c: int, taps: int, rows: int):
     an elementwise multiply applies each tap's per-channel weights (channels untouched), and a constant
     [I I ... I] matmul sums the taps. Costs taps*rows*rows*C MACs for the sum instead of the dense
     formulation's taps*rows*C*C."""
-    sel = ctx.op("matmul", [ctx.constant(picker, "picker"), xt])            # (..., taps*rows, C)
+    sel = picker_matmul(ctx, picker, xt, "picker")                         # (..., taps*rows, C)
     w = ctx.op("reshape", [wgt], {"shape": [c, taps]})
     w = ctx.op("reshape", [ctx.op("transpose", [w], {"dim0": 0, "dim1": 1})], {"shape": [taps, 1, c]})
     w = ctx.op("broadcast", [w], {"shape": [taps, rows, c]})
     w = ctx.op("reshape", [w], {"shape": [taps * rows, c]})                  # row block t: tap t's weights
     prod = ctx.op("multiply", [sel, w])
-    summer = np.tile(np.eye(rows, dtype=np.float32), (1, taps))             # (rows, taps*rows)
-    return ctx.op("matmul", [ctx.constant(summer, "tap_sum"), prod])
+    diag = np.tile(np.arange(rows), taps)
+    summer = SparseMatrix.from_coo((rows, taps * rows), diag, np.arange(taps * rows))  # [I I ... I]
+    return picker_matmul(ctx, summer, prod, "tap_sum")
 
 
 def _is_patchify(ctx, h: int, w: int, kh: int, kw: int) -> bool:
@@ -250,7 +257,7 @@ def _decompose_max_pool(ctx):
     picker, ho, wo, rows = conv_picker(h, w, kernel, ctx.node.attrs, clamp=True)
     best = None
     for tap in range(kernel[0] * kernel[1]):
-        sel = ctx.op("matmul", [ctx.constant(picker[tap * rows:(tap + 1) * rows], "pool_picker"), xt])
+        sel = picker_matmul(ctx, picker.row_block(tap * rows, (tap + 1) * rows), xt, "pool_picker")
         best = sel if best is None else ctx.op("maximum", [best, sel])
     ctx.replace(from_spatial_rows(ctx, best, lead, c, ho, wo, rows))
 

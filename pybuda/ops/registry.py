@@ -81,4 +81,4 @@ def _ensure_loaded() -> None:
     global _LOADED
     if not _LOADED:
         _LOADED = True
-        from . import eltwise, matmul, reduce, nn, tm, conv, logic, index, norm, pool, clip, pad  # noqa: F401  (registration side effects)
+        from . import eltwise, matmul, sparse_matmul, reduce, nn, tm, conv, logic, index, norm, pool, clip, pad  # noqa: F401  (registration side effects)

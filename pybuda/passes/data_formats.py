@@ -89,12 +89,12 @@ def _legalize(bgraph: Graph, arch: str) -> None:
         if arch == "grayskull" and acc in (DataFormat.Float32, DataFormat.Int32):
             raise ValueError(f"op {node.name!r}: accumulate format {acc.value} is not supported on grayskull (no "
                              "32-bit dest); legal: Float16, Float16_b")
-        if node.op_type == "matmul":
+        if node.op_type in ("matmul", "sparse_matmul"):
             if node.tags["intermed_df"] in BFP_ACC_FORBIDDEN:
                 node.tags["intermed_df"] = acc
             if acc == DataFormat.Float32:
                 node.tags["intermed_df"] = acc
-        elif node.op_type != "matmul":
+        else:
             node.tags["intermed_df"] = node.df
         if node.tags.get("large_padding") and node.df.is_bfp:
             # padding filled with -1e6 shares exponent blocks with real values: keep a per-value exponent

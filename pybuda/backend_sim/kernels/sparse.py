@@ -24,11 +24,12 @@ import functools
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..errors import SimulatorError
 from ..formats import quantize
 from .common import TILE, expect_inputs, int_math, truthy
-from .matmul import fidelity_pairs, mm
+from .matmul import fidelity_pairs
 
 U16_PER_TILE = 2 * TILE * TILE  # one 32x32 tile of uint32 encoding words
 
@@ -152,15 +153,61 @@ def encode(entries: dict, *, t: int, outer_r: int, inner_r: int, u_kt: int, ptr_
 
 
 @functools.lru_cache(maxsize=64)
-def _decode_cached(words: bytes, key: tuple) -> tuple:
+def _decode_cached(words: bytes, key: tuple) -> np.ndarray:
+    """Decoded entries of one encoding block as a read-only (E, 4) int64 array of (t, output tile row, input-1
+    tile row, sparse tile index)."""
     params = dict(key[:-1])
-    return tuple(decode(np.frombuffer(words, dtype=np.float64), where=key[-1], **params))
+    entries = decode(np.frombuffer(words, dtype=np.float64), where=key[-1], **params)
+    arr = np.array(entries, dtype=np.int64).reshape(-1, 4)
+    arr.flags.writeable = False
+    return arr
+
+
+_CHUNK_BYTES = 64 << 20  # bound on one gathered (..., chunk, 32, C) block of input-1 tile rows
+
+
+def _merge_entries(entries: np.ndarray, tiles: np.ndarray, *, rows_core: int, k_tiles: int,
+                   where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Validate one block's entries and merge those naming the same (t, output row, input-1 row).
+
+    Returns (flat output tile row b*rows_core + out_rt, input-1 tile row, tile index, extra tiles): one entry per
+    distinct position, sorted; an entry whose position repeats refers to tiles.shape[0] + i, extra tile i being the
+    float32 sum of the repeated tiles in encoding order (the left matrix the dense product would build, before the
+    fidelity model truncates it)."""
+    n_sparse = tiles.shape[0]
+    b, out_rt, act_rt, s = entries.T
+    bad = (s >= n_sparse) | (act_rt >= k_tiles) | (out_rt >= rows_core)
+    if bad.any():
+        i = int(np.argmax(bad))
+        if s[i] >= n_sparse:
+            raise SimulatorError(f"{where}: sparse tile index {s[i]} but input 0 holds {n_sparse} tiles per row")
+        raise SimulatorError(f"{where}: entry (t={b[i]}, out row {out_rt[i]}, in1 row {act_rt[i]}) outside the "
+                             f"operands ({rows_core} output tile rows, {k_tiles} input-1 tile rows)")
+    key = (b * rows_core + out_rt) * k_tiles + act_rt
+    uniq, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+    tile_idx = s[first]
+    extra = np.zeros((0, TILE, TILE), dtype=np.float32)
+    if len(uniq) < len(key):
+        dup_groups = np.flatnonzero(counts > 1)
+        slot = np.full(len(uniq), -1, dtype=np.int64)
+        slot[dup_groups] = np.arange(len(dup_groups))
+        members = np.flatnonzero(counts[inverse] > 1)  # entries of repeated positions, in encoding order
+        extra = np.zeros((len(dup_groups), TILE, TILE), dtype=np.float32)
+        np.add.at(extra, slot[inverse[members]], tiles[s[members]])  # sequential float32 adds, as left += tile
+        tile_idx = tile_idx.copy()
+        tile_idx[dup_groups] = n_sparse + np.arange(len(dup_groups))
+    return uniq // k_tiles, uniq % k_tiles, tile_idx, extra
 
 
 def sparse_matmul(op: Any, ins: list[np.ndarray]) -> np.ndarray:
-    """Identity matmul: decode each grid row's encoding (and fracture group), build that row's sparse left
-    matrix from the input-0 tiles, multiply with input 1 under the fidelity model, round to acc_df; a 4th input
-    (bias) is added as is (no row broadcast, as in the backend golden model)."""
+    """Identity matmul: decode each grid row's encoding (and fracture group) into entries, multiply each entry's
+    input-0 tile with its input-1 tile row under the fidelity model and add the product into its output tile row,
+    round to acc_df; a 4th input (bias) is added as is (no row broadcast, as in the backend golden model).
+
+    Work and memory are proportional to the number of encoded tiles (the sparse left matrix is never built):
+    the fidelity model truncates elementwise, so it is applied once to the input-0 tiles and to input 1, and the
+    entries' products are computed in chunks of batched 32x32 @ 32xC matmuls and scattered with index_add_.
+    """
     attrs = op.attributes
     has_bias = truthy(attrs.get("bias", False))
     expect_inputs(op, ins, 4 if has_bias else 3)
@@ -181,11 +228,19 @@ def sparse_matmul(op: Any, ins: list[np.ndarray]) -> np.ndarray:
     sp = sparse_in.reshape(sparse_in.shape[-3:])
     en = enc.reshape(enc.shape[-3:])
     act_t, k_rows, cols = act.shape[-3:]
+    if k_rows % TILE:
+        raise SimulatorError(f"op {op.name!r}: input 1 has {k_rows} rows per t-slice, not whole {TILE}-row tiles")
     k_tiles = act_t * (k_rows // TILE)
-    act_flat = act.reshape(act.shape[:-3] + (1, act_t * k_rows, cols))
+    lead = act.shape[:-3]
+    act_tiles = act.reshape(lead + (k_tiles, TILE, cols))
     out_cols_per_group = cols // ff
     integer = int_math(op)
-    out = None
+    n_rows = t * gr * rows_core  # output tile rows over all t-slices and grid rows: b * gr*rows_core + row
+
+    # decode and validate every (grid row, fracture group); collect their tiles into one block
+    tile_blocks: list[np.ndarray] = []
+    n_tiles = 0
+    groups: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in range(ff)]
     for r in range(gr):
         for f in range(ff):
             rows = slice(r * sp.shape[-2] // gr, (r + 1) * sp.shape[-2] // gr)
@@ -196,23 +251,41 @@ def sparse_matmul(op: Any, ins: list[np.ndarray]) -> np.ndarray:
             entries = _decode_cached(np.ascontiguousarray(en_block, dtype=np.float64).tobytes(),
                                      tuple(sorted(params.items())) + (where,))
             n_sparse = sp_block.shape[-1] // TILE
-            left = np.zeros((t, rows_core * TILE, k_tiles * TILE), dtype=np.float32)
-            for b, out_rt, act_rt, s in entries:
-                if s >= n_sparse:
-                    raise SimulatorError(f"{where}: sparse tile index {s} but input 0 holds {n_sparse} tiles per row")
-                if act_rt >= k_tiles or out_rt >= rows_core:
-                    raise SimulatorError(f"{where}: entry (t={b}, out row {out_rt}, in1 row {act_rt}) outside the "
-                                         f"operands ({rows_core} output tile rows, {k_tiles} input-1 tile rows)")
-                left[b, out_rt * TILE:(out_rt + 1) * TILE, act_rt * TILE:(act_rt + 1) * TILE] += \
-                    sp_block[:TILE, s * TILE:(s + 1) * TILE]
-            cslice = slice(f * out_cols_per_group, (f + 1) * out_cols_per_group)
-            part = None
-            for lhs, rhs in fidelity_pairs(left, act_flat[..., cslice], op.math_fidelity, integer):
-                term = mm(lhs, rhs)
-                part = term if part is None else part + term
-            if out is None:
-                out = np.zeros(part.shape[:-3] + (t, gr * rows_core * TILE, cols), dtype=part.dtype)
-            out[..., :, r * rows_core * TILE:(r + 1) * rows_core * TILE, cslice] = part
+            if len(entries) == 0:
+                continue
+            tiles = np.ascontiguousarray(
+                sp_block[:TILE, :n_sparse * TILE].reshape(TILE, n_sparse, TILE).transpose(1, 0, 2), dtype=np.float32)
+            flat_row, act_rt, tile_idx, extra = _merge_entries(entries, tiles, rows_core=rows_core, k_tiles=k_tiles,
+                                                               where=where)
+            b, out_rt = flat_row // rows_core, flat_row % rows_core
+            groups[f].append((b * (gr * rows_core) + r * rows_core + out_rt, act_rt, tile_idx + n_tiles))
+            tile_blocks += [tiles, extra]
+            n_tiles += len(tiles) + len(extra)
+    all_tiles = np.concatenate(tile_blocks) if tile_blocks else np.zeros((0, TILE, TILE), dtype=np.float32)
+
+    # the fidelity model truncates elementwise: slice the tiles and input 1 once, gather from the slices
+    pairs = [(torch.from_numpy(np.ascontiguousarray(lhs)), torch.from_numpy(np.ascontiguousarray(rhs)))
+             for lhs, rhs in fidelity_pairs(all_tiles, act_tiles, op.math_fidelity, integer)]
+    dtype = pairs[0][1].dtype
+    itemsize = pairs[0][1].element_size()
+    axis = len(lead)
+    out = np.zeros(lead + (t, gr * rows_core * TILE, cols), dtype=np.float64 if integer else np.float32)
+    for f in range(ff):
+        cslice = slice(f * out_cols_per_group, (f + 1) * out_cols_per_group)
+        part = torch.zeros(lead + (n_rows, TILE, out_cols_per_group), dtype=dtype)
+        if groups[f]:
+            out_idx, act_idx, tile_idx = (torch.from_numpy(np.concatenate(a)) for a in zip(*groups[f]))
+            rhs_f = [rhs[..., cslice] for _, rhs in pairs]
+            per_entry = max(1, int(np.prod(lead, dtype=np.int64)) * TILE * out_cols_per_group * itemsize)
+            chunk = max(1, _CHUNK_BYTES // per_entry)
+            for c0 in range(0, len(out_idx), chunk):
+                sel = slice(c0, c0 + chunk)
+                prod = None
+                for (lhs, _), rhs in zip(pairs, rhs_f):
+                    term = torch.matmul(lhs.index_select(0, tile_idx[sel]), rhs.index_select(axis, act_idx[sel]))
+                    prod = term if prod is None else prod + term
+                part.index_add_(axis, out_idx[sel], prod)
+        out[..., cslice] = part.numpy().reshape(lead + (t, gr * rows_core * TILE, out_cols_per_group))
     out = quantize(out, op.acc_df)
     if has_bias:
         out = quantize(out + ins[3], op.acc_df)
