@@ -94,7 +94,7 @@ def _l1_bytes(graph: Graph, name: str, grid, t, mblock, ublock, u_kt) -> int:
     if node.op_type == "matmul" and intermed != node.df:
         total += mblock_tiles * DataFormat.parse(intermed).tile_bytes
     if node.op_type == "sparse_matmul":
-        stats = sparse_stats(node.attrs["sparse"], grid[0])
+        stats = sparse_stats(node.attrs["sparse"], grid[0], t)
         index_tiles = -(-(3 * min(stats.nz_per_core, 1 + stats.k_tiles // u_kt) + 2 * stats.nz_per_core)
                         // (2 * 1024))
         total += stats.unique_tiles * sparse_tiles_df(node.attrs["sparse"]).tile_bytes
@@ -137,11 +137,12 @@ def _tile_counts(matrix: SparseMatrix) -> tuple[np.ndarray, int]:
     return np.concatenate([[0], np.cumsum(matrix.tile_rows())]), unique
 
 
-def sparse_stats(matrix: SparseMatrix, grid_rows: int) -> SparseStats:
+def sparse_stats(matrix: SparseMatrix, grid_rows: int, t: int = 1) -> SparseStats:
+    """Tile statistics of a sparse matmul whose output is split into t slices over grid_rows rows of cores."""
     prefix, unique = _tile_counts(matrix)
-    rt = len(prefix) - 1
-    per_core = prefix[rt // grid_rows::rt // grid_rows] - prefix[:-1:rt // grid_rows][:grid_rows]
-    return SparseStats(unique, int(per_core.max()) if per_core.size else 0, matrix.shape[1] // 32)
+    counts = np.diff(prefix)
+    per_core = counts.reshape(t, grid_rows, -1).sum(axis=(0, 2)) if counts.size else np.zeros(1, np.int64)
+    return SparseStats(unique, int(per_core.max()), matrix.shape[1] // 32)
 
 
 def sparse_tiles_df(matrix: SparseMatrix) -> DataFormat:
@@ -171,9 +172,7 @@ def legal_op_models(graph: Graph, name: str, device: DeviceSpec) -> list[OpModel
             for u_kt in ukts:
                 attrs = node.attrs
                 if node.op_type == "sparse_matmul":
-                    if t != 1:
-                        break
-                    stats = sparse_stats(node.attrs["sparse"], gr)
+                    stats = sparse_stats(node.attrs["sparse"], gr, t)
                     if not encoding_fits(stats.unique_tiles, mblock[0], ublock[0], u_kt):
                         continue
                     attrs = {"identity": True, "sparse_indices": stats.nz_per_core}

@@ -36,7 +36,7 @@ def _operand_tiles(graph: Graph, name: str, port: int, model: OpModel) -> int:
     if node.op_type == "matmul":
         per_core = dims["rt"] // gr * dims["k"] if port == 0 else dims["k"] * dims["ct"] // gc
     elif node.op_type == "sparse_matmul":
-        per_core = dims["k"] * dims["ct"] // gc
+        return dims["k"] * dims["ct"] // gc  # the activations are not t-sliced (act_t 1)
     elif node.op_type == "reduce":
         per_core = dims["rt"] // gr * dims["k"] if node.attrs["dim"] == "c" else dims["k"] * dims["ct"] // gc
     else:

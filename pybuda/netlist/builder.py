@@ -132,7 +132,7 @@ SPARSE_QUEUES = ("sparse_tiles", "encoding")  # identity-matmul operands 0 and 2
 
 def _sparse_operands(bgraph: Graph, name: str, placement: Placement) -> SparseOperands:
     m = placement.models[name]
-    return sparse_operands(bgraph.node(name).attrs["sparse"], m.grid[0], m.mblock[0], m.ublock[0], m.u_kt)
+    return sparse_operands(bgraph.node(name).attrs["sparse"], m.grid[0], m.mblock[0], m.ublock[0], m.u_kt, m.t)
 
 
 def sparse_queue_values(bgraph: Graph, placement: Placement) -> dict[str, np.ndarray]:
@@ -186,7 +186,8 @@ def _sparse_op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, 
     ops = _sparse_operands(bgraph, name, placement)
     attrs = Attributes(identity=True, m_k=m.m_k, u_kt=m.u_kt, num_sparse_tiles=ops.num_sparse_tiles,
                        num_index_tiles=ops.num_index_tiles, sparse_tile_ptr_bits=ops.sparse_tile_ptr_bits,
-                       sparse_ublock_idx_bits=ops.sparse_ublock_idx_bits, indices_len=ops.nz_tiles_per_core)
+                       sparse_ublock_idx_bits=ops.sparse_ublock_idx_bits, indices_len=ops.nz_tiles_per_core,
+                       act_t=1 if m.t > 1 else None)
     return Op(name=name, graph=gname, type="matmul", grid_loc=tuple(p.loc), grid_size=tuple(m.grid),
               inputs=[sparse_q, act, encoding_q], grid_transpose=True if p.transpose else None, t=m.t,
               mblock=tuple(m.mblock), ublock=tuple(m.ublock), tile_dim=(32, 32), buf_size_mb=2, ublock_order="r",

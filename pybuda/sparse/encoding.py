@@ -104,36 +104,42 @@ def _unique_tiles(contents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @functools.lru_cache(maxsize=64)
-def sparse_operands(matrix: SparseMatrix, grid_rows: int, mblock_m: int, ublock_rt: int,
-                    u_kt: int) -> SparseOperands:
-    """Encode a tile-padded sparse matrix for an identity matmul on `grid_rows` rows of cores."""
+def sparse_operands(matrix: SparseMatrix, grid_rows: int, mblock_m: int, ublock_rt: int, u_kt: int,
+                    t: int = 1) -> SparseOperands:
+    """Encode a tile-padded sparse matrix for an identity matmul whose output is split into t slices (of
+    consecutive row blocks) over `grid_rows` rows of cores."""
     rt = matrix.shape[0] // TILE
-    if rt % grid_rows or rt // grid_rows != mblock_m * ublock_rt:
-        raise ValueError(f"{rt} tile rows do not split into {grid_rows} grid rows of mblock {mblock_m} x ublock "
-                         f"{ublock_rt}")
-    rows_core = rt // grid_rows
+    if rt % (t * grid_rows) or rt // (t * grid_rows) != mblock_m * ublock_rt:
+        raise ValueError(f"{rt} tile rows do not split into t={t} slices of {grid_rows} grid rows of mblock "
+                         f"{mblock_m} x ublock {ublock_rt}")
+    rows_core = rt // (t * grid_rows)
     per_row = []
     for r in range(grid_rows):
-        tile_r, tile_c, contents = matrix.tiles(r * rows_core, (r + 1) * rows_core)
+        keys, blocks = [], []
+        for b in range(t):
+            start = b * rt // t + r * rows_core
+            tile_r, tile_c, contents = matrix.tiles(start, start + rows_core)
+            keys += [(b, int(tr), int(tc)) for tr, tc in zip(tile_r, tile_c)]
+            blocks.append(contents)
+        contents = np.concatenate(blocks)
         unique, index = _unique_tiles(contents) if len(contents) else (np.zeros((1, TILE, TILE), np.float32),
                                                                        np.zeros(0, np.int64))
-        per_row.append((tile_r, tile_c, unique, index))
-    n_unique = max(len(u) for _, _, u, _ in per_row)
+        per_row.append((dict(zip(keys, index.tolist())), unique))
+    n_unique = max(len(u) for _, u in per_row)
     ptr_bits = bits_for(n_unique)
     ublock_bits = bits_for(mblock_m)
-    encodings = [encode({(0, int(tr), int(tc)): int(i) for tr, tc, i in zip(tile_r, tile_c, index)}, t=1,
-                        outer_r=mblock_m, inner_r=ublock_rt, u_kt=u_kt, ptr_bits=ptr_bits, ublock_bits=ublock_bits)
-                 for tile_r, tile_c, _, index in per_row]
+    encodings = [encode(entries, t=t, outer_r=mblock_m, inner_r=ublock_rt, u_kt=u_kt, ptr_bits=ptr_bits,
+                        ublock_bits=ublock_bits) for entries, _ in per_row]
     n_index = max(len(e) for e in encodings) // (TILE * TILE)
     sparse = np.zeros((1, grid_rows * TILE, n_unique * TILE), dtype=np.float32)
     encoding = np.zeros((1, grid_rows * TILE, n_index * TILE), dtype=np.float64)
-    for r, ((_, _, unique, _), words) in enumerate(zip(per_row, encodings)):
+    for r, ((_, unique), words) in enumerate(zip(per_row, encodings)):
         sparse[0, r * TILE:(r + 1) * TILE, :len(unique) * TILE] = np.concatenate(list(unique), axis=1)
         block = np.zeros(n_index * TILE * TILE)
         block[:len(words)] = words
         encoding[0, r * TILE:(r + 1) * TILE] = block.reshape(TILE, n_index * TILE)
     return SparseOperands(sparse, encoding, n_unique, n_index, ptr_bits, ublock_bits,
-                          max(len(i) for *_, i in per_row))
+                          max(len(entries) for entries, _ in per_row))
 
 
 def encoding_fits(n_unique: int, mblock_m: int, ublock_rt: int, u_kt: int) -> bool:
