@@ -15,7 +15,7 @@ from ..backend_sim.op_cycles import kernel_cycles
 from ..dataformat import DataFormat
 from ..device import DeviceSpec
 from ..ir import Graph
-from ..sparse import SparseMatrix, encoding_fits
+from ..sparse import SparseMatrix, encoding_fits, unique_tiles
 
 
 class BalancerError(ValueError):
@@ -132,8 +132,7 @@ class SparseStats:
 @functools.lru_cache(maxsize=256)
 def _tile_counts(matrix: SparseMatrix) -> tuple[np.ndarray, int]:
     _, _, contents = matrix.tiles()
-    flat = contents.reshape(len(contents), -1)
-    unique = len(np.unique(flat, axis=0)) if len(flat) else 1
+    unique = len(unique_tiles(contents)[0]) if len(contents) else 1
     return np.concatenate([[0], np.cumsum(matrix.tile_rows())]), unique
 
 

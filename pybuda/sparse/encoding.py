@@ -92,7 +92,7 @@ class SparseOperands:
     nz_tiles_per_core: int          # the most encoded tiles of any grid row (the cycle model's sparse_indices)
 
 
-def _unique_tiles(contents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def unique_tiles(contents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(unique tiles, index of each input tile), deterministic (first occurrence order)."""
     flat = np.ascontiguousarray(contents.reshape(len(contents), -1))
     _, first, inverse = np.unique(flat.view(np.dtype((np.void, flat.dtype.itemsize * flat.shape[1]))).ravel(),
@@ -122,7 +122,7 @@ def sparse_operands(matrix: SparseMatrix, grid_rows: int, mblock_m: int, ublock_
             keys += [(b, int(tr), int(tc)) for tr, tc in zip(tile_r, tile_c)]
             blocks.append(contents)
         contents = np.concatenate(blocks)
-        unique, index = _unique_tiles(contents) if len(contents) else (np.zeros((1, TILE, TILE), np.float32),
+        unique, index = unique_tiles(contents) if len(contents) else (np.zeros((1, TILE, TILE), np.float32),
                                                                        np.zeros(0, np.int64))
         per_row.append((dict(zip(keys, index.tolist())), unique))
     n_unique = max(len(u) for _, u in per_row)
