@@ -1103,3 +1103,48 @@ def test_batched_execution_equals_input_by_input(name):
         assert len(outs[0][q]) == len(outs[1][q]) > 0
         for a, b in zip(outs[0][q], outs[1][q]):
             assert np.array_equal(a, b, equal_nan=True)
+
+
+def test_sparse_matmul_huge_sparse_left_is_computed_per_entry():
+    """A picker-like identity matmul whose dense left matrix would be 4 GiB (1024 x 1024 tiles of float32) but
+    holds ~3000 tiles: the kernel works per encoded tile (small memory, seconds), exact against a float64
+    entry-by-entry reference, for two inputs of a microbatch at once."""
+    import tracemalloc
+
+    from pybuda.backend_sim.kernels.sparse import encode
+    rng = np.random.default_rng(47)
+    outer_r, inner_r, u_kt, k_tiles, n_sparse, cols = 256, 4, 4, 1024, 40, 64
+    rows_core = outer_r * inner_r
+    assert rows_core * k_tiles * 32 * 32 * 4 >= 2 ** 31  # bytes of the dense float32 left matrix
+    entries = {}
+    for _ in range(3000):
+        entries[(0, int(rng.integers(0, rows_core)), int(rng.integers(0, k_tiles)))] = int(rng.integers(0, n_sparse))
+    words = encode(entries, t=1, outer_r=outer_r, inner_r=inner_r, u_kt=u_kt, ptr_bits=8)
+    enc_tiles = len(words) // 1024
+    op_attrs = {"identity": True, "m_k": k_tiles // u_kt, "u_kt": u_kt, "num_sparse_tiles": n_sparse,
+                "num_index_tiles": enc_tiles, "sparse_tile_ptr_bits": 8}
+    net = _net({"sp": _q(1, (1, n_sparse), (1, 1), type="ram"), "act": _q(1, (k_tiles, 2), (1, 1), entries=2),
+                "enc": _q(1, (enc_tiles, 1), (1, 1), df="RawUInt32", type="ram"),
+                "out": _q(1, (outer_r, 2), (inner_r, 1), input="smm", entries=2)},
+               {"smm": _op("matmul", ["sp", "act", "enc"], 1, (outer_r, 2), (inner_r, 1),
+                           in_df=["Float32", "Float32", "RawUInt32"], attributes=op_attrs)}, input_count=2)
+    sim = Simulator(net)
+    tiles = rng.integers(-7, 8, (n_sparse, 32, 32)) / 8.0  # dyadic: every product and sum is exact in float32
+    act = rng.integers(-7, 8, (2, k_tiles * 32, cols)) / 8.0
+    sim.push("sp", np.concatenate(list(tiles), axis=1)[None])
+    sim.push("enc", words.reshape(1, enc_tiles * 32, 32))
+    sim.push("act", act[:, None])
+    tracemalloc.start()  # numpy allocations (a dense left matrix would be one) are traced
+    try:
+        sim.run()
+        peak_mb = tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+    got = [sim.pop("out") for _ in range(2)]
+    assert peak_mb < 512, f"the kernel allocated {peak_mb:.0f} MB at its peak"
+    for i in range(2):
+        want = np.zeros((1, rows_core * 32, cols))
+        for (b, o, k), s in entries.items():
+            want[b, o * 32:(o + 1) * 32] += tiles[s] @ act[i, k * 32:(k + 1) * 32]
+        assert np.abs(want).max() > 0
+        assert np.array_equal(got[i], want)
