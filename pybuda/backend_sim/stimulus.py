@@ -5,7 +5,7 @@ uniform in [-1, 1), parameters (rams) scaled by 1/sqrt(rows), constants (single-
 [0, 1), except PyBuda's lowered reduce/broadcast vectors, which get the values the compiler would have pushed;
 small integers for Int8/Int32; RawUInt32 operands get meaning from their consumer:
 embedding indices are valid table rows, identity-matmul operands (sparse tiles + encoding) come from a random
-tile-sparse matrix encoded with kernels.sparse.encode.
+tile-sparse matrix encoded with pybuda.sparse.encode.
 """
 from __future__ import annotations
 

@@ -26,17 +26,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from pybuda.sparse.encoding import U16_PER_TILE, bits_for, encode
+
 from ..errors import SimulatorError
 from ..formats import quantize
 from .common import TILE, expect_inputs, int_math, truthy
 from .matmul import fidelity_pairs
 
-U16_PER_TILE = 2 * TILE * TILE  # one 32x32 tile of uint32 encoding words
-
-
-def bits_for(u_kt: int) -> int:
-    """block_tile_dim_bits of the backend: smallest b >= 1 with (u_kt - 1) >> b == 0."""
-    return max(1, (int(u_kt) - 1).bit_length())
+__all__ = ["bits_for", "decode", "encode", "encoding_params", "random_operands", "sparse_matmul"]
 
 
 def encoding_params(op: Any) -> dict:
@@ -101,55 +98,6 @@ def decode(words: np.ndarray, *, ptr_bits: int, ublock_bits: int, u_kt: int, d_b
             ptr = pos
         batch += int(last_in_row)
     return entries
-
-
-def encode(entries: dict, *, t: int, outer_r: int, inner_r: int, u_kt: int, ptr_bits: int,
-           ublock_bits: int | None = None, min_tiles: int = 1) -> np.ndarray:
-    """Encoding words (uint32, whole 1024-word tiles) for {(t, output tile row, input-1 tile row): sparse tile index}.
-
-    The inverse of `decode` (used to build stimulus and tests): strips in increasing order per t-slice, an empty
-    strip for a t-slice without non-zero tiles, a new encoding tile when a strip would not fit.
-    """
-    ublock_bits = ptr_bits if ublock_bits is None or ublock_bits <= 0 else ublock_bits
-    d_bits = bits_for(u_kt)
-    tile_bits = 16 - ptr_bits
-    tiles: list[list[int]] = []
-    cur: list[int] = []
-    last_enc1: int | None = None  # index in `cur` of the previous strip's enc1
-    for b in range(t):
-        strips = sorted({k // u_kt for (bb, _, k) in entries if bb == b}) or [0]
-        for si, s in enumerate(strips):
-            ublocks = []
-            for out_r in range(outer_r):
-                words = []
-                for in_r in range(inner_r):
-                    for in_d in range(u_kt):
-                        key = (b, out_r * inner_r + in_r, s * u_kt + in_d)
-                        if key in entries:
-                            idx = int(entries[key])
-                            if idx >= (1 << ptr_bits):
-                                raise ValueError(f"sparse tile index {idx} needs more than {ptr_bits} bits")
-                            words.append((idx << tile_bits) | (in_r << d_bits) | in_d)
-                if words:
-                    count = len(words) % (1 << (16 - ublock_bits))
-                    ublocks.append([(count << ublock_bits) | out_r] + words)
-            enc = s | ((1 << 30) if si == len(strips) - 1 else 0)
-            strip = [enc & 0xFFFF, enc >> 16, len(ublocks)] + [w for u in ublocks for w in u]
-            if len(strip) > U16_PER_TILE:
-                raise ValueError("a strip does not fit in one encoding tile")
-            if len(cur) + len(strip) > U16_PER_TILE:
-                cur[last_enc1] |= 1 << 15  # last strip in this tile
-                tiles.append(cur)
-                cur = []
-            last_enc1 = len(cur) + 1
-            cur += strip
-    tiles.append(cur)
-    while len(tiles) < min_tiles:
-        tiles.append([])
-    u16 = np.zeros(len(tiles) * U16_PER_TILE, dtype="<u2")
-    for i, tile in enumerate(tiles):
-        u16[i * U16_PER_TILE:i * U16_PER_TILE + len(tile)] = tile
-    return u16.view("<u4").astype(np.float64)
 
 
 @functools.lru_cache(maxsize=64)
