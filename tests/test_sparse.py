@@ -7,7 +7,6 @@ import pytest
 import torch
 
 import pybuda
-import pybuda.ops.conv as conv
 from pybuda.backend_sim.kernels.sparse import bits_for, decode
 from pybuda.sparse import SparseMatrix, sparse_operands
 from pybuda.verify import pcc
@@ -75,8 +74,7 @@ class SmallCNN(torch.nn.Module):
         return self.head(torch.relu(self.dw(self.pool(torch.relu(self.stem(x))))))
 
 
-def test_cnn_with_sparse_pickers_matches_torch(tmp_path, monkeypatch):
-    monkeypatch.setattr(conv, "DENSE_PICKER_ELEMENTS", 0)  # every picker becomes a sparse matmul
+def test_cnn_with_sparse_pickers_matches_torch(tmp_path):
     torch.manual_seed(0)
     model, x = SmallCNN().eval(), torch.randn(1, 3, 64, 64)
     compiled = pybuda.compile(model, x, device="e150", output_dir=tmp_path, verify=True)

@@ -1,11 +1,12 @@
-"""Convolution and pooling. Both decompose into picker matmuls (im2col by constant 0/1 matrices), the
-way the legacy compiler lowered them: activations are kept as (spatial, channels) matrices, each kernel tap
-is one block of rows of a picker matrix, and vslice/hstack TMs turn the stacked taps into im2col columns.
+"""Convolution and pooling. Both decompose into picker matmuls (im2col by constant 0/1 matrices, kept sparse:
+sparse matmuls), the way the legacy compiler lowered them: activations are kept as (spatial, channels)
+matrices, each kernel tap is one block of rows of a picker matrix, and vslice/hstack TMs turn the stacked taps
+into im2col columns.
 
 Grouped convolution uses the equivalent dense weight (block diagonal over groups, built by ops on the weight
 that consteval folds). Depthwise convolution (groups == channels) uses it too when the channel count is at most
 the output rows; with more channels it multiplies the picked taps by per-channel weights and sums the taps with
-a constant matmul, which is cheaper there."""
+a constant [I I ... I] sparse matmul, which is cheaper there."""
 from __future__ import annotations
 
 import numpy as np
@@ -78,9 +79,6 @@ def _conv_eval(values, attrs):
     return out
 
 
-DENSE_PICKER_ELEMENTS = 16 << 20  # larger pickers (64 MiB as float32) are sparse matmuls (identity matmul)
-
-
 def conv_picker(h: int, w: int, kernel: tuple, attrs: dict, clamp: bool) -> tuple[SparseMatrix, int, int, int]:
     """Stacked picker (taps * ceil32(Ho*Wo), H*W): block `tap` selects each output position's input pixel.
     Out-of-image taps select nothing (zero padding), or with `clamp` the nearest in-image pixel of the same
@@ -105,10 +103,9 @@ def conv_picker(h: int, w: int, kernel: tuple, attrs: dict, clamp: bool) -> tupl
     return picker, ho, wo, rows
 
 
-def picker_matmul(ctx, picker: SparseMatrix, x, hint: str):
-    """picker @ x: a matmul with a dense constant for small pickers, else a sparse matmul."""
-    if picker.shape[0] * picker.shape[1] <= DENSE_PICKER_ELEMENTS:
-        return ctx.op("matmul", [ctx.constant(picker.toarray(), hint), x])
+def picker_matmul(ctx, picker: SparseMatrix, x):
+    """picker @ x, a sparse matmul (the backend's identity matmul): pickers have one non-zero per row, so
+    their dense form grows with the square of the pixel count."""
     return ctx.op("sparse_matmul", [x], {"sparse": picker})
 
 
@@ -159,7 +156,7 @@ def _im2col_conv(ctx, xt, wgt, lead, picker, cin: int, cout: int, hw: int, taps:
     if _is_identity_picker(picker, hw, taps, ho, wo):
         cols, rows = xt, hw
     else:
-        cols = picker_matmul(ctx, picker, xt, "picker")
+        cols = picker_matmul(ctx, picker, xt)
     if taps > 1:
         cols = ctx.op("hstack", [ctx.op("vslice", [cols], {"factor": taps})], {"factor": taps})
     wt = ctx.op("reshape", [wt], {"shape": [taps * cin_p, cout]})
@@ -171,7 +168,7 @@ def _depthwise_tap_sum(ctx, xt, wgt, picker, c: int, taps: int, rows: int):
     an elementwise multiply applies each tap's per-channel weights (channels untouched), and a constant
     [I I ... I] matmul sums the taps. Costs taps*rows*rows*C MACs for the sum instead of the dense
     formulation's taps*rows*C*C."""
-    sel = picker_matmul(ctx, picker, xt, "picker")                         # (..., taps*rows, C)
+    sel = picker_matmul(ctx, picker, xt)                         # (..., taps*rows, C)
     w = ctx.op("reshape", [wgt], {"shape": [c, taps]})
     w = ctx.op("reshape", [ctx.op("transpose", [w], {"dim0": 0, "dim1": 1})], {"shape": [taps, 1, c]})
     w = ctx.op("broadcast", [w], {"shape": [taps, rows, c]})
@@ -179,7 +176,7 @@ def _depthwise_tap_sum(ctx, xt, wgt, picker, c: int, taps: int, rows: int):
     prod = ctx.op("multiply", [sel, w])
     diag = np.tile(np.arange(rows), taps)
     summer = SparseMatrix.from_coo((rows, taps * rows), diag, np.arange(taps * rows))  # [I I ... I]
-    return picker_matmul(ctx, summer, prod, "tap_sum")
+    return picker_matmul(ctx, summer, prod)
 
 
 def _is_patchify(ctx, h: int, w: int, kh: int, kw: int) -> bool:
@@ -257,7 +254,7 @@ def _decompose_max_pool(ctx):
     picker, ho, wo, rows = conv_picker(h, w, kernel, ctx.node.attrs, clamp=True)
     best = None
     for tap in range(kernel[0] * kernel[1]):
-        sel = picker_matmul(ctx, picker.row_block(tap * rows, (tap + 1) * rows), xt, "pool_picker")
+        sel = picker_matmul(ctx, picker.row_block(tap * rows, (tap + 1) * rows), xt)
         best = sel if best is None else ctx.op("maximum", [best, sel])
     ctx.replace(from_spatial_rows(ctx, best, lead, c, ho, wo, rows))
 

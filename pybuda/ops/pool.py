@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..sparse import SparseMatrix
 from .common import ceil_tile
-from .conv import _pads, _pair, from_spatial_rows, to_spatial_rows
+from .conv import _pads, _pair, from_spatial_rows, picker_matmul, to_spatial_rows
 from . import registry
 from .registry import OpDef, OpError, register
 
@@ -153,7 +154,8 @@ def _decompose_fn(matrix_fn, out_hw):
         rows = ceil_tile(ho * wo)
         padded = np.zeros((rows, h * w), dtype=np.float32)
         padded[:ho * wo] = a
-        y = ctx.op("matmul", [ctx.constant(padded, "avg_pool_matrix"), xt])
+        y = picker_matmul(ctx, SparseMatrix.from_coo(padded.shape, *np.nonzero(padded), padded[np.nonzero(padded)]),
+                          xt)
         ctx.replace(from_spatial_rows(ctx, y, lead, c, ho, wo, rows))
     return decompose
 
