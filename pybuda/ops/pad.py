@@ -5,15 +5,16 @@
 
 A zero pad feeding a convolution is folded into the convolution's padding before decomposition
 (`passes/fuse_pad.py`). Otherwise a pad of the last two dims decomposes like a convolution tap: the
-activation as a (spatial, channel) matrix, a constant 0/1 picker matmul placing each input pixel at its
+activation as a (spatial, channel) matrix, a 0/1 picker (sparse) matmul placing each input pixel at its
 padded position, plus a constant holding `value` at the new border positions.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..sparse import SparseMatrix
 from .common import ceil_tile
-from .conv import from_spatial_rows
+from .conv import from_spatial_rows, picker_matmul
 from .registry import OpDef, OpError, register
 
 
@@ -53,10 +54,9 @@ def _decompose(ctx):
     ho, wo = h + top + bottom, w + left + right
     rows = ceil_tile(ho * wo)
     oy, ox = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
-    picker = np.zeros((rows, h * w), dtype=np.float32)
-    picker[((oy + top) * wo + ox + left).ravel(), (oy * w + ox).ravel()] = 1.0
+    picker = SparseMatrix.from_coo((rows, h * w), ((oy + top) * wo + ox + left).ravel(), (oy * w + ox).ravel())
     xt = ctx.op("transpose", [ctx.op("reshape", [x], {"shape": [*lead, c, h * w]})], {"dim0": -2, "dim1": -1})
-    y = ctx.op("matmul", [ctx.constant(picker, "pad_picker"), xt])
+    y = picker_matmul(ctx, picker, xt)
     value = float(ctx.node.attrs.get("value", 0.0))
     if value != 0.0:
         border = np.zeros((rows, 1), dtype=np.float32)
