@@ -297,10 +297,14 @@ def _output_info(nl: Netlist, op: OpDef, queues: list[str], read_by_ops: bool) -
 
 
 def _per_core_tiles(op: OpDef, k: int, shape: tuple[int, int, int]) -> float:
-    """Tiles one core of `op` reads from input `k` per input: matmul rows/columns strips, else an even split."""
+    """Tiles one core of `op` reads from input `k` per input: matmul rows/columns strips (identity matmul: its
+    grid row's sparse tiles and encoding, all activations of its columns), else an even split."""
     total = shape[0] * shape[1] * shape[2]
     gr, gc = op.grid_size
-    if op.type == "matmul" and not op.attr_bool("identity"):
+    if op.type == "matmul" and op.attr_bool("identity"):
+        # sparse tiles and encoding: one block per grid row; activations: all of K for the core's columns
+        return total / gc if k == 1 else total / gr
+    if op.type == "matmul":
         if k == 0:
             return total / gr
         if k == 1:
