@@ -1,6 +1,6 @@
 """Sparse matmul: a constant sparse matrix (attribute `sparse`, a pybuda.sparse.SparseMatrix) times the
-operand, `sparse @ x`. Convolution and pooling pickers too large to hold densely use it; on device it is the
-backend's identity matmul (the netlist builder encodes the matrix's non-zero tiles, netlist-format.md §1.3)."""
+operand, `sparse @ x`. Convolution, pooling and padding pickers use it; on device it is the backend's identity
+matmul (the netlist builder encodes the matrix's non-zero tiles, netlist-format.md §1.3)."""
 from __future__ import annotations
 
 import dataclasses
