@@ -76,7 +76,7 @@ class CompiledModel:
         if self._perf is None:
             self._require_netlist()
             from .backend_sim.timing import estimate
-            self._perf = estimate(str(self.netlist_path), device=self.device)
+            self._perf = estimate(self.netlist, device=self.device)
         return self._perf
 
     def _require_netlist(self) -> None:
@@ -98,7 +98,7 @@ class CompiledModel:
         if n != self.microbatch:
             raise ValueError(f"model {self.name!r} was compiled for microbatch {self.microbatch}, got {n} samples")
         graph = self.device_graph
-        sim = Simulator(str(self.netlist_path), device=self.device)
+        sim = Simulator(self.netlist, device=self.device)
         for node in graph.nodes():
             if node.kind in ("parameter", "constant") and node.name in self.netlist.queues:
                 sim.push(node.name, node.value.reshape(1, *node.value.shape[-3:]))

@@ -622,7 +622,7 @@ def test_errors_name_the_problem():
         sim.pop("nope")
     with pytest.raises(SimulatorError, match="no program"):
         sim.run("nope")
-    with pytest.raises(SimulatorError, match="netlist file not found"):
+    with pytest.raises(SimulatorError, match="cannot read /no/such/netlist.yaml"):
         Simulator("/no/such/netlist.yaml")
 
 

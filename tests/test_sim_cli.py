@@ -42,7 +42,7 @@ def test_sim_run_errors(capsys):
     assert main(["sim", "run", MHA]) == 2
     assert "--random" in capsys.readouterr().err
     assert main(["sim", "run", "/no/such.yaml", "--random"]) == 1
-    assert "netlist file not found" in capsys.readouterr().err
+    assert "cannot read /no/such.yaml" in capsys.readouterr().err
     assert main(["sim", "run", MHA, "--random", "--program", "nope"]) == 1
     assert "no program 'nope'" in capsys.readouterr().err
     with pytest.raises(SystemExit):

@@ -4,7 +4,6 @@
     pybuda.netlist.validate(netlist)                         # raises NetlistError listing every violation
     text = pybuda.netlist.dump_netlist(netlist)              # legacy layout; load(text) == netlist
 """
-from .builder import build_netlist
 from .diff import NetlistChange, diff
 from .errors import NetlistError, NetlistViolation
 from .inspect import EpochSummary, NetlistSummary, draw_grid, epoch_summaries, summary
@@ -13,6 +12,17 @@ from .model import (Attributes, Devices, EndLoop, EndProgram, Execute, FusedOp, 
 from .reader import load
 from .validator import check, validate
 from .writer import dump_netlist, netlist_to_data, write_netlist
+
+
+
+def __getattr__(name: str):
+    """`build_netlist` is imported on first use: the builder depends on the balancer, which depends on the
+    simulator's cycle model, which reads netlists through this package."""
+    if name == "build_netlist":
+        from .builder import build_netlist
+        return build_netlist
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "load", "validate", "check", "dump_netlist", "write_netlist", "netlist_to_data", "build_netlist",
