@@ -5,7 +5,7 @@ setup(
     version="0.1.0",
     description="Compile PyTorch models for Tenstorrent Grayskull/Wormhole: netlists, placement, simulation",
     packages=find_packages(include=["pybuda", "pybuda.*"]),
-    package_data={"pybuda": ["device/*.yaml", "backend_sim/params/*.yaml"]},
+    package_data={"pybuda": ["device/*.yaml", "arch/params/*.yaml"]},
     python_requires=">=3.10",
     install_requires=[
         "torch>=2.4",

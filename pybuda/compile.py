@@ -23,8 +23,8 @@ from .device import get_device
 from .frontend.pybuda_trace import trace_module
 from .ir import Graph
 from .module import PyBudaModule, to_numpy
-from .netlist import Netlist, NetlistError, build_netlist, check, write_netlist
-from .netlist.builder import sparse_queue_values
+from .codegen import build_netlist, sparse_queue_values
+from .netlist import Netlist, NetlistError, check, write_netlist
 from .netlist import load as load_netlist
 from .passes.cpu_fallback import split_host_ops
 from .passes.data_formats import assign_data_formats

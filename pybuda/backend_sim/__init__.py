@@ -13,7 +13,7 @@ from .errors import SimulatorError
 from .executor import SUPPORTED_OP_TYPES, Simulator
 from .formats import fidelity_product, quantize
 from .netlist_io import Netlist, load_netlist
-from .op_cycles import kernel_cycles
+from pybuda.arch.cycles import kernel_cycles
 from .stimulus import fill_random, run_random
 from .timing import EpochPerf, OpPerf, PerfReport, TensorInfo, estimate
 

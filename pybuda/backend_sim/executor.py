@@ -21,7 +21,7 @@ import numpy as np
 
 from pybuda.dataformat import DataFormat
 from pybuda.device import DeviceSpec, arch_spec, get_device
-from pybuda.ir.tms import apply_tm, tm_shape
+from pybuda.arch.tms import apply_tm, tm_shape
 
 from .errors import SimulatorError
 from .formats import exactly_representable, quantize, storage_dtype

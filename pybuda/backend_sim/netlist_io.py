@@ -2,7 +2,7 @@
 
 Netlists are read (and their schema checked) by `pybuda.netlist.load`, the one reader; this module turns its
 model into the records the executor, the kernels and the timing model use: attributes as a plain map in the
-netlist's spelling, TMs as tuples for `pybuda.ir.tms` (plus ("pad", rt, ct, value) and ("tile_broadcast",
+netlist's spelling, TMs as tuples for `pybuda.arch.tms` (plus ("pad", rt, ct, value) and ("tile_broadcast",
 axis)), programs as nested instructions with their YAML arguments.
 """
 from __future__ import annotations

@@ -17,12 +17,12 @@ from typing import Any, Mapping
 
 from pybuda.dataformat import DataFormat
 from pybuda.device import DeviceSpec, arch_spec, get_device
-from pybuda.ir.tms import tm_shape
+from pybuda.arch.tms import tm_shape
 
 from .errors import SimulatorError
 from .executor import topo_order
 from .netlist_io import GraphDef, Netlist, OpDef, load_netlist
-from .op_cycles import kernel_cycles
+from pybuda.arch.cycles import kernel_cycles
 from .program import ProgramRunner, QueueSetting
 
 LIMITERS = ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out")

@@ -3,7 +3,7 @@
 Rules (netlist-format.md §3.2, §3.3, §3.8): the grid divides the output tile rows/columns and fits the
 device; the ublock divides the per-core block and fits the dest register (8 tiles, 4 with 32-bit
 accumulation); matmul never splits K across cores (K = m_k * u_kt); the op's L1 buffers fit the usable L1.
-Cycles come from the backend's published per-op formulas (`pybuda.backend_sim.op_cycles`)."""
+Cycles come from the backend's published per-op formulas (`pybuda.arch.cycles`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from ..backend_sim.op_cycles import kernel_cycles
+from ..arch.cycles import kernel_cycles
 from ..dataformat import DataFormat
 from ..device import DeviceSpec
 from ..ir import Graph

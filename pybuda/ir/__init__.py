@@ -1,5 +1,5 @@
 """The graph IR shared by every compile stage."""
 from .graph import Graph, Node, Operand, GraphError
-from .tms import TM, apply_tms, tm_shape
+from ..arch.tms import TM, apply_tms, tm_shape
 
 __all__ = ["Graph", "Node", "Operand", "GraphError", "TM", "apply_tms", "tm_shape"]

@@ -3,7 +3,7 @@
 Nodes have a kind: "input", "parameter", "constant", "op" or "output". Every node has a name (unique),
 a shape and a data format; op nodes also have an op type (a key of the op registry) and attributes.
 Edges run from producer to consumer; the edge key is the consumer's operand index and the edge data
-holds an ordered list of TMs (see `pybuda.ir.tms`). Iteration orders are insertion orders, so every
+holds an ordered list of TMs (see `pybuda.arch.tms`). Iteration orders are insertion orders, so every
 walk is deterministic whatever PYTHONHASHSEED is.
 """
 from __future__ import annotations
@@ -128,7 +128,7 @@ class Graph:
 
     def operand_shape(self, operand: Operand) -> tuple:
         """Producer shape after the operand's TMs."""
-        from .tms import tm_shape
+        from ..arch.tms import tm_shape
 
         shape = self.node(operand.src).shape
         for tm in operand.tms:

@@ -14,18 +14,8 @@ from .validator import check, validate
 from .writer import dump_netlist, netlist_to_data, write_netlist
 
 
-
-def __getattr__(name: str):
-    """`build_netlist` is imported on first use: the builder depends on the balancer, which depends on the
-    simulator's cycle model, which reads netlists through this package."""
-    if name == "build_netlist":
-        from .builder import build_netlist
-        return build_netlist
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
-    "load", "validate", "check", "dump_netlist", "write_netlist", "netlist_to_data", "build_netlist",
+    "load", "validate", "check", "dump_netlist", "write_netlist", "netlist_to_data",
     "NetlistError", "NetlistViolation", "summary", "epoch_summaries", "draw_grid", "NetlistSummary", "EpochSummary",
     "diff", "NetlistChange",
     "Netlist", "Devices", "Queue", "Graph", "Op", "Attributes", "Pad", "FusedOp", "FusedSubOp", "Program",

@@ -5,7 +5,7 @@ Every field of the backend's schema has a typed attribute, in the legacy writer'
 helpers give the backend's defaults. Shapes are in tiles: `(t, RT, CT)` with `RT = grid_r*mblock_m*ublock_rt`
 and `CT = grid_c*mblock_n*ublock_ct`.
 
-TMs are tuples, the same form `pybuda.ir.tms` uses: `("transpose",)`, `("broadcast", "r"|"c"|"z", n)`,
+TMs are tuples, the same form `pybuda.arch.tms` uses: `("transpose",)`, `("broadcast", "r"|"c"|"z", n)`,
 `("hslice", n)`, `("hstack", n)`, `("vslice", n)`, `("vstack", n)`, `("pad", rt, ct, value)` and, in fused-op
 schedules only, `("tile_broadcast", "r"|"c")`.
 

@@ -130,7 +130,7 @@ def _stack_shape(kind):
 
 
 def _stack_eval(kind):
-    from ..ir.tms import apply_tm
+    from ..arch.tms import apply_tm
 
     def ev(values, attrs):
         x = values[0]

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from pybuda.dataformat import DataFormat, MathFidelity
-from pybuda.ir.tms import apply_tm
+from pybuda.arch.tms import apply_tm
 
 from ..errors import SimulatorError
 from ..formats import quantize

@@ -10,9 +10,9 @@ from ..balancer.policy import Placement
 from ..dataformat import DataFormat, MathFidelity
 from ..device import DeviceSpec
 from ..ir import Graph
+from ..netlist.model import (Attributes, Devices, EndLoop, Execute, Graph as NetlistGraph, Loop, Netlist, Op, Param,
+                             Program, Queue, QueueSettings, Var, VarInst)
 from ..sparse import SparseOperands, sparse_operands
-from .model import (Attributes, Devices, EndLoop, Execute, Graph as NetlistGraph, Loop, Netlist, Op, Param, Program,
-                    Queue, QueueSettings, Var, VarInst)
 
 DRAM_BASE = 0x10000000     # first DRAM byte the allocator hands out on every channel
 QUEUE_HEADER_BYTES = 32
