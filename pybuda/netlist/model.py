@@ -57,6 +57,12 @@ def shape_of(grid: Pair, t: int, mblock: Pair, ublock: Pair) -> tuple:
     return (t, grid[0] * mblock[0] * ublock[0], grid[1] * mblock[1] * ublock[1])
 
 
+def elements_of(shape: tuple, tile_dim: Pair) -> tuple:
+    """(t, R, C) in elements of a (t, RT, CT) tile shape with tiles of `tile_dim` (h, w)."""
+    t, rt, ct = shape
+    return (t, rt * tile_dim[0], ct * tile_dim[1])
+
+
 @dataclass(slots=True)
 class Devices:
     """`devices: {arch: name | [names]}`; a list means the netlist is valid for any of them (§1.1)."""
@@ -104,12 +110,27 @@ class Queue:
         return shape_of(self.grid_size, self.t, self.mblock, self.ublock)
 
     @property
+    def element_shape(self) -> tuple:
+        """(t, R, C) of one entry in elements (R, C count the tile_dim)."""
+        return elements_of(self.shape, self.effective_tile_dim)
+
+    @property
     def effective_ublock_order(self) -> str:
         return self.ublock_order or "r"
 
     @property
     def effective_tile_dim(self) -> Pair:
         return self.tile_dim or (32, 32)
+
+    @property
+    def is_ram(self) -> bool:
+        """`type: ram` (random access, pointers set by the program) rather than a FIFO queue."""
+        return self.type == "ram"
+
+    @property
+    def host_fed(self) -> bool:
+        """The host writes it (`input: HOST`)."""
+        return self.input == "HOST"
 
     @property
     def fed_by_op(self) -> bool:
@@ -270,8 +291,17 @@ class Op:
         return shape_of(self.grid_size, self.t, self.mblock, self.ublock)
 
     @property
+    def element_shape(self) -> tuple:
+        """(t, R, C) of the output per input in elements (R, C count the tile_dim)."""
+        return elements_of(self.shape, self.effective_tile_dim)
+
+    @property
     def attrs(self) -> Attributes:
         return self.attributes if self.attributes is not None else _NO_ATTRS
+
+    @property
+    def cores(self) -> int:
+        return self.grid_size[0] * self.grid_size[1]
 
     @property
     def footprint(self) -> Pair:
@@ -288,8 +318,18 @@ class Op:
         return self.type not in NON_TENSIX_OPS
 
     @property
+    def effective_acc_df(self) -> DataFormat:
+        """The dest-register format: acc_df, or intermed_df when the netlist leaves it out."""
+        return self.acc_df or self.intermed_df
+
+    @property
     def mblock_tiles(self) -> int:
         return self.mblock[0] * self.mblock[1] * self.ublock[0] * self.ublock[1]
+
+    @property
+    def tiles_per_core(self) -> int:
+        """Output tiles one core produces per input: t x mblock x ublock."""
+        return self.t * self.mblock_tiles
 
     def tms(self, index: int) -> list:
         return self.input_tms.get(index) or []
@@ -318,6 +358,15 @@ class Graph:
     def devices(self) -> list:
         td = self.target_device
         return list(td) if isinstance(td, list) else [0 if td is None else td]
+
+    @property
+    def replicas(self) -> int:
+        """Data-parallel copies: the length of a `target_device` list, else 1."""
+        return len(self.devices)
+
+    @property
+    def effective_input_count(self) -> int:
+        return self.input_count or 1
 
 
 @dataclass(slots=True, kw_only=True)
@@ -355,6 +404,11 @@ class FusedOp:
     schedules: list             # [[FusedSubOp, ...], ...]
     custom_kernel_path: str | None = None
     line: int = field(default=0, compare=False, repr=False)
+
+    @property
+    def sub_ops(self) -> list:
+        """Every scheduled sub-op, schedule by schedule."""
+        return [s for sched in self.schedules for s in sched]
 
 
 # --- programs (§2) -------------------------------------------------------------------------------------------------
@@ -495,6 +549,11 @@ class Netlist:
             if op is not None:
                 return op
         return None
+
+    def fused_op_of(self, op: Op) -> FusedOp | None:
+        """The `fused_ops` entry a `fused_op` op runs (by its `fused_op_id`); None if it names none defined."""
+        fid = op.attrs.fused_op_id
+        return None if fid is None else (self.fused_ops or {}).get(fid)
 
     def program(self, name: str) -> Program:
         for p in self.programs:
