@@ -19,8 +19,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from pybuda.backend_sim import Simulator, estimate, load_netlist  # noqa: E402
+from pybuda.backend_sim import Simulator, estimate  # noqa: E402
 from pybuda.backend_sim.stimulus import default_params, fill_random, output_stats  # noqa: E402
+from pybuda.netlist import load as load_netlist  # noqa: E402
 
 DEFAULT_NETLIST = "/work/shared/netlists/real/graph_tests__netlists__bert_base_inference.yaml"
 
@@ -28,8 +29,9 @@ DEFAULT_NETLIST = "/work/shared/netlists/real/graph_tests__netlists__bert_base_i
 def netlist_dims(nl) -> dict:
     """BERT dimensions of a PyBuda BERT netlist: batch (input_count), sequence, hidden, layers, heads, FFN size."""
     hidden_q = nl.queues.get("hidden_states") or max(
-        (q for q in nl.queues.values() if q.host_fed and not q.is_ram), key=lambda q: q.shape[1] * q.shape[2])
-    _, seq, hidden = hidden_q.shape
+        (q for q in nl.queues.values() if q.host_fed and not q.is_ram),
+        key=lambda q: q.element_shape[1] * q.element_shape[2])
+    _, seq, hidden = hidden_q.element_shape
     layers = {int(m.group(1)) for name in nl.queues for m in [re.search(r"layer\.(\d+)\.", name)] if m}
     heads = 1
     for op in nl.ops.values():
@@ -40,7 +42,7 @@ def netlist_dims(nl) -> dict:
     ffn = hidden * 4
     for name, q in nl.queues.items():
         if name.endswith("intermediate.dense.weight"):
-            ffn = q.shape[2]
+            ffn = q.element_shape[2]
             break
     first = nl.graphs[next(iter(nl.graphs))]
     return {"batch": first.input_count, "seq": seq, "hidden": hidden, "layers": len(layers) or 1, "heads": heads,
@@ -49,7 +51,7 @@ def netlist_dims(nl) -> dict:
 
 def time_numeric(path: str, seed: int = 0) -> tuple[float, float, Simulator]:
     sim = Simulator(path)
-    program = next(iter(sim.netlist.programs))
+    program = sim.netlist.programs[0].name
     start = time.perf_counter()
     fill_random(sim, seed, programs=[program])
     setup = time.perf_counter() - start

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from pybuda.backend_sim import (PerfReport, Simulator, SimulatorError, estimate, fidelity_product, kernel_cycles,
-                                load_netlist, quantize)
+                                quantize)
 from pybuda.backend_sim.formats import truncate_mantissa
 from pybuda.dataformat import DataFormat
+from pybuda.netlist import load as load_netlist
 
 from corpus import REAL  # noqa: E402
 MUL_NETLIST = REAL + "op_tests__netlists__bh_test_plan_netlists__hlk_functional_tests__netlist_binary_fp16_mul_op.yaml"
@@ -714,7 +715,7 @@ def test_corpus_known_inconsistent_netlists_are_rejected():
     sim = Simulator(REAL + "graph_tests__netlists__netlist_softmax_v1.yaml")
     for n, q in sim.netlist.queues.items():
         if q.host_fed or q.is_ram:
-            sim.push(n, np.zeros(q.shape))
+            sim.push(n, np.zeros(q.element_shape))
     with pytest.raises(SimulatorError, match=r"op 'exp' \(exp\) input 0 .*expected \(t, rt, ct\) = \(1, 2, 2\)"):
         sim.run()
 
@@ -1091,7 +1092,7 @@ def test_batched_execution_equals_input_by_input(name):
         sim = Simulator(corpus(REAL + name), chunk_elements=chunk)
         fill_random(sim, 3)
         for prog in sim.netlist.programs:
-            sim.run(prog, **default_params(sim.netlist, prog))
+            sim.run(prog.name, **default_params(sim.netlist, prog.name))
         got = {}
         for q in output_queues(sim.netlist):
             got[q] = []

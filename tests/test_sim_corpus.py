@@ -15,8 +15,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from pybuda.backend_sim import Simulator, SimulatorError, estimate, load_netlist
+from pybuda.backend_sim import Simulator, SimulatorError, estimate
 from pybuda.backend_sim.stimulus import default_params, lowered_constant, run_random
+from pybuda.netlist import load as load_netlist
 
 from corpus import REAL  # noqa: E402
 G = REAL + "graph_tests__netlists__"
@@ -78,8 +79,8 @@ def check(out, ref, rel, corr=0.999):
 
 
 def run_all(sim: Simulator, **params):
-    for name in sim.netlist.programs:
-        sim.run(name, **default_params(sim.netlist, name, params))
+    for prog in sim.netlist.programs:
+        sim.run(prog.name, **default_params(sim.netlist, prog.name, params))
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -355,7 +356,7 @@ def test_sparse_identity_matmul_32x16_tiles():
         for k in range(4):
             if rng.random() < 0.6:
                 pattern[(0, out_row, k)] = int(rng.integers(0, 5))
-    words = encode(pattern, t=1, outer_r=op.mblock[0], inner_r=op.ublock[0], u_kt=op.u_kt, ptr_bits=10)
+    words = encode(pattern, t=1, outer_r=op.mblock[0], inner_r=op.ublock[0], u_kt=op.attrs.u_kt, ptr_bits=10)
     encoding = np.zeros((1, 32, 64))
     encoding.reshape(-1)[:len(words)] = words
     act = rng.integers(-31, 32, (1, 64, 128)) / 16.0  # exact in Bfp8_b and in LoFi's srcA slice

@@ -1,5 +1,8 @@
 """Buda backend simulator: runs netlists numerically on numpy and estimates their performance.
 
+Netlists are read by `pybuda.netlist.load` (a path, YAML text or dict; an already-loaded `pybuda.netlist.Netlist`
+is taken as is) and simulated from that typed model.
+
 Public API:
 - Simulator(netlist, device=None): push(queue, array), run(program=None, **params), pop(queue), estimate()
 - estimate(netlist, device=None, *, program=None, params=None) -> PerfReport (to_text, to_rich, to_csv)
@@ -9,16 +12,15 @@ Public API:
 - SimulatorError
 See docs/simulator.md for the models.
 """
+from pybuda.arch.cycles import kernel_cycles
+
 from .errors import SimulatorError
 from .executor import SUPPORTED_OP_TYPES, Simulator
 from .formats import fidelity_product, quantize
-from .netlist_io import Netlist, load_netlist
-from pybuda.arch.cycles import kernel_cycles
 from .stimulus import fill_random, run_random
 from .timing import EpochPerf, OpPerf, PerfReport, TensorInfo, estimate
 
 __all__ = [
     "Simulator", "SimulatorError", "estimate", "PerfReport", "EpochPerf", "OpPerf", "TensorInfo", "quantize",
-    "fidelity_product", "kernel_cycles", "load_netlist", "Netlist", "SUPPORTED_OP_TYPES", "run_random",
-    "fill_random",
+    "fidelity_product", "kernel_cycles", "SUPPORTED_OP_TYPES", "run_random", "fill_random",
 ]

@@ -19,25 +19,31 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from pybuda.dataformat import DataFormat
-from pybuda.device import DeviceSpec, arch_spec, get_device
 from pybuda.arch.tms import apply_tm, tm_shape
+from pybuda.dataformat import DataFormat
+from pybuda.device import DeviceSpec
+from pybuda.netlist import Graph, Netlist, Op, Queue
+from pybuda.netlist.model import BINARY_OPS, DATACOPY_OPS, NON_TENSIX_OPS, SFPU_OPS
 
 from .errors import SimulatorError
 from .formats import exactly_representable, quantize, storage_dtype
 from .kernels import KERNELS, ROUNDED_TO_ACC_DF, SUPPORTED_OP_TYPES
-from .kernels.eltwise import DATACOPY_OPS
-from .kernels.common import TILE, clear_outside_tile, packer_relu, truthy
+from .kernels.common import TILE, clear_outside_tile, inner_steps, packer_relu
+from .kernels.eltwise import DATACOPY_OPS as COPY_KERNEL_OPS
 from .kernels.fused import fused_op
-from .netlist_io import GraphDef, Netlist, OpDef, QueueDef, load_netlist
-from .program import ProgramRunner, QueueSetting
+from .loading import load_netlist, program_of, select_device
+from .program import ProgramRunner, QueueSetting, param_names
 
-__all__ = ["Simulator", "SUPPORTED_OP_TYPES", "topo_order", "apply_edge_tms", "to_internal", "to_host"]
+__all__ = ["Simulator", "SUPPORTED_OP_TYPES", "topo_order", "apply_edge_tms", "expected_input_tiles", "to_internal",
+           "to_host"]
 
 # Largest tensor (elements) one op may produce per chunk of inputs; bounds memory of the batched execution.
 DEFAULT_CHUNK_ELEMENTS = 1 << 21
 
-# Values already representable in a format need no rounding when an op unpacks them as another format:
+# Ops whose every input has the op's own output shape.
+ELTWISE_SHAPED = BINARY_OPS | DATACOPY_OPS | SFPU_OPS | NON_TENSIX_OPS | {"tilizer"}
+
+
 def _tiles(shape: tuple) -> tuple[int, ...]:
     t, r, c = shape[-3:]
     return (int(t), r / TILE if r % TILE else r // TILE, c / TILE if c % TILE else c // TILE)
@@ -69,10 +75,10 @@ def to_host(x: np.ndarray, tile_dim: tuple[int, int]) -> np.ndarray:
 class _QueueState:
     """Contents and pointers of one queue or ram (pointers of `type: queue` range over [0, 2*entries))."""
 
-    def __init__(self, q: QueueDef):
+    def __init__(self, q: Queue):
         self.q = q
         self.entries = max(1, q.entries)
-        t, rt, ct = q.tiles
+        t, rt, ct = q.shape
         self.internal_shape = (t, rt * TILE, ct * TILE)
         self.dtype = storage_dtype(q.df)
         self.slots: list[np.ndarray | None] = [None] * self.entries
@@ -114,7 +120,7 @@ class _QueueState:
 
 @dataclasses.dataclass
 class _OpPlan:
-    op: OpDef
+    op: Op
     kernel: Callable
     writes: tuple[str, ...]
     release: tuple[str, ...]  # op values no later op of the graph reads
@@ -130,20 +136,21 @@ class _GraphPlan:
 class Simulator:
     """Runs a netlist's programs on numpy.
 
-    netlist: a path, YAML text, parsed dict or Netlist. device: a device name ("e150", "n150", ...) used for the
-    arch and for `estimate`; default: the netlist's first supported arch on its largest single-chip device.
+    netlist: a path, YAML text, parsed dict or `pybuda.netlist.Netlist` (read by `pybuda.netlist.load`; the
+    Simulator does not modify it). device: a device name ("e150", "n150", ...) used for the arch and for
+    `estimate`; default: the netlist's first supported arch on its largest single-chip device.
     chunk_elements: memory bound of the batched execution (largest per-op tensor of a chunk of inputs).
     """
 
     def __init__(self, netlist: Any, device: str | None = None, *, chunk_elements: int = DEFAULT_CHUNK_ELEMENTS):
         self.netlist: Netlist = load_netlist(netlist)
-        spec = get_device(device) if device is not None else None
-        self.arch: str = self.netlist.resolve_arch(spec.arch if spec else None)
-        self.device: DeviceSpec = spec or arch_spec(self.arch)
+        self.arch: str
+        self.device: DeviceSpec
+        self.arch, self.device = select_device(self.netlist, device)
         self.chunk_elements = int(chunk_elements)
         self._queues = {name: _QueueState(q) for name, q in self.netlist.queues.items()}
         self._statics: dict[str, dict[str, int]] = {}
-        self._op_graph = {name: op.graph for name, op in self.netlist.ops.items()}
+        self._op_graph = {name: g.name for g in self.netlist.graphs.values() for name in g.ops}
         self._writers: dict[str, list[str]] = collections.defaultdict(list)
         for name, q in self.netlist.queues.items():
             if q.input in self._op_graph:
@@ -158,7 +165,7 @@ class Simulator:
     # -- host interface -----------------------------------------------------------------------------------
     def queue_shape(self, name: str) -> tuple[int, int, int]:
         """(t, R, C) in elements of one entry of a queue (R, C count the queue's tile_dim)."""
-        return self._state(name).q.shape
+        return self._state(name).q.element_shape
 
     def push(self, queue_name: str, array: np.ndarray, *, entry: int | None = None) -> None:
         """Write host data: one entry (t, R, C) or several (entries, t, R, C), rounded to the queue's df.
@@ -170,10 +177,11 @@ class Simulator:
         data = np.asarray(array, dtype=st.dtype)
         if data.ndim == 3:
             data = data[None]
-        if data.ndim != 4 or tuple(data.shape[1:]) != st.q.shape:
-            raise SimulatorError(f"push to queue {queue_name!r}: expected shape (t, R, C) = {st.q.shape} or "
-                                 f"(entries, {', '.join(map(str, st.q.shape))}), got {tuple(np.shape(array))}")
-        data = quantize(to_internal(data, st.q.tile_dim), st.q.df)
+        shape = st.q.element_shape
+        if data.ndim != 4 or tuple(data.shape[1:]) != shape:
+            raise SimulatorError(f"push to queue {queue_name!r}: expected shape (t, R, C) = {shape} or "
+                                 f"(entries, {', '.join(map(str, shape))}), got {tuple(np.shape(array))}")
+        data = quantize(to_internal(data, st.q.effective_tile_dim), st.q.df)
         if st.q.is_ram:
             start = 0 if entry is None else int(entry)
             if start < 0 or start + len(data) > st.entries:
@@ -218,7 +226,7 @@ class Simulator:
 
     @staticmethod
     def _host_copy(st: _QueueState, value: np.ndarray) -> np.ndarray:
-        return np.array(to_host(value, st.q.tile_dim), copy=True)
+        return np.array(to_host(value, st.q.effective_tile_dim), copy=True)
 
     def occupancy(self, queue_name: str) -> int:
         """Entries a host pop could return now (queue), or the number of entries of a ram."""
@@ -226,21 +234,13 @@ class Simulator:
         return st.entries if st.q.is_ram else st.occupancy + len(st.host_out)
 
     def program_params(self, program: str | None = None) -> list[str]:
-        """Names (without '$') of the `param` variables a program needs."""
-        name = program if program is not None else next(iter(self.netlist.programs))
-        names: list[str] = []
-        for node in self.netlist.programs[name].body:
-            if getattr(node, "opcode", None) == "param":
-                names += [str(n).lstrip("$") for n in (node.args or [])]
-        return names
+        """Names (without '$') of the `param` variables a program (default: the first) needs."""
+        return [name.lstrip("$") for name in param_names(program_of(self.netlist, program))]
 
     def run(self, program: str | None = None, **params: Any) -> None:
         """Run a program (default: the first) with its `param` values, e.g. run(p_loop_count=2)."""
-        name = program if program is not None else next(iter(self.netlist.programs))
-        if name not in self.netlist.programs:
-            raise SimulatorError(f"no program {name!r}; programs: {', '.join(self.netlist.programs)}")
-        runner = ProgramRunner(self.netlist.programs[name], _Listener(self), params=params,
-                               statics=self._statics.setdefault(name, {}))
+        prog = program_of(self.netlist, program)
+        runner = ProgramRunner(prog, _Listener(self), params=params, statics=self._statics.setdefault(prog.name, {}))
         runner.run()
 
     def estimate(self, program: str | None = None, **params: Any):
@@ -268,23 +268,22 @@ class Simulator:
             s = st.settings
             if s is None:
                 continue
-            raw = {k: (v.strip() if isinstance(v, str) else v) for k, v in s.raw.items()}
             if st.q.is_ram:
-                if raw.get("wr_ptr_global") == name and not s.flag("read_only"):
+                if s.reads_variable("wr_ptr_global", name) and not s.flag("read_only"):
                     st.wr = value % st.entries
-                if raw.get("rd_ptr_global") == name:
+                if s.reads_variable("rd_ptr_global", name):
                     st.rd = value % st.entries
                 continue
-            if raw.get("rd_ptr_autoinc") == name:
+            if s.reads_variable("rd_ptr_autoinc", name):
                 st.rd_autoinc = value
-            if raw.get("global_rdptr_autoinc") == name:
+            if s.reads_variable("global_rdptr_autoinc", name):
                 st.global_rd_autoinc = value
-            if raw.get("rd_ptr_local") == name:
+            if s.reads_variable("rd_ptr_local", name):
                 st.local = value % st.wrap
-            if raw.get("rd_ptr_global") == name:
+            if s.reads_variable("rd_ptr_global", name):
                 self._set_rd(st, value)
 
-    def _apply_settings(self, graph: GraphDef, settings: Mapping[str, QueueSetting]) -> None:
+    def _apply_settings(self, graph: Graph, settings: Mapping[str, QueueSetting]) -> None:
         used = {q for op in graph.ops.values() for q in op.inputs} | {
             q for op in graph.ops.values() for q in self._writers.get(op.name, [])}
         for name, s in settings.items():
@@ -309,9 +308,10 @@ class Simulator:
                 st.local = s.get("rd_ptr_local", st.rd) % st.wrap
                 streaming = not (s.flag("prologue") or s.flag("epilogue")) and st.rd_autoinc and \
                     not st.global_rd_autoinc and name in {q for op in graph.ops.values() for q in op.inputs}
-                if streaming and graph.input_count > st.entries:
-                    raise SimulatorError(f"graph {graph.name!r} reads {graph.input_count} inputs per execute from "
-                                         f"streaming queue {name!r} with only {st.entries} entries")
+                n = graph.effective_input_count
+                if streaming and n > st.entries:
+                    raise SimulatorError(f"graph {graph.name!r} reads {n} inputs per execute from streaming queue "
+                                         f"{name!r} with only {st.entries} entries")
             if s.flag("zero"):
                 zero = np.zeros(st.internal_shape, dtype=st.dtype)
                 st.slots = [zero for _ in st.slots]
@@ -323,7 +323,7 @@ class Simulator:
         graph = self.netlist.graphs[graph_name]
         plan = self._plan(graph)
         self._apply_settings(graph, settings)
-        n = graph.input_count
+        n = graph.effective_input_count
         per_input_pointers = [self._queues[q] for q in settings
                               if not self._queues[q].q.is_ram and self._queues[q].global_rd_autoinc]
         if plan.sequential or per_input_pointers:
@@ -335,7 +335,7 @@ class Simulator:
             values: dict[str, tuple[np.ndarray, DataFormat | None]] = {}
             for p in plan.ops:
                 op = p.op
-                ins = [self._input(op, k, src, idx, values) for k, src in enumerate(op.inputs)]
+                ins = [self._input(graph, op, k, src, idx, values) for k, src in enumerate(op.inputs)]
                 out = self._compute(op, p.kernel, ins)
                 values[op.name] = (out, op.out_df)
                 for qname in p.writes:
@@ -351,7 +351,7 @@ class Simulator:
                 st.local = st.rd
         self.executed.append(graph_name)
 
-    def _plan(self, graph: GraphDef) -> _GraphPlan:
+    def _plan(self, graph: Graph) -> _GraphPlan:
         if graph.name in self._plans:
             return self._plans[graph.name]
         for op in graph.ops.values():
@@ -374,14 +374,14 @@ class Simulator:
             releases[i].append(name)
         read = {q for op in order for q in op.inputs if q in self.netlist.queues}
         written = {q for op in order for q in self._writers.get(op.name, [])}
-        sequential = graph.input_count > 1 and any(self.netlist.queues[q].is_ram for q in read & written)
+        sequential = graph.effective_input_count > 1 and any(self.netlist.queues[q].is_ram for q in read & written)
         sample = 1
         for op in order:
-            t, rt, ct = op.tiles
+            t, rt, ct = op.shape
             sample = max(sample, t * rt * ct * TILE * TILE)
             for src in op.inputs:  # streamed inputs (rams and prologue queues are read once per chunk)
                 if src in self.netlist.queues and not self.netlist.queues[src].is_ram:
-                    t, rt, ct = self.netlist.queues[src].tiles
+                    t, rt, ct = self.netlist.queues[src].shape
                     sample = max(sample, t * rt * ct * TILE * TILE)
         plan = _GraphPlan(
             ops=[_OpPlan(op=op, kernel=self._kernels[op.type], writes=tuple(self._writers.get(op.name, [])),
@@ -391,7 +391,7 @@ class Simulator:
         return plan
 
     # -- data movement ---------------------------------------------------------------------------------------
-    def _read_queue(self, name: str, idx: range, op: OpDef) -> np.ndarray:
+    def _read_queue(self, name: str, idx: range, graph: Graph, op: Op) -> np.ndarray:
         """Entries an op reads from a queue for the inputs `idx`: (len(idx) or 1, t, R, C)."""
         st = self._queues[name]
         if st.q.is_ram:
@@ -406,7 +406,7 @@ class Simulator:
             for i in idx:
                 ptr = st.local if prologue else (st.local + i * st.rd_autoinc) % st.wrap
                 if not st.holds(ptr):
-                    raise SimulatorError(f"op {op.name!r} (graph {op.graph!r}) reads queue {name!r} at pointer {ptr} "
+                    raise SimulatorError(f"op {op.name!r} (graph {graph.name!r}) reads queue {name!r} at pointer {ptr} "
                                          f"for input {i}, but the queue holds pointers [{st.rd}, {st.wr}) (mod "
                                          f"{st.wrap}): push more entries or check the program's pointers")
                 entries.append(ptr % st.entries)
@@ -414,46 +414,47 @@ class Simulator:
             return st.slots[entries[0]][None]
         return np.stack([st.slots[e] for e in entries])
 
-    def _input(self, op: OpDef, k: int, src: str, idx: range,
+    def _input(self, graph: Graph, op: Op, k: int, src: str, idx: range,
                values: Mapping[str, tuple[np.ndarray, DataFormat | None]]) -> np.ndarray:
         if src in values:
             x, tag = values[src]
         elif src in self._queues:
-            x, tag = self._read_queue(src, idx, op), self.netlist.queues[src].df
+            x, tag = self._read_queue(src, idx, graph, op), self.netlist.queues[src].df
         else:
             raise SimulatorError(f"op {op.name!r} input {k}: {src!r} has not been computed")
         where = f"op {op.name!r} input {k}"
-        if k in op.input_unpad:
-            rt, ct = op.input_unpad[k]
+        unpad = op.input_unpad.get(k)
+        if unpad is not None:
+            rt, ct = unpad.rt or 0, unpad.ct or 0
             t, r, c = _tiles(x.shape)
             if rt >= r or ct >= c or rt < 0 or ct < 0:
                 raise SimulatorError(f"{where}: unpad rt={rt}, ct={ct} does not fit (t, rt, ct) = {(t, r, c)}")
             x = x[..., :x.shape[-2] - rt * TILE, :x.shape[-1] - ct * TILE]
-        tms = op.input_tms.get(k, ())
-        if k in op.input_pad:
-            rt, ct, value = op.input_pad[k]
-            tms = tms + (("pad", rt, ct, value),)
+        tms = op.tms(k)
+        pad = op.input_pad.get(k)
+        if pad is not None:
+            tms = [*tms, ("pad", pad.rt or 0, pad.ct or 0, float(pad.pad_value or 0))]
         if tms:
             # TMs move tiles (a transpose also transposes tile contents in the unpacker); values keep the format
             # they are stored in, so a block-float value is not re-blocked along its new rows
             x = apply_edge_tms(x, tms, where)
-        expected = op.expected_input_tiles(k)
+        expected = expected_input_tiles(op, k)
         if expected is not None and _tiles(x.shape) != expected:
             raise SimulatorError(f"op {op.name!r} ({op.type}) input {k} ({src!r}): expected (t, rt, ct) = "
                                  f"{expected} tiles after TMs, got {_tiles(x.shape)}")
         df = op.in_df[k]
         return x if exactly_representable(tag, df) else quantize(x, df)
 
-    def _write(self, name: str, op: OpDef, value: np.ndarray, idx: range) -> None:
+    def _write(self, name: str, op: Op, value: np.ndarray, idx: range) -> None:
         st = self._queues[name]
         q = st.q
         x = apply_edge_tms(value, q.input_tms, f"queue {name!r} input_tms") if q.input_tms else value
-        if _tiles(x.shape) != q.tiles:
-            raise SimulatorError(f"queue {name!r} fed by op {op.name!r}: expected (t, rt, ct) = {q.tiles} tiles, "
+        if _tiles(x.shape) != q.shape:
+            raise SimulatorError(f"queue {name!r} fed by op {op.name!r}: expected (t, rt, ct) = {q.shape} tiles, "
                                  f"got {_tiles(x.shape)}")
         if not exactly_representable(op.out_df, q.df):
             x = quantize(x, q.df)
-        x = clear_outside_tile(x, q.tile_dim)
+        x = clear_outside_tile(x, q.effective_tile_dim)
         if x.dtype != st.dtype:
             x = x.astype(st.dtype)
         many = x.shape[0] > 1
@@ -478,7 +479,7 @@ class Simulator:
             st.put(v)
 
     # -- compute -------------------------------------------------------------------------------------------
-    def _compute(self, op: OpDef, kernel: Callable, ins: list[np.ndarray]) -> np.ndarray:
+    def _compute(self, op: Op, kernel: Callable, ins: list[np.ndarray]) -> np.ndarray:
         with np.errstate(all="ignore"):
             try:
                 y = ins[0] if _copies_exactly(op) else kernel(op, ins)
@@ -488,31 +489,68 @@ class Simulator:
                 shapes = ", ".join(str(_tiles(x.shape)) for x in ins)
                 raise SimulatorError(f"op {op.name!r} ({op.type}): {e} (input (t, rt, ct) tiles: {shapes})") from None
             y = packer_relu(op, y)
-            y = clear_outside_tile(y, op.tile_dim)
+            y = clear_outside_tile(y, op.effective_tile_dim)
             if not _packed_unchanged(op):
                 y = quantize(y, op.out_df)
-        t, rt, ct = op.tiles
+        t, rt, ct = op.shape
         if y.shape[-3:] != (t, rt * TILE, ct * TILE):
             raise SimulatorError(f"op {op.name!r} ({op.type}) produced (t, rt, ct) = {_tiles(y.shape)} tiles, its "
                                  f"t/grid/mblock/ublock say {(t, rt, ct)}")
         return y
 
 
-def _copies_exactly(op: OpDef) -> bool:
+def expected_input_tiles(op: Op, index: int) -> tuple[int, int, int] | None:
+    """(t, RT, CT) an op expects on input `index` after TMs (netlist-format.md §3.2); None if not modelled."""
+    t, rt, ct = op.shape
+    gr, gc = op.grid_size
+    a = op.attrs
+    m_k, u_kt = inner_steps(op)
+    if op.type == "matmul" and not a.identity:
+        tz = t * (a.z or 1) if a.accumulate else t
+        if index == 0:
+            return (tz, rt, m_k * u_kt)
+        if index == 1:
+            return (tz, m_k * u_kt, ct)
+        if index == 2 and a.bias:
+            return (t, rt, ct)
+        return None
+    if op.type == "depthwise":
+        if index == 0:
+            return (t, rt, m_k * ct)
+        if index == 1:
+            return (t, m_k, ct)
+        if index == 2 and a.bias:
+            return (t, rt, ct)
+        return None
+    if op.type == "reduce":
+        if a.dim == "r":
+            return (t, gr * m_k * u_kt, ct)
+        if a.dim == "c":
+            return (t, rt, gc * m_k * u_kt)
+        if a.dim == "z":
+            return (t * (a.z or 1), rt, ct)
+        return None
+    if op.type in ELTWISE_SHAPED:
+        return (t, rt, ct)
+    return None
+
+
+def _copies_exactly(op: Op) -> bool:
     """True for a datacopy-type op whose result is its input: the input holds in_df values (rounded on read, or
     stored in a format exact in in_df) that no transpose re-blocked, and in_df values are exact in acc_df."""
-    if op.type not in DATACOPY_OPS:
+    if op.type not in COPY_KERNEL_OPS:
         return False
-    transposed = any(tm[0] == "transpose" for tm in op.input_tms.get(0, ()))
-    return not transposed and exactly_representable(op.in_df[0], op.acc_df)
+    transposed = any(tm[0] == "transpose" for tm in op.tms(0))
+    return not transposed and exactly_representable(op.in_df[0], op.effective_acc_df)
 
 
-def _packed_unchanged(op: OpDef) -> bool:
+def _packed_unchanged(op: Op) -> bool:
     """True if packing the op's result to out_df changes no value: the kernel rounded it to acc_df, acc_df values
     are exact in out_df, and the packer at most zeroes values (zeroing never makes a block-float value
     unrepresentable: its block's shared exponent can only fall to one whose step divides the old step)."""
-    relu_clamps = truthy(op.attributes.get("relu_en", False)) and str(op.attributes.get("relu_mode", "min")) == "max"
-    return op.type in ROUNDED_TO_ACC_DF and not relu_clamps and exactly_representable(op.acc_df, op.out_df)
+    relu_clamps = bool(op.attrs.relu_en) and op.attrs.relu_mode == "max"
+    return op.type in ROUNDED_TO_ACC_DF and not relu_clamps and exactly_representable(op.effective_acc_df,
+                                                                                      op.out_df)
 
 
 class _Listener:
@@ -532,7 +570,7 @@ class _Listener:
             self.sim._state(name).allocated = allocate
 
 
-def topo_order(graph: GraphDef, netlist: Netlist) -> list[OpDef]:
+def topo_order(graph: Graph, netlist: Netlist) -> list[Op]:
     """Ops of a graph in dependency order (op->op edges and op->queue->op edges inside the graph), file order
     among independent ops; SimulatorError on a cycle."""
     ops = graph.ops
@@ -546,7 +584,7 @@ def topo_order(graph: GraphDef, netlist: Netlist) -> list[OpDef]:
             elif src in writer_of and writer_of[src] != name:
                 d.add(writer_of[src])
         deps[name] = d
-    order: list[OpDef] = []
+    order: list[Op] = []
     done: set[str] = set()
     remaining = list(ops)
     while remaining:
@@ -560,7 +598,7 @@ def topo_order(graph: GraphDef, netlist: Netlist) -> list[OpDef]:
     return order
 
 
-def apply_edge_tms(x: np.ndarray, tms: tuple, where: str) -> np.ndarray:
+def apply_edge_tms(x: np.ndarray, tms: list, where: str) -> np.ndarray:
     """Apply netlist TMs to a (..., t, R, C) array; broadcast factors count tiles, pads add tiles of a value."""
     for tm in tms:
         kind = tm[0]

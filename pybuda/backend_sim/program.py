@@ -1,26 +1,27 @@
 """Interpreter for netlist programs (netlist-format.md §2): variables, loops, execute and queue lifetime.
 
-The interpreter owns control flow and variables; what an `execute` does is up to a listener (the numeric
-executor or the timing model).
+It runs the typed instructions of a `pybuda.netlist.Program` (Var, Param, VarInst, Loop ... EndLoop, Execute,
+QueueAlloc, EndProgram); loops nest by matching each Loop with its EndLoop. The interpreter owns control flow
+and variables; what an `execute` does is up to a listener (the numeric executor or the timing model).
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Mapping, Protocol
 
-from .errors import SimulatorError
-from .netlist_io import Instr, Loop, ProgramDef
+from pybuda.netlist import (EndLoop, Execute, Loop, Param, Program, QueueAlloc, QueueSettings, Var, VarInst)
+from pybuda.netlist.model import VARINST_OPCODES
 
-QUEUE_SETTING_FIELDS = ("prologue", "epilogue", "zero", "rd_ptr_local", "rd_ptr_global", "wr_ptr_global",
-                        "rd_ptr_autoinc", "global_rdptr_autoinc", "global_wrptr_autoinc", "read_only")
+from .errors import SimulatorError
 
 
 @dataclasses.dataclass(frozen=True)
 class QueueSetting:
-    """One queue's `queue_settings` entry of an execute: raw YAML values and their values when executed."""
+    """One queue's `queue_settings` of an execute: as written (values may be `$variables`) and their values when
+    the execute ran (only the fields that are set)."""
 
     queue: str
-    raw: Mapping[str, Any]
+    written: QueueSettings
     values: Mapping[str, int]
 
     def get(self, field: str, default: int | None = None) -> int | None:
@@ -28,6 +29,11 @@ class QueueSetting:
 
     def flag(self, field: str) -> bool:
         return bool(self.values.get(field, 0))
+
+    def reads_variable(self, field: str, variable: str) -> bool:
+        """True if `field` is written as the program variable `variable` (e.g. rd_ptr_global: $ptr)."""
+        value = getattr(self.written, field)
+        return isinstance(value, str) and value.strip() == variable
 
 
 class ProgramListener(Protocol):
@@ -40,6 +46,11 @@ class ProgramListener(Protocol):
     def allocate(self, queues: list[str], allocate: bool) -> None: ...
 
 
+def param_names(program: Program) -> list[str]:
+    """The program's `param` variables (with their '$')."""
+    return [name for ins in program.instructions if isinstance(ins, Param) for name in ins.names]
+
+
 class ProgramRunner:
     """Runs one program once.
 
@@ -49,7 +60,7 @@ class ProgramRunner:
     repeat what it recorded (listener.begin_repeat() / listener.end_repeat(n)); used by the timing model.
     """
 
-    def __init__(self, program: ProgramDef, listener: Any, *, params: Mapping[str, Any] | None = None,
+    def __init__(self, program: Program, listener: Any, *, params: Mapping[str, Any] | None = None,
                  statics: dict[str, int] | None = None, default_param: int | None = None,
                  loop_shortcut: bool = False, max_loop_iterations: int = 10_000_000):
         self.program = program
@@ -61,7 +72,10 @@ class ProgramRunner:
         self.max_loop_iterations = max_loop_iterations
         self.vars: dict[str, int] = {}
         self._iterations = 0
-        self._loop_count_vars = _loop_count_vars(program.body)
+        self._ends = _loop_ends(program)
+        self._loop_count_vars = {ins.count.strip() for ins in program.instructions
+                                 if isinstance(ins, Loop) and isinstance(ins.count, str)
+                                 and ins.count.strip().startswith("$")}
 
     # -- values -------------------------------------------------------------------------------------------
     def resolve(self, value: Any) -> int:
@@ -89,22 +103,29 @@ class ProgramRunner:
 
     # -- execution -----------------------------------------------------------------------------------------
     def run(self) -> None:
-        self._block(self.program.body)
+        self._block(0, len(self.program.instructions))
 
-    def _block(self, body: tuple) -> None:
-        for node in body:
-            if isinstance(node, Loop):
-                self._loop(node)
+    def _block(self, start: int, stop: int) -> None:
+        """Run instructions [start, stop); a Loop runs its body up to its EndLoop, then execution goes on after."""
+        instructions = self.program.instructions
+        i = start
+        while i < stop:
+            ins = instructions[i]
+            if isinstance(ins, Loop):
+                end = self._ends[i]
+                self._loop(ins, i + 1, end)
+                i = end + 1
             else:
-                self._instr(node)
+                self._instr(ins)
+                i += 1
 
-    def _loop(self, node: Loop) -> None:
-        count = self.resolve(node.count)
+    def _loop(self, loop: Loop, start: int, stop: int) -> None:
+        count = self.resolve(loop.count)
         if count < 1:
-            raise SimulatorError(f"program {self.program.name!r}: loop count {node.count!r} = {count}; must be >= 1")
-        if self.loop_shortcut and count > 1 and not (_assigned_vars(node.body) & self._loop_count_vars):
+            raise SimulatorError(f"program {self.program.name!r}: loop count {loop.count!r} = {count}; must be >= 1")
+        if self.loop_shortcut and count > 1 and not (self._assigned_vars(start, stop) & self._loop_count_vars):
             self.listener.begin_repeat()
-            self._block(node.body)
+            self._block(start, stop)
             self.listener.end_repeat(count)
             return
         for _ in range(count):
@@ -112,14 +133,24 @@ class ProgramRunner:
             if self._iterations > self.max_loop_iterations:
                 raise SimulatorError(f"program {self.program.name!r}: more than {self.max_loop_iterations} loop "
                                      f"iterations")
-            self._block(node.body)
+            self._block(start, stop)
 
-    def _declare(self, args: Any, store: dict[str, int] | None, kind: str) -> None:
-        items = args.items() if isinstance(args, Mapping) else ((a, 0) for a in (args or []))
-        for name, init in items:
-            name = str(name)
+    def _assigned_vars(self, start: int, stop: int) -> set[str]:
+        """Variables that instructions [start, stop) (nested loops included) declare or assign."""
+        out: set[str] = set()
+        for ins in self.program.instructions[start:stop]:
+            if isinstance(ins, VarInst):
+                out.add(ins.dst)
+            elif isinstance(ins, Var):
+                out |= set(ins.vars)
+            elif isinstance(ins, Param):
+                out |= set(ins.names)
+        return out
+
+    def _declare(self, ins: Var, store: dict[str, int] | None) -> None:
+        for name, init in ins.vars.items():
             if not name.startswith("$"):
-                raise SimulatorError(f"program {self.program.name!r}: {kind} name {name!r} must start with '$'")
+                raise SimulatorError(f"program {self.program.name!r}: {ins.opcode} name {name!r} must start with '$'")
             if store is not None:  # staticvar: initialised once, then persistent
                 if name not in store:
                     store[name] = self.resolve(init)
@@ -138,15 +169,20 @@ class ProgramRunner:
             self.statics[name] = value
         self.listener.variable_changed(name, value)
 
-    def _instr(self, ins: Instr) -> None:
-        op, args = ins.opcode, ins.args
-        if op == "var":
-            self._declare(args, None, "var")
-        elif op == "staticvar":
-            self._declare(args, self.statics, "staticvar")
-        elif op == "param":
-            for name in (args or []):
-                name = str(name)
+    def _instr(self, ins: Any) -> None:
+        if isinstance(ins, Execute):
+            settings = {}
+            for queue, written in ins.queue_settings.items():
+                values = {f: self.resolve(v) for f in QueueSettings.FIELDS
+                          if (v := getattr(written, f)) is not None}
+                settings[queue] = QueueSetting(queue=queue, written=written, values=values)
+            self.listener.execute(ins.graph_name, settings)
+        elif isinstance(ins, VarInst):
+            self._varinst(ins)
+        elif isinstance(ins, Var):
+            self._declare(ins, self.statics if ins.opcode == "staticvar" else None)
+        elif isinstance(ins, Param):
+            for name in ins.names:
                 if name in self.params:
                     self.vars[name] = self.resolve(self.params[name])
                 elif self.default_param is not None:
@@ -154,67 +190,44 @@ class ProgramRunner:
                 else:
                     raise SimulatorError(f"program {self.program.name!r} needs parameter {name}; pass it to "
                                          f"run(), e.g. run({name.lstrip('$')}=1)")
-        elif op == "varinst":
-            self._varinst(args)
-        elif op == "execute":
-            settings = {}
-            for q, raw in (args.get("queue_settings") or {}).items():
-                raw = dict(raw or {})
-                values = {f: self.resolve(v) for f, v in raw.items() if f in QUEUE_SETTING_FIELDS}
-                settings[str(q)] = QueueSetting(queue=str(q), raw=raw, values=values)
-            self.listener.execute(str(args["graph_name"]), settings)
-        elif op in ("allocate_queue", "deallocate_queue"):
-            names = [str(n) for n in (args if isinstance(args, list) else [args])]
-            self.listener.allocate(names, op == "allocate_queue")
-        elif op == "endprogram":
-            pass
+        elif isinstance(ins, QueueAlloc):
+            self.listener.allocate(list(ins.queues), ins.opcode == "allocate_queue")
+        # EndProgram: nothing to do
 
-    def _varinst(self, args: Any) -> None:
-        if not isinstance(args, list) or len(args) < 3:
-            raise SimulatorError(f"program {self.program.name!r}: varinst needs [$out, opcode, operands...], "
-                                 f"got {args!r}")
-        out, opcode, operands = str(args[0]), str(args[1]), args[2:]
-        need = {"set": 1, "add": 2, "mul": 2, "inc": 1, "incwrap": 2}
-        if opcode not in need:
-            raise SimulatorError(f"program {self.program.name!r}: unknown varinst opcode {opcode!r}; legal: "
-                                 f"{', '.join(need)}")
-        if len(operands) != need[opcode]:
-            raise SimulatorError(f"program {self.program.name!r}: varinst {opcode} takes {need[opcode]} operand(s), "
-                                 f"got {args!r}")
-        vals = [self.resolve(v) for v in operands]
-        if opcode == "set":
+    def _varinst(self, ins: VarInst) -> None:
+        where = f"program {self.program.name!r}: varinst [{ins.dst}, {ins.op}, {', '.join(map(str, ins.args))}]"
+        need = VARINST_OPCODES.get(ins.op)
+        if need is None:
+            raise SimulatorError(f"{where}: unknown opcode {ins.op!r}; legal: {', '.join(VARINST_OPCODES)}")
+        if len(ins.args) != need:
+            raise SimulatorError(f"{where}: {ins.op} takes {need} operand(s)")
+        vals = [self.resolve(v) for v in ins.args]
+        if ins.op == "set":
             value = vals[0]
-        elif opcode == "add":
+        elif ins.op == "add":
             value = vals[0] + vals[1]
-        elif opcode == "mul":
+        elif ins.op == "mul":
             value = vals[0] * vals[1]
-        elif opcode == "inc":
-            value = self.resolve(out) + vals[0]
+        elif ins.op == "inc":
+            value = self.resolve(ins.dst) + vals[0]
         else:
             if vals[1] == 0:
-                raise SimulatorError(f"program {self.program.name!r}: incwrap with wrap 0 in {args!r}")
-            value = (self.resolve(out) + vals[0]) % vals[1]
-        self._set(out, value)
+                raise SimulatorError(f"{where}: incwrap with wrap 0")
+            value = (self.resolve(ins.dst) + vals[0]) % vals[1]
+        self._set(ins.dst, value)
 
 
-def _assigned_vars(body: tuple) -> set[str]:
-    out: set[str] = set()
-    for node in body:
-        if isinstance(node, Loop):
-            out |= _assigned_vars(node.body)
-        elif node.opcode == "varinst" and isinstance(node.args, list) and node.args:
-            out.add(str(node.args[0]))
-        elif node.opcode in ("var", "staticvar", "param"):
-            args = node.args
-            out |= {str(a) for a in (args.keys() if isinstance(args, Mapping) else (args or []))}
-    return out
-
-
-def _loop_count_vars(body: tuple) -> set[str]:
-    out: set[str] = set()
-    for node in body:
-        if isinstance(node, Loop):
-            if isinstance(node.count, str) and node.count.strip().startswith("$"):
-                out.add(node.count.strip())
-            out |= _loop_count_vars(node.body)
-    return out
+def _loop_ends(program: Program) -> dict[int, int]:
+    """Index of the EndLoop closing each Loop (by the Loop's index); SimulatorError if they do not match."""
+    ends: dict[int, int] = {}
+    open_loops: list[int] = []
+    for i, ins in enumerate(program.instructions):
+        if isinstance(ins, Loop):
+            open_loops.append(i)
+        elif isinstance(ins, EndLoop):
+            if not open_loops:
+                raise SimulatorError(f"program {program.name!r}: endloop without loop")
+            ends[open_loops.pop()] = i
+    if open_loops:
+        raise SimulatorError(f"program {program.name!r}: loop without endloop")
+    return ends

@@ -16,13 +16,14 @@ from typing import Any, Mapping
 import numpy as np
 
 from pybuda.dataformat import DataFormat
+from pybuda.netlist import Netlist, Op, Queue
 
 from .errors import SimulatorError
 from .executor import Simulator, apply_edge_tms
-from .kernels.common import TILE, truthy
+from .kernels.common import TILE
 from .kernels.sparse import random_operands
-from .netlist_io import Netlist, OpDef
-from .program import ProgramRunner, QueueSetting
+from .loading import program_of
+from .program import ProgramRunner, QueueSetting, param_names
 
 
 @dataclasses.dataclass
@@ -55,7 +56,7 @@ class _CountListener:
         for name in {src for op in g.ops.values() for src in op.inputs if src in self.nl.queues}:
             s = settings.get(name)
             streaming = s is None or not (s.flag("prologue") or s.get("rd_ptr_autoinc", 1) == 0)
-            self.reads[(graph, name)] += g.input_count if streaming else 1
+            self.reads[(graph, name)] += g.effective_input_count if streaming else 1
 
     def variable_changed(self, name: str, value: int) -> None:
         pass
@@ -64,18 +65,11 @@ class _CountListener:
         pass
 
 
-def program_params(nl: Netlist, program: str) -> list[str]:
-    names: list[str] = []
-    for node in nl.programs[program].body:
-        if getattr(node, "opcode", None) == "param":
-            names += [str(n).lstrip("$") for n in (node.args or [])]
-    return names
-
-
 def default_params(nl: Netlist, program: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Program parameters: the given ones, every other `param` set to 1."""
     given = {str(k).lstrip("$"): v for k, v in (params or {}).items()}
-    return {name: given.get(name, 1) for name in program_params(nl, program)} | given
+    names = [name.lstrip("$") for name in param_names(program_of(nl, program))]
+    return {name: given.get(name, 1) for name in names} | given
 
 
 def _reads(nl: Netlist, programs: list[str], params: Mapping[str, Any]) -> dict[str, int]:
@@ -84,7 +78,7 @@ def _reads(nl: Netlist, programs: list[str], params: Mapping[str, Any]) -> dict[
     total: collections.Counter = collections.Counter()
     for name in programs:
         listener = _CountListener(nl)
-        ProgramRunner(nl.programs[name], listener, params=default_params(nl, name, params), default_param=1,
+        ProgramRunner(program_of(nl, name), listener, params=default_params(nl, name, params), default_param=1,
                       loop_shortcut=False).run()
         total.update(listener.reads)
     out: dict[str, int] = {}
@@ -93,7 +87,7 @@ def _reads(nl: Netlist, programs: list[str], params: Mapping[str, Any]) -> dict[
     return out
 
 
-def queue_role(q) -> str:
+def queue_role(q: Queue) -> str:
     """'param' (a ram: weights, biases, ...), 'const' (a single-entry host queue: PyBuda's constants) or
     'stream' (activations)."""
     if q.is_ram:
@@ -130,7 +124,7 @@ def fill_random(sim: Simulator, seed: int = 0, *, programs: list[str] | None = N
     """
     nl = sim.netlist
     rng = np.random.default_rng(seed)
-    programs = programs if programs is not None else list(nl.programs)
+    programs = programs if programs is not None else [p.name for p in nl.programs]
     reads = _reads(nl, programs, params or {})
     special = _special_operands(sim, rng)
     pushed: dict[str, int] = {}
@@ -138,7 +132,7 @@ def fill_random(sim: Simulator, seed: int = 0, *, programs: list[str] | None = N
         if not (q.host_fed or q.is_ram):
             continue
         n = max(1, q.entries) if q.is_ram else max(1, q.entries, reads.get(name, 0))
-        shape = (n,) + q.shape
+        shape = (n,) + q.element_shape
         if name in special:
             data = np.broadcast_to(special[name], shape)
         else:
@@ -158,21 +152,22 @@ def _special_operands(sim: Simulator, rng: np.random.Generator) -> dict[str, np.
             for k, src in enumerate(op.inputs[:2]):
                 q = nl.queues.get(src)
                 if q is not None and q.entries == 1 and not q.is_ram and q.host_fed:
-                    value = lowered_constant(src, q.shape, k)
+                    value = lowered_constant(src, q.element_shape, k)
                     if value is not None:
                         out[src] = value
         if op.type == "embedding" and len(op.inputs) == 2 and op.inputs[1] in nl.queues:
             table = nl.queues.get(op.inputs[0])
-            rows = table.shape[1] if table is not None else (op.shape[1])
+            rows = table.element_shape[1] if table is not None else op.element_shape[1]
             q = nl.queues[op.inputs[1]]
-            out[op.inputs[1]] = rng.integers(0, max(1, rows), q.shape).astype(np.float64)
-        if op.type == "matmul" and truthy(op.attributes.get("identity")) and len(op.inputs) >= 3:
+            out[op.inputs[1]] = rng.integers(0, max(1, rows), q.element_shape).astype(np.float64)
+        if op.type == "matmul" and op.attrs.identity and len(op.inputs) >= 3:
             sp, act, enc = op.inputs[:3]
             if sp not in nl.queues or enc not in nl.queues:
                 continue
             act_shape = _post_tm_shape(nl, op, 1)
             try:
-                sparse, encoding, _ = random_operands(op, nl.queues[sp].shape, nl.queues[enc].shape, act_shape, rng)
+                sparse, encoding, _ = random_operands(op, nl.queues[sp].element_shape, nl.queues[enc].element_shape,
+                                                      act_shape, rng)
             except (SimulatorError, ValueError):
                 continue
             out[sp] = sparse
@@ -205,11 +200,10 @@ def lowered_constant(name: str, shape: tuple[int, int, int], operand: int) -> np
     return value
 
 
-def _post_tm_shape(nl: Netlist, op: OpDef, k: int) -> tuple[int, int, int]:
-    src = op.inputs[k]
-    tiles = nl.queues[src].tiles if src in nl.queues else nl.ops[src].tiles
+def _post_tm_shape(nl: Netlist, op: Op, k: int) -> tuple[int, int, int]:
+    tiles = nl.producer(op.inputs[k]).shape
     x = np.zeros((1,) + tuple(d * TILE if i else d for i, d in enumerate(tiles)), dtype=np.float32)
-    return apply_edge_tms(x, op.input_tms.get(k, ()), f"op {op.name!r} input {k}").shape[1:]
+    return apply_edge_tms(x, op.tms(k), f"op {op.name!r} input {k}").shape[1:]
 
 
 def run_random(netlist: Any, *, seed: int = 0, program: str | None = None, params: Mapping[str, Any] | None = None,
@@ -218,9 +212,7 @@ def run_random(netlist: Any, *, seed: int = 0, program: str | None = None, param
     `param`s = 1); pop every host-readable output queue and return statistics per queue."""
     sim = sim or Simulator(netlist, device=device)
     nl = sim.netlist
-    if program is not None and program not in nl.programs:
-        raise SimulatorError(f"no program {program!r}; programs: {', '.join(nl.programs)}")
-    programs = [program] if program is not None else list(nl.programs)
+    programs = [program_of(nl, program).name] if program is not None else [p.name for p in nl.programs]
     fill_random(sim, seed, programs=programs, params=params)
     for name in programs:
         sim.run(name, **default_params(nl, name, params))
@@ -229,8 +221,9 @@ def run_random(netlist: Any, *, seed: int = 0, program: str | None = None, param
 
 def output_queues(nl: Netlist) -> list[str]:
     """Queues written by an op and read by no op: the netlist's outputs."""
-    read = {src for op in nl.ops.values() for src in op.inputs}
-    return [name for name, q in nl.queues.items() if q.input in nl.ops and name not in read]
+    ops = nl.ops
+    read = {src for op in ops.values() for src in op.inputs}
+    return [name for name, q in nl.queues.items() if q.input in ops and name not in read]
 
 
 def output_stats(sim: Simulator) -> dict[str, OutputStats]:
@@ -248,12 +241,13 @@ def output_stats(sim: Simulator) -> dict[str, OutputStats]:
             while sim.occupancy(name):
                 values.append(sim.pop(name))
         if not values:
-            stats[name] = OutputStats(name, 0, q.shape, float("nan"), float("nan"), float("nan"), float("nan"), 0, 0)
+            stats[name] = OutputStats(name, 0, q.element_shape, float("nan"), float("nan"), float("nan"), float("nan"),
+                                      0, 0)
             continue
         data = np.stack(values).astype(np.float64)
         finite = data[np.isfinite(data)]
         stats[name] = OutputStats(
-            queue=name, entries=len(values), shape=tuple(q.shape),
+            queue=name, entries=len(values), shape=tuple(q.element_shape),
             mean=float(finite.mean()) if finite.size else float("nan"),
             std=float(finite.std()) if finite.size else float("nan"),
             min=float(finite.min()) if finite.size else float("nan"),

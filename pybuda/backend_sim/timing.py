@@ -15,15 +15,16 @@ import dataclasses
 import math
 from typing import Any, Mapping
 
-from pybuda.dataformat import DataFormat
-from pybuda.device import DeviceSpec, arch_spec, get_device
+from pybuda.arch.cycles import kernel_cycles
 from pybuda.arch.tms import tm_shape
+from pybuda.device import DeviceSpec
+from pybuda.netlist import Graph, Netlist, Op
 
 from .errors import SimulatorError
 from .executor import topo_order
-from .netlist_io import GraphDef, Netlist, OpDef, load_netlist
-from pybuda.arch.cycles import kernel_cycles
-from .program import ProgramRunner, QueueSetting
+from .kernels.common import inner_steps
+from .loading import load_netlist, program_of, select_device
+from .program import ProgramRunner, QueueSetting, param_names
 
 LIMITERS = ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out")
 MATMUL_TILE_CYCLES = {"grayskull": 32, "wormhole_b0": 16}  # ideal cycles per 32x32x32 tile MAC and fidelity phase
@@ -202,14 +203,11 @@ def estimate(netlist: Any, device: str | None = None, *, program: str | None = N
     (wormhole_b0, 1.0 GHz). program: default the first. params: program parameters; missing ones count as 1.
     """
     nl = load_netlist(netlist)
-    spec = get_device(device) if device is not None else None
-    arch = nl.resolve_arch(spec.arch if spec else None)
-    spec = spec or arch_spec(arch)
-    name = program if program is not None else next(iter(nl.programs))
-    if name not in nl.programs:
-        raise SimulatorError(f"no program {name!r}; programs: {', '.join(nl.programs)}")
+    arch, spec = select_device(nl, device)
+    prog = program_of(nl, program)
+    name = prog.name
     listener = _TraceListener()
-    runner = ProgramRunner(nl.programs[name], listener, params=params, default_param=1, loop_shortcut=True)
+    runner = ProgramRunner(prog, listener, params=params, default_param=1, loop_shortcut=True)
     runner.run()
     trace = listener.stack[0]
     epochs: list[EpochPerf] = []
@@ -223,30 +221,24 @@ def estimate(netlist: Any, device: str | None = None, *, program: str | None = N
     samples = 0
     if trace.first is not None:
         first = nl.graphs[trace.first]
-        samples = first.input_count * first.replicas * trace.counts[trace.first]
+        samples = first.effective_input_count * first.replicas * trace.counts[trace.first]
     seconds = total_cycles / spec.clock_hz
+    declared = set(param_names(prog))
     return PerfReport(
         device=spec.name, arch=arch, clock_hz=spec.clock_hz, program=name,
-        params={k: v for k, v in runner.vars.items() if k in _param_names(nl, name)},
+        params={k: v for k, v in runner.vars.items() if k in declared},
         samples=samples, total_cycles=total_cycles, seconds=seconds,
         samples_per_second=samples / seconds if seconds > 0 else 0.0, epoch_switches=trace.switches,
         epoch_switch_cycles=spec.epoch_switch_cycles, epochs=epochs, ops=[o for e in epochs for o in e.ops])
 
 
-def _param_names(nl: Netlist, program: str) -> set[str]:
-    names: set[str] = set()
-    for node in nl.programs[program].body:
-        if getattr(node, "opcode", None) == "param":
-            names |= {str(n) for n in (node.args or [])}
-    return names
-
-
-def _post_tm_tiles(shape: tuple[int, int, int], op: OpDef, k: int) -> tuple[int, int, int]:
+def _post_tm_tiles(shape: tuple[int, int, int], op: Op, k: int) -> tuple[int, int, int]:
     """Producer (t, rt, ct) after the edge's unpad, TMs and pad; TMs that do not apply leave the shape unchanged."""
     if k in op.input_unpad:
-        rt, ct = op.input_unpad[k]
+        unpad = op.input_unpad[k]
+        rt, ct = unpad.rt or 0, unpad.ct or 0
         shape = (shape[0], max(1, shape[1] - rt), max(1, shape[2] - ct))
-    for tm in op.input_tms.get(k, ()):
+    for tm in op.tms(k):
         if tm[0] == "pad":
             shape = (shape[0], shape[1] + tm[1], shape[2] + tm[2])
             continue
@@ -255,34 +247,35 @@ def _post_tm_tiles(shape: tuple[int, int, int], op: OpDef, k: int) -> tuple[int,
         except (ValueError, KeyError, IndexError):
             pass
     if k in op.input_pad:
-        rt, ct, _ = op.input_pad[k]
-        shape = (shape[0], shape[1] + rt, shape[2] + ct)
+        pad = op.input_pad[k]
+        shape = (shape[0], shape[1] + (pad.rt or 0), shape[2] + (pad.ct or 0))
     return shape
 
 
-def _tile_dim_after(tile_dim: tuple[int, int], tms: tuple) -> tuple[int, int]:
+def _tile_dim_after(tile_dim: tuple[int, int], tms: list) -> tuple[int, int]:
     if sum(1 for tm in tms if tm[0] == "transpose") % 2:
         return tile_dim[1], tile_dim[0]
     return tile_dim
 
 
-def _input_info(nl: Netlist, op: OpDef, k: int, flag) -> TensorInfo:
+def _input_info(nl: Netlist, op: Op, k: int, flag) -> TensorInfo:
     src = op.inputs[k]
     if src in nl.queues:
         q = nl.queues[src]
-        producer, tile_dim = q.tiles, q.tile_dim
+        producer, tile_dim = q.shape, q.effective_tile_dim
         memory = "HOST" if q.loc == "host" else "DRAM"
         if flag(src, "prologue"):
             memory += "_PROLOGUE"
     else:
-        producer, tile_dim, memory = nl.ops[src].tiles, nl.ops[src].tile_dim, "L1"
+        src_op = nl.producer(src)
+        producer, tile_dim, memory = src_op.shape, src_op.effective_tile_dim, "L1"
     t, rt, ct = _post_tm_tiles(producer, op, k)
-    h, w = _tile_dim_after(tile_dim, op.input_tms.get(k, ()))
+    h, w = _tile_dim_after(tile_dim, op.tms(k))
     df = op.in_df[k].value if k < len(op.in_df) else op.out_df.value
     return TensorInfo(name=src, shape=(t, rt * h, ct * w), df=df, memory=memory)
 
 
-def _output_info(nl: Netlist, op: OpDef, queues: list[str], read_by_ops: bool) -> TensorInfo:
+def _output_info(nl: Netlist, op: Op, queues: list[str], read_by_ops: bool) -> TensorInfo:
     kinds = []
     if read_by_ops:
         kinds.append("L1")
@@ -290,18 +283,18 @@ def _output_info(nl: Netlist, op: OpDef, queues: list[str], read_by_ops: bool) -
         kind = "HOST" if nl.queues[qn].loc == "host" else "DRAM"
         if kind not in kinds:
             kinds.append(kind)
-    t, rt, ct = op.tiles
-    h, w = op.tile_dim
+    t, rt, ct = op.shape
+    h, w = op.effective_tile_dim
     return TensorInfo(name=",".join(queues) if queues else op.name, shape=(t, rt * h, ct * w),
                       df=op.out_df.value, memory="+".join(kinds) or "L1")
 
 
-def _per_core_tiles(op: OpDef, k: int, shape: tuple[int, int, int]) -> float:
+def _per_core_tiles(op: Op, k: int, shape: tuple[int, int, int]) -> float:
     """Tiles one core of `op` reads from input `k` per input: matmul rows/columns strips (identity matmul: its
     grid row's sparse tiles and encoding, all activations of its columns), else an even split."""
     total = shape[0] * shape[1] * shape[2]
     gr, gc = op.grid_size
-    if op.type == "matmul" and op.attr_bool("identity"):
+    if op.type == "matmul" and op.attrs.identity:
         # sparse tiles and encoding: one block per grid row; activations: all of K for the core's columns
         return total / gc if k == 1 else total / gr
     if op.type == "matmul":
@@ -312,7 +305,7 @@ def _per_core_tiles(op: OpDef, k: int, shape: tuple[int, int, int]) -> float:
     return total / op.cores
 
 
-def _epoch_perf(nl: Netlist, graph: GraphDef, settings: Mapping[str, QueueSetting], arch: str, spec: DeviceSpec,
+def _epoch_perf(nl: Netlist, graph: Graph, settings: Mapping[str, QueueSetting], arch: str, spec: DeviceSpec,
                 index: int, executions: int) -> EpochPerf:
     ops = list(graph.ops.values())
     writers: dict[str, list[str]] = collections.defaultdict(list)
@@ -359,17 +352,18 @@ def _epoch_perf(nl: Netlist, graph: GraphDef, settings: Mapping[str, QueueSettin
     epilogue_cycles = 0.0
     read_in_graph = {src for op in ops for src in op.inputs if src in graph.ops}
     for op in ops:
-        attrs = dict(op.attributes)
+        attrs = dict(op.attrs.items())
+        m_k, u_kt = inner_steps(op)
         kernel = kernel_cycles(arch, op.type, t=op.t, mblock=op.mblock, ublock=op.ublock, out_df=op.out_df,
-                               math_fidelity=op.math_fidelity, m_k=op.m_k, u_kt=op.u_kt, attributes=attrs)
+                               math_fidelity=op.math_fidelity, m_k=m_k, u_kt=u_kt, attributes=attrs)
         terms: dict[str, float] = {"kernel": float(kernel)}
         prologue_time = 0.0
         prologue_bytes = 0
         for k, src in enumerate(op.inputs):
-            producer = nl.queues[src].tiles if src in nl.queues else nl.ops[src].tiles
+            producer = nl.producer(src).shape
             tiles = _per_core_tiles(op, k, _post_tm_tiles(producer, op, k))
             df = op.in_df[k] if k < len(op.in_df) else op.out_df
-            nbytes = tiles * DataFormat.parse(df).tile_bytes
+            nbytes = tiles * df.tile_bytes
             if src in nl.queues:
                 loc = "pcie" if nl.queues[src].loc == "host" else "dram"
                 if flag(src, "prologue"):
@@ -398,43 +392,46 @@ def _epoch_perf(nl: Netlist, graph: GraphDef, settings: Mapping[str, QueueSettin
             name=op.name, type=op.type, graph=graph.name, epoch=index, grid=op.grid_size, cores=op.cores,
             kernel_cycles=kernel, bw_cycles=bw, limiter_cycles=terms[limiter], limiter=limiter, terms=terms,
             prologue_bytes_per_core=prologue_bytes, epilogue_bytes_per_core=epilogue_bytes,
-            device=graph.target_device, input_count=graph.input_count, math_fidelity=op.math_fidelity.value,
-            t=op.t, mblock=op.mblock, ublock=op.ublock, m_k=op.m_k, u_kt=op.u_kt,
+            device=graph.devices[0], input_count=graph.effective_input_count, math_fidelity=op.math_fidelity.value,
+            t=op.t, mblock=op.mblock, ublock=op.ublock, m_k=m_k, u_kt=u_kt,
             inputs=[_input_info(nl, op, k, flag) for k in range(len(op.inputs))],
             output=_output_info(nl, op, writers.get(op.name, []), op.name in read_in_graph),
-            attributes=dict(op.attributes))
+            attributes=attrs)
         prologue_cycles = max(prologue_cycles, prologue_time)
         epilogue_cycles = max(epilogue_cycles, epilogue_time)
 
     if not perfs:
-        return EpochPerf(index=index, graph=graph.name, input_count=graph.input_count, executions=executions,
-                         cores=0, pipeline_cycles=0.0, fill_cycles=0.0, prologue_cycles=0.0, epilogue_cycles=0.0,
-                         epoch_cycles=0.0, slowest_op="", limiter="", math_utilization=0.0, ops=[])
+        return EpochPerf(index=index, graph=graph.name, input_count=graph.effective_input_count,
+                         executions=executions, cores=0, pipeline_cycles=0.0, fill_cycles=0.0, prologue_cycles=0.0,
+                         epilogue_cycles=0.0, epoch_cycles=0.0, slowest_op="", limiter="", math_utilization=0.0,
+                         ops=[])
     slowest = max(perfs.values(), key=lambda p: p.limiter_cycles)
     pipeline = slowest.limiter_cycles
     fill = _longest_chain(nl, graph, perfs)
     util_sum = 0.0
     for op in ops:
-        if op.type != "matmul" or op.attr_bool("identity"):
+        if op.type != "matmul" or op.attrs.identity:
             continue
-        z = int(op.attributes.get("z", 1)) if op.attr_bool("accumulate") else 1
-        tile_macs = op.t * z * op.mblock[0] * op.ublock[0] * op.mblock[1] * op.ublock[1] * op.m_k * op.u_kt
+        z = (1 if op.attrs.z is None else op.attrs.z) if op.attrs.accumulate else 1
+        m_k, u_kt = inner_steps(op)
+        tile_macs = op.t * z * op.mblock[0] * op.ublock[0] * op.mblock[1] * op.ublock[1] * m_k * u_kt
         ideal = tile_macs * op.math_fidelity.phases * MATMUL_TILE_CYCLES[arch]
         util = min(1.0, ideal / pipeline) if pipeline > 0 else 0.0
         perfs[op.name].math_utilization = util
         util_sum += util * op.cores
-    epoch_cycles = fill + (graph.input_count - 1) * pipeline + prologue_cycles + epilogue_cycles
+    epoch_cycles = fill + (graph.effective_input_count - 1) * pipeline + prologue_cycles + epilogue_cycles
     return EpochPerf(
-        index=index, graph=graph.name, input_count=graph.input_count, executions=executions,
+        index=index, graph=graph.name, input_count=graph.effective_input_count, executions=executions,
         cores=sum(op.cores for op in ops), pipeline_cycles=pipeline, fill_cycles=fill,
         prologue_cycles=prologue_cycles, epilogue_cycles=epilogue_cycles, epoch_cycles=epoch_cycles,
         slowest_op=slowest.name, limiter=slowest.limiter, math_utilization=util_sum / spec.cores,
-        ops=list(perfs.values()), device=graph.target_device,
+        ops=list(perfs.values()), device=graph.devices[0],
         matmul_cores=sum(op.cores for op in ops if op.type in ("matmul", "depthwise")),
-        samples_per_second=graph.input_count * graph.replicas * spec.clock_hz / epoch_cycles if epoch_cycles else 0.0)
+        samples_per_second=(graph.effective_input_count * graph.replicas * spec.clock_hz / epoch_cycles
+                            if epoch_cycles else 0.0))
 
 
-def _longest_chain(nl: Netlist, graph: GraphDef, perfs: Mapping[str, OpPerf]) -> float:
+def _longest_chain(nl: Netlist, graph: Graph, perfs: Mapping[str, OpPerf]) -> float:
     """Largest sum of per-input limiter cycles along a dependency chain of the graph's ops."""
     try:
         order = topo_order(graph, nl)

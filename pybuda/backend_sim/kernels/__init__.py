@@ -1,15 +1,17 @@
 """Numeric op kernels of the backend simulator, one module per family, dispatched through `KERNELS`.
 
-A kernel takes the op (netlist_io.OpDef, or a fused sub-op with the same fields) and its input arrays after
-TMs and input-format rounding, shaped (..., t, R, C) with any leading dims (see common.py), and returns the
-value in the dest register (rounded to acc_df). The executor then applies packer ReLU, tile-dim clearing and
-the out_df rounding.
+A kernel takes the op (a `pybuda.netlist.Op`, its attributes typed; a fused sub-op is given as one core's Op, see
+fused.py) and its input arrays after TMs and input-format rounding, shaped (..., t, R, C) with any leading dims
+(see common.py), and returns the value in the dest register (rounded to acc_df). The executor then applies
+packer ReLU, tile-dim clearing and the out_df rounding.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
+
+from pybuda.netlist import Op
 
 from .eltwise import BINARY_OPS, DATACOPY_OPS, SFPU_OPS, binary, datacopy, sfpu
 from .embedding import embedding
@@ -18,16 +20,15 @@ from .matmul import matmul as dense_matmul
 from .reduce import reduce
 from .sparse import sparse_matmul
 from .splice import splice
-from .common import truthy
 
 
-def matmul(op: Any, ins: list[np.ndarray]) -> np.ndarray:
-    if truthy(op.attributes.get("identity", False)):
+def matmul(op: Op, ins: list[np.ndarray]) -> np.ndarray:
+    if op.attrs.identity:
         return sparse_matmul(op, ins)
     return dense_matmul(op, ins)
 
 
-KERNELS: dict[str, Callable[[Any, list], np.ndarray]] = {
+KERNELS: dict[str, Callable[[Op, list], np.ndarray]] = {
     **{name: binary for name in BINARY_OPS},
     **{name: sfpu for name in SFPU_OPS},
     **{name: datacopy for name in DATACOPY_OPS},

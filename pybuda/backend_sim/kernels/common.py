@@ -7,29 +7,27 @@ over them with numpy rules and never modify their inputs in place.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import numpy as np
 
 from pybuda.dataformat import DataFormat
+from pybuda.netlist import Op
 
 from ..errors import SimulatorError
-from ..formats import quantize, to_source_register
+from ..formats import to_source_register
 
 TILE = 32
 INT_MATH_FORMATS = frozenset({DataFormat.Int8, DataFormat.UInt8, DataFormat.Int32})
 
 
-def truthy(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1")
-    return bool(value)
+def inner_steps(op: Op) -> tuple[int, int]:
+    """(m_k, u_kt) of a matmul-family op: K in m_k steps of u_kt tiles; 1 when the attribute is not set."""
+    a = op.attrs
+    return (1 if a.m_k is None else a.m_k), (1 if a.u_kt is None else a.u_kt)
 
 
-def int_math(op: Any) -> bool:
+def int_math(op: Op) -> bool:
     """True if the op runs the integer FPU path (Int8/Int32 inputs or accumulation)."""
-    dfs = tuple(getattr(op, "in_df", ())) + (op.acc_df,)
-    return any(DataFormat.parse(df) in INT_MATH_FORMATS for df in dfs)
+    return op.effective_acc_df in INT_MATH_FORMATS or any(df in INT_MATH_FORMATS for df in op.in_df)
 
 
 def src(x: np.ndarray, integer: bool = False, stored: "DataFormat | None" = None) -> np.ndarray:
@@ -38,12 +36,12 @@ def src(x: np.ndarray, integer: bool = False, stored: "DataFormat | None" = None
     return x if integer else to_source_register(x, stored)
 
 
-def input_formats(op: Any, n: int) -> tuple:
+def input_formats(op: Op, n: int) -> tuple:
     """The formats the op's first n inputs hold values of (the executor rounds every input to its in_df)."""
-    return tuple(DataFormat.parse(df) for df in op.in_df[:n])
+    return tuple(op.in_df[:n])
 
 
-def expect_inputs(op: Any, ins: list, n: int | tuple[int, ...]) -> None:
+def expect_inputs(op: Op, ins: list, n: int | tuple[int, ...]) -> None:
     allowed = (n,) if isinstance(n, int) else n
     if len(ins) not in allowed:
         want = " or ".join(str(a) for a in allowed)
@@ -63,13 +61,13 @@ def tile_broadcast(x: np.ndarray, axis: str) -> np.ndarray:
     return np.ascontiguousarray(v).reshape(x.shape)
 
 
-def packer_relu(op: Any, y: np.ndarray) -> np.ndarray:
+def packer_relu(op: Op, y: np.ndarray) -> np.ndarray:
     """Packer ReLU (`relu_en`, `relu_threshold`, `relu_mode`), as in the backend's golden model."""
-    attrs = op.attributes
-    if not truthy(attrs.get("relu_en", False)):
+    a = op.attrs
+    if not a.relu_en:
         return y
-    threshold = float(attrs.get("relu_threshold", 0.0))
-    mode = str(attrs.get("relu_mode", "min"))
+    threshold = 0.0 if a.relu_threshold is None else float(a.relu_threshold)
+    mode = a.relu_mode or "min"
     if mode == "min":
         return np.where(y > threshold, y, 0.0).astype(y.dtype)
     if mode == "max":
@@ -87,14 +85,6 @@ def clear_outside_tile(x: np.ndarray, tile_dim: tuple[int, int]) -> np.ndarray:
     v[..., h:, :, :] = 0
     v[..., :, :, w:] = 0
     return v.reshape(x.shape)
-
-
-def round_to(x: np.ndarray, df: "DataFormat | str") -> np.ndarray:
-    return quantize(x, df)
-
-
-def attr(attrs: Mapping[str, Any], key: str, default: Any = None) -> Any:
-    return attrs.get(key, default)
 
 
 def lead_broadcast(arrays: list[np.ndarray]) -> list[np.ndarray]:

@@ -1,14 +1,14 @@
 """Eltwise kernels: binary FPU ops, SFPU unary ops, datacopy (nop, datacopy, ethernet_datacopy, tilizer)."""
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 
+from pybuda.netlist import Attributes, Op
+
 from ..errors import SimulatorError
 from ..formats import fidelity_product, quantize
-from .common import expect_inputs, input_formats, int_math, src, truthy
+from .common import expect_inputs, input_formats, int_math, src
 
 BINARY_OPS = ("add", "subtract", "multiply", "maximum")
 SFPU_OPS = ("exp", "log", "sqrt", "gelu", "gelu_derivative", "reciprocal", "sigmoid", "tanh", "square", "abs",
@@ -19,7 +19,7 @@ _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
 _INV_SQRT_2PI = float(1.0 / np.sqrt(2.0 * np.pi))
 
 
-def binary(op: Any, ins: list[np.ndarray]) -> np.ndarray:
+def binary(op: Op, ins: list[np.ndarray]) -> np.ndarray:
     """add / subtract / maximum on source-register values; multiply under the math-fidelity model
     (input 0 in srcA, input 1 in srcB); result rounded to acc_df (dest)."""
     expect_inputs(op, ins, 2)
@@ -31,19 +31,19 @@ def binary(op: Any, ins: list[np.ndarray]) -> np.ndarray:
     else:
         fn = {"add": np.add, "subtract": np.subtract, "maximum": np.maximum}[op.type]
         y = fn(src(a, integer, a_df), src(b, integer, b_df))
-    return quantize(y, op.acc_df)
+    return quantize(y, op.effective_acc_df)
 
 
-def datacopy(op: Any, ins: list[np.ndarray]) -> np.ndarray:
+def datacopy(op: Op, ins: list[np.ndarray]) -> np.ndarray:
     """nop / datacopy / ethernet_datacopy / tilizer: the value, in dest (acc_df)."""
     expect_inputs(op, ins, 1)
-    return quantize(ins[0], op.acc_df)
+    return quantize(ins[0], op.effective_acc_df)
 
 
-def sfpu(op: Any, ins: list[np.ndarray]) -> np.ndarray:
+def sfpu(op: Op, ins: list[np.ndarray]) -> np.ndarray:
     """SFPU unary op (exact float32 value of the function), rounded to acc_df."""
     expect_inputs(op, ins, 1)
-    return quantize(unary_value(op.type, op.attributes, ins[0], op.name), op.acc_df)
+    return quantize(unary_value(op.type, op.attrs, ins[0], op.name), op.effective_acc_df)
 
 
 def _gelu_derivative(x: torch.Tensor, approx: bool) -> torch.Tensor:
@@ -68,7 +68,7 @@ _TORCH_UNARY = {
 }
 
 
-def unary_value(kind: str, attrs: Any, x: np.ndarray, name: str = "") -> np.ndarray:
+def unary_value(kind: str, attrs: Attributes, x: np.ndarray, name: str = "") -> np.ndarray:
     """Value of an SFPU function in float32 (torch's vectorised, multi-threaded kernels; approximate_mode selects
     the tanh forms of gelu / gelu_derivative)."""
     with np.errstate(all="ignore"):
@@ -77,14 +77,14 @@ def unary_value(kind: str, attrs: Any, x: np.ndarray, name: str = "") -> np.ndar
         if kind == "abs":
             return np.abs(x).astype(np.float32)
         if kind == "lrelu":
-            slope = float(attrs.get("slope", 0.01))
+            slope = 0.01 if attrs.slope is None else float(attrs.slope)
             return np.where(x > 0, x, x * np.float32(slope)).astype(np.float32)
         if kind == "power":
-            if "exp" not in attrs:
+            if attrs.exp is None:
                 raise SimulatorError(f"op {name!r} (power) needs attribute exp")
-            return np.power(x.astype(np.float64), int(attrs["exp"])).astype(np.float32)
+            return np.power(x.astype(np.float64), attrs.exp).astype(np.float32)
         fn = _TORCH_UNARY.get(kind)
         if fn is None:
             raise SimulatorError(f"op {name!r}: no unary model for {kind!r}")
         t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-        return fn(t, truthy(attrs.get("approximate_mode", False))).numpy()
+        return fn(t, bool(attrs.approximate_mode)).numpy()

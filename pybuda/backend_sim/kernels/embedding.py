@@ -1,9 +1,9 @@
 """embedding: row gather from a (flat-layout) table by RawUInt32 indices."""
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+
+from pybuda.netlist import Op
 
 from ..errors import SimulatorError
 from .common import TILE, expect_inputs
@@ -11,14 +11,14 @@ from .common import TILE, expect_inputs
 INVALID_INDEX = 0xFFFFFFFF
 
 
-def embedding(op: Any, ins: list[np.ndarray]) -> np.ndarray:
+def embedding(op: Op, ins: list[np.ndarray]) -> np.ndarray:
     """Input 0: the table (rows are its logical rows), input 1: indices. Per grid row, the first `num_indices`
     values of that row's block of input 1 (row-major) select table rows; index 0xFFFFFFFF gives a zero row
     (backend `ops/embedding_op.cpp`). Output per grid row: num_indices rows (a multiple of 32) x the table width.
     """
     expect_inputs(op, ins, 2)
     table, idx = ins
-    n = int(op.attributes.get("num_indices", 0))
+    n = op.attrs.num_indices or 0
     if n <= 0 or n % TILE:
         raise SimulatorError(f"op {op.name!r}: embedding num_indices must be a positive multiple of 32, got {n}")
     gr = op.grid_size[0]

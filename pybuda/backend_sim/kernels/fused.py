@@ -11,50 +11,40 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
-from pybuda.dataformat import DataFormat, MathFidelity
 from pybuda.arch.tms import apply_tm
+from pybuda.netlist import Attributes, FusedOp, FusedSubOp, Netlist, Op
 
 from ..errors import SimulatorError
 from ..formats import quantize
-from ..netlist_io import FusedOpDef
-from .common import TILE, packer_relu, tile_broadcast, truthy
+from .common import TILE, packer_relu, tile_broadcast
 
 _INDEXED = re.compile(r"^(input|intermed)(\d+)$")
 
 
-@dataclasses.dataclass(frozen=True)
-class SubOp:
-    """A fused sub-op with the op-level fields kernels read (formats and fidelity come from the fused op)."""
+def fused_op_definition(netlist: Netlist, op: Op) -> FusedOp:
+    """The `fused_ops` entry a fused_op op runs (its `fused_op_id`)."""
+    fid = op.attrs.fused_op_id
+    if fid is None:
+        raise SimulatorError(f"op {op.name!r} (fused_op) has no fused_op_id attribute")
+    fdef = netlist.fused_op_of(op)
+    if fdef is None:
+        raise SimulatorError(f"op {op.name!r}: fused_op_id {fid!r} is not defined in fused_ops "
+                             f"(defined: {', '.join(netlist.fused_ops or ()) or 'none'})")
+    return fdef
 
-    name: str
-    type: str
-    attributes: Mapping[str, Any]
-    math_fidelity: MathFidelity
-    in_df: tuple
-    out_df: DataFormat
-    intermed_df: DataFormat
-    acc_df: DataFormat
-    t: int
-    mblock: tuple[int, int]
-    ublock: tuple[int, int]
-    grid_size: tuple[int, int] = (1, 1)
-    ublock_order: str = "r"
-    tile_dim: tuple[int, int] = (TILE, TILE)
 
-    @property
-    def m_k(self) -> int:
-        return int(self.attributes.get("m_k", 1))
-
-    @property
-    def u_kt(self) -> int:
-        return int(self.attributes.get("u_kt", 1))
-
-    def attr_bool(self, key: str) -> bool:
-        return truthy(self.attributes.get(key, False))
+def sub_op_as_op(op: Op, sub: FusedSubOp, in_df: list, attributes: Attributes) -> Op:
+    """A sub-op as the kernels take it: one core's op (grid 1x1) with the sub-op's type, blocking and
+    `attributes`, and the fused op's t, output / intermediate / dest formats and math fidelity; `in_df` are the
+    formats its operands hold values of."""
+    return Op(name=f"{op.name}.{sub.name}", type=sub.type, grid_size=(1, 1), inputs=list(sub.inputs), t=op.t,
+              mblock=sub.mblock, ublock=sub.ublock, buf_size_mb=op.buf_size_mb, ublock_order=op.ublock_order,
+              in_df=in_df, out_df=op.out_df, intermed_df=op.intermed_df, acc_df=op.effective_acc_df,
+              math_fidelity=op.math_fidelity, attributes=attributes, graph=op.graph)
 
 
 def _ref(name: str, where: str) -> tuple[str, int]:
@@ -66,7 +56,7 @@ def _ref(name: str, where: str) -> tuple[str, int]:
     return m.group(1), int(m.group(2))
 
 
-def input_roles(fdef: FusedOpDef) -> dict[int, str]:
+def input_roles(fdef: FusedOp) -> dict[int, str]:
     """How each fused input is split across cores: 'cols' (matmul input 1), 'rows' (matmul input 0) or 'both'."""
     roles: dict[int, str] = {}
     for sub in fdef.sub_ops:
@@ -102,7 +92,7 @@ def _merge(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(order)).reshape(*lead, t, gr * rc, gc * cc)
 
 
-def _apply_tms(x: np.ndarray, tms: tuple, where: str) -> np.ndarray:
+def _apply_tms(x: np.ndarray, tms: list, where: str) -> np.ndarray:
     for tm in tms:
         if tm[0] == "tile_broadcast":
             x = tile_broadcast(x, tm[1])
@@ -114,8 +104,8 @@ def _apply_tms(x: np.ndarray, tms: tuple, where: str) -> np.ndarray:
     return x
 
 
-def fused_op(op: Any, ins: list[np.ndarray], netlist: Any, kernels: Mapping[str, Callable]) -> np.ndarray:
-    fdef = netlist.fused_op(op)
+def fused_op(op: Op, ins: list[np.ndarray], netlist: Netlist, kernels: Mapping[str, Callable]) -> np.ndarray:
+    fdef = fused_op_definition(netlist, op)
     where = f"op {op.name!r} (fused_op {fdef.id})"
     if len(ins) != fdef.inputs:
         raise SimulatorError(f"{where}: {len(ins)} inputs but the fused op definition has {fdef.inputs}")
@@ -125,7 +115,7 @@ def fused_op(op: Any, ins: list[np.ndarray], netlist: Any, kernels: Mapping[str,
     intermed: dict[int, np.ndarray] = {}
     dest: np.ndarray | None = None
     result: np.ndarray | None = None
-    approx = op.attributes.get("approximate_mode", False)
+    approx = op.attrs.approximate_mode
     for sub in fdef.sub_ops:
         swhere = f"{where} sub-op {sub.name!r}"
         args = []
@@ -145,20 +135,18 @@ def fused_op(op: Any, ins: list[np.ndarray], netlist: Any, kernels: Mapping[str,
             else:
                 if dest is None:
                     raise SimulatorError(f"{swhere}: reads dest before any sub-op wrote it")
-                v, df = dest, op.acc_df
+                v, df = dest, op.effective_acc_df
             formats.append(df)
-            args.append(_apply_tms(v, sub.input_tms.get(pos, ()), swhere))
+            args.append(_apply_tms(v, sub.input_tms.get(pos) or [], swhere))
         if "dest" not in sub.inputs:
             dest = None  # every sub-op that does not read dest overwrites it
-        attrs = dict(sub.attributes)
-        if approx and "approximate_mode" not in attrs:
-            attrs["approximate_mode"] = approx
-        spec = SubOp(name=f"{op.name}.{sub.name}", type=sub.type, attributes=attrs,
-                     math_fidelity=op.math_fidelity, in_df=tuple(formats), out_df=op.out_df,
-                     intermed_df=op.intermed_df, acc_df=op.acc_df, t=op.t, mblock=sub.mblock, ublock=sub.ublock)
+        attrs = sub.attrs
+        if approx and attrs.approximate_mode is None:
+            attrs = dataclasses.replace(attrs, approximate_mode=approx)
+        spec = sub_op_as_op(op, sub, formats, attrs)
         if sub.type not in kernels or sub.type in ("fused_op", "splice", "embedding"):
             raise SimulatorError(f"{swhere}: op type {sub.type!r} is not supported inside fused ops")
-        if sub.type == "matmul" and truthy(attrs.get("identity")):
+        if sub.type == "matmul" and attrs.identity:
             raise SimulatorError(f"{swhere}: identity matmul is not supported inside fused ops")
         y = kernels[sub.type](spec, args)
         expect = (sub.mblock[0] * sub.ublock[0] * TILE, sub.mblock[1] * sub.ublock[1] * TILE)
@@ -168,7 +156,7 @@ def fused_op(op: Any, ins: list[np.ndarray], netlist: Any, kernels: Mapping[str,
         y = packer_relu(spec, y)
         out_kind, out_idx = ("output", 0) if sub.output == "output" else _ref(sub.output, swhere)
         if out_kind == "dest":
-            dest = quantize(y, op.acc_df)
+            dest = quantize(y, op.effective_acc_df)
         elif out_kind == "intermed":
             if out_idx >= fdef.intermediates:
                 raise SimulatorError(f"{swhere}: writes intermed{out_idx}, but the fused op has "

@@ -5,16 +5,15 @@ the math-fidelity model (formats.py) splits both into mantissa slices and sums t
 """
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 
 from pybuda.dataformat import DataFormat, MathFidelity
+from pybuda.netlist import Op
 
 from ..errors import SimulatorError
 from ..formats import SRCA_SPLIT, SRCB_SPLIT, _phase_terms, quantize, truncate_mantissa
-from .common import TILE, expect_inputs, input_formats, int_math, src, tile_broadcast, truthy
+from .common import TILE, expect_inputs, inner_steps, input_formats, int_math, src, tile_broadcast
 from .eltwise import unary_value
 
 _A_BITS = {"hi": SRCA_SPLIT[0], "full": SRCA_SPLIT[0] + SRCA_SPLIT[1]}  # srcA = input 1
@@ -72,7 +71,7 @@ def _round(x: np.ndarray, df: DataFormat) -> np.ndarray:
     return quantize(x, df)
 
 
-def matmul(op: Any, ins: list[np.ndarray]) -> np.ndarray:
+def matmul(op: Op, ins: list[np.ndarray]) -> np.ndarray:
     """Dense matmul (sparse `identity` matmuls are dispatched to kernels.sparse).
 
     K is consumed in m_k steps of u_kt tiles (and z groups with `accumulate`); after every step the running sum
@@ -80,17 +79,17 @@ def matmul(op: Any, ins: list[np.ndarray]) -> np.ndarray:
     packed to the intermediate buffer (intermed_df), then added to the bias with row 0 of every bias tile
     broadcast to all rows (the kernel's row-broadcast add), in dest. `sfpu_op: gelu` is applied in dest last.
     """
-    attrs = op.attributes
-    if truthy(attrs.get("requant")) or truthy(attrs.get("dequant")):
+    attrs = op.attrs
+    if attrs.requant or attrs.dequant:
         raise SimulatorError(f"op {op.name!r}: matmul requant/dequant is not supported by the numeric simulator")
-    has_bias = truthy(attrs.get("bias", False))
+    has_bias = bool(attrs.bias)
     expect_inputs(op, ins, 3 if has_bias else 2)
     a, b = ins[0], ins[1]
     integer = int_math(op)
-    acc_df = DataFormat.parse(op.acc_df)
-    intermed_df = DataFormat.parse(op.intermed_df)
-    z = int(attrs.get("z", 1)) if truthy(attrs.get("accumulate", False)) else 1
-    m_k, u_kt = op.m_k, op.u_kt
+    acc_df = op.effective_acc_df
+    intermed_df = op.intermed_df
+    z = (1 if attrs.z is None else attrs.z) if attrs.accumulate else 1
+    m_k, u_kt = inner_steps(op)
     kstep = u_kt * TILE
     if a.shape[-1] != m_k * kstep or b.shape[-2] != m_k * kstep:
         raise SimulatorError(f"op {op.name!r}: inner dimension {a.shape[-1] // TILE} / {b.shape[-2] // TILE} tiles "
@@ -120,21 +119,21 @@ def matmul(op: Any, ins: list[np.ndarray]) -> np.ndarray:
         packed = _round(acc, intermed_df)
         bias = ins[2] if integer else tile_broadcast(ins[2], "r")
         acc = _round(src(packed, integer) + src(bias, integer), acc_df)
-    sfpu_op = attrs.get("sfpu_op")
+    sfpu_op = attrs.sfpu_op
     if sfpu_op:
-        if str(sfpu_op) != "gelu":
+        if sfpu_op != "gelu":
             raise SimulatorError(f"op {op.name!r}: sfpu_op {sfpu_op!r} after matmul is not supported (gelu only)")
         acc = quantize(unary_value("gelu", attrs, acc, op.name), acc_df)
     return acc
 
 
-def depthwise(op: Any, ins: list[np.ndarray]) -> np.ndarray:
+def depthwise(op: Op, ins: list[np.ndarray]) -> np.ndarray:
     """Depthwise matmul: output tile (r, c) = sum_k in0 tile (r, k*CT + c) @ in1 tile (k, c) (in1 has m_k tile
     rows); optional bias with row broadcast; rounded to acc_df."""
-    has_bias = truthy(op.attributes.get("bias", False))
+    has_bias = bool(op.attrs.bias)
     expect_inputs(op, ins, 3 if has_bias else 2)
     a, b = ins[0], ins[1]
-    m_k = op.m_k
+    m_k, _ = inner_steps(op)
     integer = int_math(op)
     *lead_a, t, rows, cols_in = a.shape
     ct = cols_in // (m_k * TILE)
@@ -148,9 +147,8 @@ def depthwise(op: Any, ins: list[np.ndarray]) -> np.ndarray:
         term = np.einsum("...rkcj,...kjcl->...rcl", lv, rv, optimize=True)
         acc = term if acc is None else acc + term
     acc = acc.reshape(acc.shape[:-2] + (ct * TILE,)).astype(np.float64 if integer else np.float32)
-    acc = _round(acc, DataFormat.parse(op.acc_df))
+    acc = _round(acc, op.effective_acc_df)
     if has_bias:
         bias = ins[2] if integer else tile_broadcast(ins[2], "r")
-        acc = _round(src(_round(acc, DataFormat.parse(op.intermed_df)), integer) + src(bias, integer),
-                     DataFormat.parse(op.acc_df))
+        acc = _round(src(_round(acc, op.intermed_df), integer) + src(bias, integer), op.effective_acc_df)
     return acc

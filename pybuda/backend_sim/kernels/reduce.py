@@ -1,31 +1,31 @@
 """reduce (type max; dims r, c, z)."""
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+
+from pybuda.netlist import Op
 
 from ..errors import SimulatorError
 from ..formats import quantize
 from .common import TILE, expect_inputs, int_math, src
 
 
-def reduce(op: Any, ins: list[np.ndarray]) -> np.ndarray:
+def reduce(op: Op, ins: list[np.ndarray]) -> np.ndarray:
     """Max over the reduced dimension of each core's input block, on source-register values, then acc_df.
 
     dim c: the max of each row of a core's K input tiles lands in column 0 of the core's output tile column
     (other columns 0); dim r: likewise into row 0; dim z: elementwise max over z consecutive t-slices.
     """
     expect_inputs(op, ins, 1)
-    attrs = op.attributes
-    if str(attrs.get("type", "max")) != "max":
-        raise SimulatorError(f"op {op.name!r}: reduce type {attrs.get('type')!r} is not supported (max only)")
-    dim = str(attrs.get("dim", ""))
+    a = op.attrs
+    if (a.type or "max") != "max":
+        raise SimulatorError(f"op {op.name!r}: reduce type {a.type!r} is not supported (max only)")
+    dim = a.dim or ""
     gr, gc = op.grid_size
     x = src(ins[0], int_math(op))
     *lead, t, rows, cols = x.shape
     if dim == "z":
-        z = int(attrs.get("z", 1))
+        z = 1 if a.z is None else a.z
         if t % z:
             raise SimulatorError(f"op {op.name!r}: reduce z={z} does not divide the input t={t}")
         y = x.reshape(*lead, t // z, z, rows, cols).max(axis=-3)
@@ -45,4 +45,4 @@ def reduce(op: Any, ins: list[np.ndarray]) -> np.ndarray:
         y[..., ::TILE, :] = m
     else:
         raise SimulatorError(f"op {op.name!r}: reduce needs attribute dim r, c or z, got {dim!r}")
-    return quantize(y, op.acc_df)
+    return quantize(y, op.effective_acc_df)

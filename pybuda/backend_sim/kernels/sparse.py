@@ -21,30 +21,31 @@ Each encoded tile contributes  out[t, ublock_row*ublock_rt + in_r, :] += sparse_
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import numpy as np
 import torch
 
+from pybuda.netlist import Op
 from pybuda.sparse.encoding import U16_PER_TILE, bits_for, encode
 
 from ..errors import SimulatorError
 from ..formats import quantize
-from .common import TILE, expect_inputs, int_math, truthy
+from .common import TILE, expect_inputs, inner_steps, int_math
 from .matmul import fidelity_pairs
 
 __all__ = ["bits_for", "decode", "encode", "encoding_params", "random_operands", "sparse_matmul"]
 
 
-def encoding_params(op: Any) -> dict:
-    attrs = op.attributes
-    ptr_bits = int(attrs.get("sparse_tile_ptr_bits", 0))
+def encoding_params(op: Op) -> dict:
+    a = op.attrs
+    ptr_bits = a.sparse_tile_ptr_bits or 0
     if ptr_bits <= 0 or ptr_bits >= 16:
         raise SimulatorError(f"op {op.name!r}: identity matmul needs 0 < sparse_tile_ptr_bits < 16, got {ptr_bits}")
-    ublock_bits = int(attrs.get("sparse_ublock_idx_bits", -1))
+    ublock_bits = a.sparse_ublock_idx_bits or 0
     if ublock_bits <= 0:
         ublock_bits = ptr_bits
-    return {"ptr_bits": ptr_bits, "ublock_bits": ublock_bits, "u_kt": op.u_kt, "d_bits": bits_for(op.u_kt),
+    _, u_kt = inner_steps(op)
+    return {"ptr_bits": ptr_bits, "ublock_bits": ublock_bits, "u_kt": u_kt, "d_bits": bits_for(u_kt),
             "inner_r": op.ublock[0], "outer_r": op.mblock[0], "t": op.t}
 
 
@@ -147,7 +148,7 @@ def _merge_entries(entries: np.ndarray, tiles: np.ndarray, *, rows_core: int, k_
     return uniq // k_tiles, uniq % k_tiles, tile_idx, extra
 
 
-def sparse_matmul(op: Any, ins: list[np.ndarray]) -> np.ndarray:
+def sparse_matmul(op: Op, ins: list[np.ndarray]) -> np.ndarray:
     """Identity matmul: decode each grid row's encoding (and fracture group) into entries, multiply each entry's
     input-0 tile with its input-1 tile row under the fidelity model and add the product into its output tile row,
     round to acc_df; a 4th input (bias) is added as is (no row broadcast, as in the backend golden model).
@@ -156,12 +157,11 @@ def sparse_matmul(op: Any, ins: list[np.ndarray]) -> np.ndarray:
     the fidelity model truncates elementwise, so it is applied once to the input-0 tiles and to input 1, and the
     entries' products are computed in chunks of batched 32x32 @ 32xC matmuls and scattered with index_add_.
     """
-    attrs = op.attributes
-    has_bias = truthy(attrs.get("bias", False))
+    has_bias = bool(op.attrs.bias)
     expect_inputs(op, ins, 4 if has_bias else 3)
     sparse_in, act, enc = ins[0], ins[1], ins[2]
     gr, gc = op.grid_size
-    ff = int(attrs.get("fracture_factor", 1))
+    ff = fracture_factor(op)
     if ff < 1 or gc % ff:
         raise SimulatorError(f"op {op.name!r}: fracture_factor {ff} must divide grid columns {gc}")
     params = encoding_params(op)
@@ -234,13 +234,19 @@ def sparse_matmul(op: Any, ins: list[np.ndarray]) -> np.ndarray:
                     prod = term if prod is None else prod + term
                 part.index_add_(axis, out_idx[sel], prod)
         out[..., cslice] = part.numpy().reshape(lead + (t, gr * rows_core * TILE, out_cols_per_group))
-    out = quantize(out, op.acc_df)
+    out = quantize(out, op.effective_acc_df)
     if has_bias:
-        out = quantize(out + ins[3], op.acc_df)
+        out = quantize(out + ins[3], op.effective_acc_df)
     return out
 
 
-def random_operands(op: Any, sparse_shape: tuple[int, int, int], encoding_shape: tuple[int, int, int],
+def fracture_factor(op: Op) -> int:
+    """Column groups an identity matmul's encoding is split into (`fracture_factor`, default 1)."""
+    ff = op.attrs.fracture_factor
+    return 1 if ff is None else ff
+
+
+def random_operands(op: Op, sparse_shape: tuple[int, int, int], encoding_shape: tuple[int, int, int],
                     act_shape: tuple[int, int, int], rng: np.random.Generator, density: float = 0.3,
                     ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Random valid (input 0, input 2) arrays of the given (t, R, C) element shapes for an identity matmul,
@@ -248,7 +254,7 @@ def random_operands(op: Any, sparse_shape: tuple[int, int, int], encoding_shape:
     """
     params = encoding_params(op)
     gr, gc = op.grid_size
-    ff = int(op.attributes.get("fracture_factor", 1))
+    ff = fracture_factor(op)
     if ff != 1:
         raise SimulatorError(f"op {op.name!r}: random stimulus supports fracture_factor 1 only")
     n_sparse = sparse_shape[-1] // TILE
@@ -272,7 +278,7 @@ def random_operands(op: Any, sparse_shape: tuple[int, int, int], encoding_shape:
                         entries[(b, out_rt, k)] = int(rng.integers(0, max_tiles))
         words_capacity = encoding_shape[0] * rows_per_core_enc * encoding_shape[2]
         while True:
-            words = encode(entries, t=op.t, outer_r=op.mblock[0], inner_r=op.ublock[0], u_kt=op.u_kt,
+            words = encode(entries, t=op.t, outer_r=op.mblock[0], inner_r=op.ublock[0], u_kt=params["u_kt"],
                            ptr_bits=params["ptr_bits"], ublock_bits=params["ublock_bits"])
             if len(words) <= words_capacity or not entries:
                 break
@@ -288,7 +294,7 @@ def random_operands(op: Any, sparse_shape: tuple[int, int, int], encoding_shape:
     return sparse, encoding, pattern
 
 
-def dense_reference(pattern: dict, op: Any, act: np.ndarray) -> np.ndarray:
+def dense_reference(pattern: dict, op: Op, act: np.ndarray) -> np.ndarray:
     """The product the random pattern encodes, in float64 (for tests): act is (t_act, K, C) elements."""
     gr = op.grid_size[0]
     rows_core = op.mblock[0] * op.ublock[0]

@@ -9,27 +9,18 @@ in the output's ublock_order.
 from __future__ import annotations
 
 import functools
-import re
-from typing import Any
 
 import numpy as np
+
+from pybuda.netlist import Op
 
 from ..errors import SimulatorError
 from .common import TILE, lead_broadcast
 
-_INPUT_ATTR = re.compile(r"^input(\d+)$")
 
-
-def splice_configs(op: Any, n_inputs: int) -> list[tuple[int, int, int]]:
-    cfgs: dict[int, tuple[int, int, int]] = {}
-    for key, value in op.attributes.items():
-        m = _INPUT_ATTR.match(str(key))
-        if not m:
-            continue
-        if not isinstance(value, (list, tuple)) or len(value) != 3:
-            raise SimulatorError(f"op {op.name!r}: splice attribute {key} must be [index, length, stride], got "
-                                 f"{value!r}")
-        cfgs[int(m.group(1))] = tuple(int(v) for v in value)
+def splice_configs(op: Op, n_inputs: int) -> list[tuple[int, int, int]]:
+    """(index, length, stride) of every input, from the `input<N>` attributes."""
+    cfgs: dict[int, tuple[int, int, int]] = op.attrs.splice or {}
     if sorted(cfgs) != list(range(n_inputs)):
         raise SimulatorError(f"op {op.name!r}: splice needs attributes input0..input{n_inputs - 1}, got "
                              f"{', '.join(f'input{k}' for k in sorted(cfgs)) or 'none'}")
@@ -37,7 +28,7 @@ def splice_configs(op: Any, n_inputs: int) -> list[tuple[int, int, int]]:
         if index < 0 or length <= 0 or stride < length:
             raise SimulatorError(f"op {op.name!r}: splice input{k} = [{index}, {length}, {stride}] needs index >= 0,"
                                  f" length > 0, stride >= length")
-    return [cfgs[k] for k in range(n_inputs)]
+    return [tuple(cfgs[k]) for k in range(n_inputs)]
 
 
 def _schedule(op_name: str, cfgs: tuple, units_out: int, units_in: tuple[int, ...]) -> list[tuple[int, int]]:
@@ -102,11 +93,11 @@ def _ublock_tile_map(op_name: str, cfgs: tuple, grid: tuple, mblock: tuple, ublo
     return src_k, src_r, src_c
 
 
-def splice(op: Any, ins: list[np.ndarray]) -> np.ndarray:
+def splice(op: Op, ins: list[np.ndarray]) -> np.ndarray:
     if not ins:
         raise SimulatorError(f"op {op.name!r}: splice needs at least one input")
     cfgs = tuple(splice_configs(op, len(ins)))
-    granularity = str(op.attributes.get("granularity", "ublock"))
+    granularity = op.attrs.granularity or "ublock"
     ins = lead_broadcast(ins)
     if granularity == "t":
         for k, x in enumerate(ins):
