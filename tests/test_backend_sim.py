@@ -634,6 +634,63 @@ def test_netlist_input_forms(tmp_path):
     for src in (str(path), path, MUL_YAML, yaml.safe_load(MUL_YAML)):
         nl = load_netlist(src)
         assert list(nl.graphs) == ["g"] and nl.queues["out"].loc == "host"
+    nl = load_netlist(MUL_YAML)
+    before = load_netlist(MUL_YAML)
+    sim = Simulator(nl)  # an already-loaded model is simulated as is, and left unchanged
+    assert sim.netlist is nl
+    sim.push("in0", np.ones((2,) + sim.queue_shape("in0")))
+    sim.push("in1", np.ones((2,) + sim.queue_shape("in1")))
+    sim.run()
+    assert nl == before and estimate(nl).total_cycles == estimate(MUL_YAML).total_cycles
+    with pytest.raises(SimulatorError, match="a netlist must be a path, YAML text, a dict or a pybuda.netlist.Netlist"):
+        Simulator(42)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace("graphs:\n  g:\n", "graphs:\n  g0:\n    mul: {type: nop, grid_loc: [1, 0], grid_size: [1, 1], "
+                         "inputs: [in0], in_df: [Float16_b], out_df: Float16_b, intermed_df: Float16_b, "
+                         "math_fidelity: HiFi4, t: 2, mblock: [2, 4], ublock: [1, 1], buf_size_mb: 2, "
+                         "ublock_order: r}\n  g:\n"),
+     r"op mul: \[name.duplicate_op\] op names must be globally unique; 'mul' is also in graph g0"),
+    (lambda t: t.replace("inputs: [in0, in1]", "inputs: [in0, nope]"),
+     r"op mul: \[input.missing\] input 1 'nope' is neither a queue nor an op"),
+    (lambda t: t.replace("in_df: [Float16_b, Float16_b]", "in_df: [Float16_b]"),
+     r"op mul: \[op.in_df_count\] in_df needs one data format per input \(expected 2, got 1\)"),
+    (lambda t: t + "    - endloop\n", r"program main: \[program.loop_balance\] endloop without a loop"),
+    (lambda t: t.replace("arch: grayskull", "arch: blackhole"),
+     r"netlist arch \['blackhole'\] is not supported; the simulator models grayskull, wormhole_b0"),
+])
+def test_netlists_the_simulator_cannot_run_are_rejected_by_name(edit, message):
+    text = edit(MUL_YAML)
+    for run in (Simulator, estimate):
+        with pytest.raises(SimulatorError, match=message):
+            run(text)
+
+
+def test_program_runner_nests_typed_loops_and_rejects_unmatched_ones():
+    from pybuda.backend_sim.program import ProgramRunner
+    from pybuda.netlist import EndLoop, Execute, Loop, Program, Var, VarInst
+
+    class Record:
+        def __init__(self):
+            self.graphs = []
+
+        def execute(self, graph, settings):
+            self.graphs.append(graph)
+
+        def variable_changed(self, name, value):
+            pass
+
+    body = [Var(opcode="var", vars={"$n": 0}), Loop(count=2), Execute(graph_name="a"), Loop(count=3),
+            VarInst(dst="$n", op="inc", args=[1]), Execute(graph_name="b"), EndLoop(), EndLoop(),
+            Execute(graph_name="c")]
+    rec = Record()
+    runner = ProgramRunner(Program(name="p", instructions=body), rec)
+    runner.run()
+    assert rec.graphs == ["a", "b", "b", "b"] * 2 + ["c"] and runner.vars["$n"] == 6
+    for broken, message in ((body[:-2], "loop without endloop"), ([EndLoop()] + body, "endloop without loop")):
+        with pytest.raises(SimulatorError, match=f"program 'p': {message}"):
+            ProgramRunner(Program(name="p", instructions=broken), rec)
 
 
 # ------------------------------------------------------------------------------------------------------------
