@@ -21,7 +21,6 @@ import numpy as np
 
 from pybuda.arch.tms import apply_tm, tm_shape
 from pybuda.dataformat import DataFormat
-from pybuda.device import DeviceSpec
 from pybuda.netlist import Graph, Netlist, Op, Queue
 from pybuda.netlist.model import BINARY_OPS, DATACOPY_OPS, NON_TENSIX_OPS, SFPU_OPS
 
@@ -144,8 +143,6 @@ class Simulator:
 
     def __init__(self, netlist: Any, device: str | None = None, *, chunk_elements: int = DEFAULT_CHUNK_ELEMENTS):
         self.netlist: Netlist = load_netlist(netlist)
-        self.arch: str
-        self.device: DeviceSpec
         self.arch, self.device = select_device(self.netlist, device)
         self.chunk_elements = int(chunk_elements)
         self._queues = {name: _QueueState(q) for name, q in self.netlist.queues.items()}
@@ -406,9 +403,9 @@ class Simulator:
             for i in idx:
                 ptr = st.local if prologue else (st.local + i * st.rd_autoinc) % st.wrap
                 if not st.holds(ptr):
-                    raise SimulatorError(f"op {op.name!r} (graph {graph.name!r}) reads queue {name!r} at pointer {ptr} "
-                                         f"for input {i}, but the queue holds pointers [{st.rd}, {st.wr}) (mod "
-                                         f"{st.wrap}): push more entries or check the program's pointers")
+                    raise SimulatorError(f"op {op.name!r} (graph {graph.name!r}) reads queue {name!r} at pointer "
+                                         f"{ptr} for input {i}, but the queue holds pointers [{st.rd}, {st.wr}) "
+                                         f"(mod {st.wrap}): push more entries or check the program's pointers")
                 entries.append(ptr % st.entries)
         if len(set(entries)) == 1:
             return st.slots[entries[0]][None]
@@ -505,8 +502,9 @@ def expected_input_tiles(op: Op, index: int) -> tuple[int, int, int] | None:
     gr, gc = op.grid_size
     a = op.attrs
     m_k, u_kt = inner_steps(op)
+    z = 1 if a.z is None else a.z
     if op.type == "matmul" and not a.identity:
-        tz = t * (a.z or 1) if a.accumulate else t
+        tz = t * z if a.accumulate else t
         if index == 0:
             return (tz, rt, m_k * u_kt)
         if index == 1:
@@ -528,7 +526,7 @@ def expected_input_tiles(op: Op, index: int) -> tuple[int, int, int] | None:
         if a.dim == "c":
             return (t, rt, gc * m_k * u_kt)
         if a.dim == "z":
-            return (t * (a.z or 1), rt, ct)
+            return (t * z, rt, ct)
         return None
     if op.type in ELTWISE_SHAPED:
         return (t, rt, ct)
