@@ -5,7 +5,6 @@ Public API:
 - estimate(netlist, device=None, *, program=None, params=None) -> PerfReport (to_text, to_rich, to_csv)
 - run_random(netlist, seed=0, ...) / fill_random(sim, seed): random stimulus (stimulus.py)
 - quantize(x, df): round an array to a Buda data format
-- kernel_cycles(arch, op_type, *, t, mblock, ublock, out_df, math_fidelity, m_k=1, u_kt=1, attributes=None)
 - SimulatorError
 See docs/simulator.md for the models.
 """
@@ -13,12 +12,11 @@ from .errors import SimulatorError
 from .executor import SUPPORTED_OP_TYPES, Simulator
 from .formats import fidelity_product, quantize
 from .netlist_io import Netlist, load_netlist
-from pybuda.arch.cycles import kernel_cycles
 from .stimulus import fill_random, run_random
 from .timing import EpochPerf, OpPerf, PerfReport, TensorInfo, estimate
 
 __all__ = [
     "Simulator", "SimulatorError", "estimate", "PerfReport", "EpochPerf", "OpPerf", "TensorInfo", "quantize",
-    "fidelity_product", "kernel_cycles", "load_netlist", "Netlist", "SUPPORTED_OP_TYPES", "run_random",
+    "fidelity_product", "load_netlist", "Netlist", "SUPPORTED_OP_TYPES", "run_random",
     "fill_random",
 ]

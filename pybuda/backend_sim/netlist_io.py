@@ -257,6 +257,7 @@ class Netlist:
     graphs: Mapping[str, GraphDef]
     programs: Mapping[str, ProgramDef]
     fused_ops: Mapping[str, FusedOpDef]
+    model: Any = None
 
     def fused_op(self, op: "OpDef") -> FusedOpDef:
         """The fused_ops definition a `fused_op` op refers to (by its `fused_op_id` attribute)."""
@@ -313,7 +314,8 @@ def load_netlist(source: Any) -> Netlist:
                                          f"nor an op")
     return Netlist(archs=tuple(model.archs), queues=queues, graphs=graphs,
                    programs={p.name: ProgramDef(name=p.name, body=_body(p)) for p in model.programs},
-                   fused_ops={str(k): _fused_op(str(k), f) for k, f in (model.fused_ops or {}).items()})
+                   fused_ops={str(k): _fused_op(str(k), f) for k, f in (model.fused_ops or {}).items()},
+                   model=model)
 
 
 def _first_device(value: Any) -> tuple[int, int]:
