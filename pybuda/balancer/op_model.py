@@ -19,8 +19,8 @@ from ..dataformat import DataFormat, MathFidelity
 from ..device import DeviceSpec
 from ..ir import Graph
 from ..netlist.model import Attributes
-from ..sparse import SparseMatrix, SparseOperands, encoding_fits, sparse_operands, unique_tiles
-from ..sparse.encoding import U16_PER_TILE
+from ..sparse import TILE, SparseMatrix, SparseOperands, encoding_fits, sparse_operands
+from ..sparse.encoding import U16_PER_TILE, tile_table
 
 SPARSE_QUEUES = ("sparse_tiles", "encoding")  # identity-matmul inputs 0 and 2: queues "<op>.<suffix>"
 
@@ -108,20 +108,13 @@ def op_dims(graph: Graph, name: str) -> dict:
 
 # --- sparse matmuls --------------------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=256)
-def _tile_counts(matrix: SparseMatrix) -> tuple[np.ndarray, int]:
-    _, _, contents = matrix.tiles()
-    unique = len(unique_tiles(contents)[0]) if len(contents) else 1
-    return np.concatenate([[0], np.cumsum(matrix.tile_rows())]), unique
-
-
 def _sparse_bounds(matrix: SparseMatrix, grid_rows: int, t: int) -> tuple[int, int]:
     """(distinct non-zero tiles of the whole matrix: a bound on any grid row's, the most non-zero tiles of one
     grid row's blocks) of a sparse matmul split into t slices over grid_rows rows of cores."""
-    prefix, unique = _tile_counts(matrix)
-    counts = np.diff(prefix)
+    table = tile_table(matrix)
+    counts = np.bincount(table.rows, minlength=-(-matrix.shape[0] // TILE))
     per_core = counts.reshape(t, grid_rows, -1).sum(axis=(0, 2)) if counts.size else np.zeros(1, np.int64)
-    return unique, int(per_core.max())
+    return max(1, len(table.distinct)), int(per_core.max())
 
 
 def sparse_tiles_df(matrix: SparseMatrix) -> DataFormat:
@@ -191,14 +184,22 @@ def geometry(graph: Graph, name: str, model: OpModel, attrs: Attributes | None =
                       tuple(model.ublock), attrs if attrs is not None else Attributes())
 
 
-def netlist_inputs(graph: Graph, name: str, model: OpModel, exact: bool = True) -> list[NetlistInput]:
-    """The op's netlist inputs in order: its operands, or for a sparse matmul [sparse tiles, activations,
-    encoding] (the identity matmul's operand order; queue widths bounds unless `exact`)."""
+def operand_inputs(graph: Graph, name: str) -> list[NetlistInput]:
+    """The op's graph operands as netlist inputs (what does not depend on the op model)."""
     inputs = []
     for operand in graph.operands(name):
         src = graph.node(operand.src)
         inputs.append(NetlistInput(src.name, src.kind, tiles_of(src.shape), tiles_of(graph.operand_shape(operand)),
                                    src.df, tuple(operand.tms)))
+    return inputs
+
+
+def netlist_inputs(graph: Graph, name: str, model: OpModel, exact: bool = True,
+                   operands: list[NetlistInput] | None = None) -> list[NetlistInput]:
+    """The op's netlist inputs in order: its operands (`operand_inputs`, computed unless given), or for a sparse
+    matmul [sparse tiles, activations, encoding] (the identity matmul's operand order; queue widths bounds unless
+    `exact`)."""
+    inputs = operand_inputs(graph, name) if operands is None else operands
     node = graph.node(name)
     if node.op_type != "sparse_matmul":
         return inputs
@@ -245,6 +246,7 @@ def legal_op_models(graph: Graph, name: str, device: DeviceSpec) -> list[OpModel
     fidelity = MathFidelity.parse(node.tags.get("math_fidelity", MathFidelity.HiFi4))
     inner = node.op_type in ("matmul", "sparse_matmul", "reduce")
     dim = node.attrs.get("dim") if node.op_type == "reduce" else None
+    operands = operand_inputs(graph, name)
     models = []
     for gr in divisors(rt):
         if gr > device.grid_rows or (dim == "r" and gr != 1):
@@ -262,8 +264,8 @@ def legal_op_models(graph: Graph, name: str, device: DeviceSpec) -> list[OpModel
                     if not encoding_fits(unique, mblock[0], ublock[0], u_kt):
                         continue
                 geom = geometry(graph, name, model, op_attributes(graph, name, model, exact=False))
-                fit = _footprint_and_prologue(graph, name, geom, netlist_inputs(graph, name, model, exact=False),
-                                              device.l1_usable)
+                inputs = netlist_inputs(graph, name, model, exact=False, operands=operands)
+                fit = _footprint_and_prologue(graph, name, geom, inputs, device.l1_usable)
                 if fit is None:
                     continue
                 cycles = kernel_cycles(device.arch, geom, node.df, fidelity)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..arch.perf import EpochTiming, epoch_timing
+from ..arch.perf import EpochTiming
 from ..device import DeviceSpec
 from ..ir import Graph
 from .op_model import BalancerError, OpModel, legal_op_models, op_dims
 from .placer import PlacedOp, place
-from .plan_cost import IoLinks, op_load, plan_cost
+from .plan_cost import IoLinks, PlanCoster
 
 MAX_TARGETS = 48
 
@@ -72,13 +72,6 @@ def _models_for(graph: Graph, name: str, device: DeviceSpec, grid_override: tupl
     return chosen
 
 
-def _standalone_score(graph: Graph, name: str, model: OpModel, links: IoLinks, device: DeviceSpec,
-                      microbatch: int) -> float:
-    """Cycles per input of the op alone in an epoch (its producers beside it, its prologue amortised)."""
-    load = op_load(graph, name, model, {}, {q: True for q in model.prologue}, links, later_users=False)
-    return epoch_timing(device, [load], microbatch).epoch_cycles / microbatch
-
-
 def _targets(scores: list[float]) -> list[float]:
     targets = sorted(set(scores))
     if len(targets) > MAX_TARGETS:
@@ -91,31 +84,34 @@ def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int)
     """Choose op models and placement for every op of the Buda graph."""
     schedule = [n for n in graph.topo_order() if graph.node(n).kind == "op"]
     grid_overrides, starts, transposed, breaks = _overrides(config, schedule)
-    links = IoLinks.from_config(config)
+    coster = PlanCoster(graph, device, IoLinks.from_config(config), microbatch)
     candidates: dict[str, list[tuple[float, OpModel]]] = {}
     for name in schedule:
-        entries = [(_standalone_score(graph, name, m, links, device, microbatch), m)
-                   for m in _models_for(graph, name, device, grid_overrides.get(name))]
+        entries = [(coster.standalone(name, m), m) for m in _models_for(graph, name, device, grid_overrides.get(name))]
         entries.sort(key=lambda e: (e[1].cores, e[0], e[1].grid))
         candidates[name] = entries
+    params = {name: [o.src for o in graph.operands(name) if graph.node(o.src).kind in ("parameter", "constant")]
+              for name in schedule}
 
-    def plan(target: float) -> Placement:
-        chosen = {}
-        for name in schedule:
-            fits = [e for e in candidates[name] if e[0] <= target]
-            chosen[name] = (fits[0] if fits else min(candidates[name], key=lambda e: (e[0], e[1].cores)))[1]
+    def plan(chosen: dict[str, OpModel]) -> Placement:
         placed = place(schedule, {n: chosen[n].grid for n in schedule}, device, starts=starts,
                        transposed=transposed, breaks=breaks)
         prologue: dict[str, bool] = {}
         for name in schedule:
-            for operand in graph.operands(name):
-                if graph.node(operand.src).kind in ("parameter", "constant"):
-                    prologue[operand.src] = prologue.get(operand.src, True) and operand.src in chosen[name].prologue
+            for queue in params[name]:
+                prologue[queue] = prologue.get(queue, True) and queue in chosen[name].prologue
             prologue.update({q: True for q in chosen[name].prologue if q not in graph})
-        epoch_of = {n: p.epoch for n, p in placed.items()}
-        cost = plan_cost(graph, schedule, chosen, epoch_of, prologue, links, device, microbatch)
+        cost = coster.cost(schedule, chosen, {n: p.epoch for n, p in placed.items()}, prologue)
         return Placement(models=chosen, placed=placed, prologue=prologue, epochs=len(cost.epochs),
                          estimated_cycles=cost.cycles, epoch_timings=cost.epochs)
 
-    plans = [plan(t) for t in _targets([e[0] for entries in candidates.values() for e in entries])]
-    return min(plans, key=lambda p: p.estimated_cycles)
+    plans: dict[tuple, Placement] = {}
+    for target in _targets([e[0] for entries in candidates.values() for e in entries]):
+        chosen = {}
+        for name in schedule:
+            fits = [e for e in candidates[name] if e[0] <= target]
+            chosen[name] = (fits[0] if fits else min(candidates[name], key=lambda e: (e[0], e[1].cores)))[1]
+        key = tuple(chosen[n] for n in schedule)
+        if key not in plans:
+            plans[key] = plan(chosen)
+    return min(plans.values(), key=lambda p: p.estimated_cycles)
