@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 
 
 class DataFormat(enum.Enum):
@@ -57,7 +58,7 @@ class DataFormat(enum.Enum):
     @property
     def tile_bytes(self) -> int:
         """Bytes of one tilized 32x32 tile including header and padding (netlist-format.md §1.5)."""
-        return _TILE_BYTES[self]
+        return tile_bytes(self)
 
     @property
     def mantissa_bits(self) -> int:
@@ -69,15 +70,29 @@ _A_FORMATS = {DataFormat.Float16, DataFormat.Bfp8, DataFormat.Bfp4, DataFormat.B
 _B_FORMATS = {DataFormat.Float16_b, DataFormat.Bfp8_b, DataFormat.Bfp4_b, DataFormat.Bfp2_b}
 _INTEGER = {DataFormat.Int8, DataFormat.UInt8, DataFormat.Int32, DataFormat.UInt16,
             DataFormat.RawUInt8, DataFormat.RawUInt16, DataFormat.RawUInt32}
-_TILE_BYTES = {
-    DataFormat.Float32: 4128, DataFormat.Int32: 4128, DataFormat.RawUInt32: 4128,
-    DataFormat.Float16: 2080, DataFormat.Float16_b: 2080, DataFormat.UInt16: 2080, DataFormat.RawUInt16: 2080,
-    DataFormat.Bfp8: 1120, DataFormat.Bfp8_b: 1120,
-    DataFormat.Bfp4: 608, DataFormat.Bfp4_b: 608,
-    DataFormat.Bfp2: 352, DataFormat.Bfp2_b: 352,
-    DataFormat.Int8: 1056, DataFormat.UInt8: 1056, DataFormat.Lf8: 1056, DataFormat.Fp8_e4m3: 1056,
-    DataFormat.RawUInt8: 1056,
+_BYTES_PER_DATUM = {
+    DataFormat.Float32: 4, DataFormat.Int32: 4, DataFormat.RawUInt32: 4,
+    DataFormat.Float16: 2, DataFormat.Float16_b: 2, DataFormat.UInt16: 2, DataFormat.RawUInt16: 2,
+    DataFormat.Bfp8: 1, DataFormat.Bfp8_b: 1, DataFormat.Int8: 1, DataFormat.UInt8: 1, DataFormat.Lf8: 1,
+    DataFormat.Fp8_e4m3: 1, DataFormat.RawUInt8: 1,
+    DataFormat.Bfp4: 0.5, DataFormat.Bfp4_b: 0.5, DataFormat.Bfp2: 0.25, DataFormat.Bfp2_b: 0.25,
 }
+TILE_HEADER_BYTES = 16
+NOC_ALIGN = 32
+
+
+@functools.lru_cache(maxsize=None)
+def tile_bytes(df: DataFormat, tile_dim: tuple = (32, 32), tilized: bool = True) -> int:
+    """Bytes of one tile: data (+ one shared exponent byte per 16 values for Bfp) + 16 B header, padded to
+    32 B when tilized (the backend's `get_tile_size_in_bytes`); bare data when untilized."""
+    h, w = tile_dim
+    data = int(h * w * _BYTES_PER_DATUM[df])
+    if not tilized:
+        return data
+    exps = -(-(h * w) // 256) * 16 if df.is_bfp else 0   # one exponent per 16 values, 16 B granules
+    return -(-(data + exps + TILE_HEADER_BYTES) // NOC_ALIGN) * NOC_ALIGN
+
+
 _MANTISSA_BITS = {
     DataFormat.Float32: 23, DataFormat.Float16: 10, DataFormat.Float16_b: 7,
     DataFormat.Bfp8: 7, DataFormat.Bfp8_b: 7, DataFormat.Bfp4: 3, DataFormat.Bfp4_b: 3,

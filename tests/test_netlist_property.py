@@ -171,3 +171,13 @@ def test_arbitrary_text_never_crashes(blob):
         load(blob.decode(errors="replace") if isinstance(blob, bytes) else blob)
     except NetlistError:
         pass
+
+
+def test_negative_address_round_trips():
+    """Found by the mutant test: a negative DRAM address was written as `0x-1`, which reads back as a string."""
+    netlist = load(REAL + FILES[0])
+    queue = next(q for q in netlist.queues.values() if q.loc == "dram")
+    queue.dram = [(0, -1)] + list(queue.dram[1:])
+    text = dump_netlist(netlist)
+    assert load(text).queues[queue.name].dram[0] == (0, -1)
+    assert any(e.rule == "queue.address" for e in check(load(text)))

@@ -9,25 +9,19 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Mapping
 
 import numpy as np
 import yaml
 
-from pybuda.dataformat import DataFormat, MathFidelity
+from ..dataformat import DataFormat, MathFidelity
+from .operands import OpGeometry
+from .optypes import family_of
 
 ARCHS = ("grayskull", "wormhole_b0")
 MAX_CYCLES = 2 ** 30
 MIN_CYCLES = 1
+MATMUL_TILE_CYCLES = {"grayskull": 32, "wormhole_b0": 16}  # ideal cycles per 32x32x32 tile MAC and fidelity phase
 _PARAMS_DIR = Path(__file__).resolve().parent / "params"
-
-UNARY_OPS = frozenset({
-    "abs", "cosine", "datacopy", "dropout", "ethernet_datacopy", "exp", "gelu", "gelu_derivative", "log", "lrelu",
-    "nop", "power", "reciprocal", "reduce", "sigmoid", "sine", "sqrt", "square", "tanh", "tilizer",
-})
-BINARY_OPS = frozenset({"add", "subtract", "multiply", "maximum", "quantization", "dequantization",
-                        "requantization"})
-NARY_OPS = frozenset({"splice"})
 
 _f32 = np.float32
 
@@ -55,49 +49,37 @@ def _param_set(arch: str, op_name: str, active: frozenset) -> dict:
     return sets["base"]
 
 
-def param_set(arch: str, op_type: str, out_df: "DataFormat | str", attributes: Mapping[str, Any] | None = None,
-              ) -> dict:
+def param_set(arch: str, op: OpGeometry, out_df: "DataFormat | str") -> dict:
     """The {param: value} set the model uses for an op (after the sparse/reduce_z renames and key matching)."""
-    attrs = dict(attributes or {})
-    df = DataFormat.parse(out_df)
-    return _param_set(arch, _params_op_name(op_type, attrs), _active_keys(op_type, df, attrs))
+    return _param_set(arch, _params_op_name(op), _active_keys(op, DataFormat.parse(out_df)))
 
 
-def _params_op_name(op_type: str, attrs: Mapping[str, Any]) -> str:
-    if op_type == "matmul" and _truthy(attrs.get("identity")):
+def _params_op_name(op: OpGeometry) -> str:
+    if op.identity:
         return "matmul_sparse"
-    if op_type == "reduce" and str(attrs.get("dim", "")) == "z":
+    if op.type == "reduce" and op.attrs.dim == "z":
         return "reduce_z"
-    return op_type
+    return op.type
 
 
-def _active_keys(op_type: str, df: DataFormat, attrs: Mapping[str, Any]) -> frozenset:
+def _active_keys(op: OpGeometry, df: DataFormat) -> frozenset:
+    a = op.attrs
     active = set()
     if df.is_bfp:
         active.add("df_bfp")
     if df is DataFormat.Int8 or df is DataFormat.UInt8:
         active.add("df_int8")
-    if df is DataFormat.Int32 or (op_type == "matmul" and (_truthy(attrs.get("requant"))
-                                                          or _truthy(attrs.get("dequant")))):
+    if df is DataFormat.Int32 or (op.type == "matmul" and (a.requant or a.dequant)):
         active.add("df_int32")
-    if _truthy(attrs.get("approximate_mode")):
+    if a.approximate_mode:
         active.add("approx")
-    vector = str(attrs.get("vector", "")).lower()
-    if vector == "r":
-        active.add("vector_r")
-    elif vector == "c":
-        active.add("vector_c")
-    if _truthy(attrs.get("l1_acc")):
+    if a.vector in ("r", "c"):
+        active.add(f"vector_{a.vector}")
+    if a.l1_acc:
         active.add("l1_acc_en")
-    if op_type == "reduce" and str(attrs.get("dim", "")) == "c":
+    if op.type == "reduce" and a.dim == "c":
         active.add("dim_c")
     return frozenset(active)
-
-
-def _truthy(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1")
-    return bool(value)
 
 
 def _finish(cycles: np.floating) -> int:
@@ -105,46 +87,45 @@ def _finish(cycles: np.floating) -> int:
     return max(MIN_CYCLES, min(MAX_CYCLES, value))
 
 
-def kernel_cycles(arch: str, op_type: str, *, t: int, mblock: tuple[int, int] | list, ublock: tuple[int, int] | list,
-                  out_df: "DataFormat | str", math_fidelity: "MathFidelity | str", m_k: int = 1, u_kt: int = 1,
-                  attributes: Mapping[str, Any] | None = None) -> int:
+def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fidelity: "MathFidelity | str") -> int:
     """Cycles for one core to process one input of an op (netlist-format.md §5.3).
 
-    `t`, `mblock`, `ublock` are the op's per-core output blocking, `out_df` its output format (the backend's
-    `data_format`), `m_k`/`u_kt` the matmul (or depthwise) inner-dimension split. `attributes` are the netlist op
-    attributes that select parameter variants and formulas: approximate_mode, vector, l1_acc, dim and z (reduce),
-    identity (sparse matmul; nonzero tiles per core from `sparse_indices` or pybuda's `indices_len`, else the
-    dense upper bound t*m_k*mblock_m*ublock_rt*u_kt), accumulate and z (matmul: t*z products per input), requant/dequant.
-    Unknown op types use the unary formula with `nop` parameters, as the backend does.
+    The op's per-core output blocking (t, mblock, ublock), its inner-dimension split (m_k, u_kt: matmul,
+    depthwise) and its attributes select the formula and parameter variant: approximate_mode, vector, l1_acc,
+    dim and z (reduce), identity (sparse matmul: non-zero tiles per core from `indices_len`, else the dense upper
+    bound t*m_k*mblock_m*ublock_rt*u_kt), accumulate and z (matmul: t*z products per input), requant/dequant.
+    Op types without a formula of their own (unary, reduce, fused_op, embedding, topk, tilizer, unknown) use the
+    unary formula, with `nop` parameters when the table has none, as the backend does.
     """
-    attrs = dict(attributes or {})
     df = DataFormat.parse(out_df)
     fidelity = MathFidelity.parse(math_fidelity)
-    mm, mn = int(mblock[0]), int(mblock[1])
-    urt, uct = int(ublock[0]), int(ublock[1])
-    t, m_k, u_kt = int(t), int(m_k), int(u_kt)
+    a = op.attrs
+    mm, mn = int(op.mblock[0]), int(op.mblock[1])
+    urt, uct = int(op.ublock[0]), int(op.ublock[1])
+    t, m_k, u_kt = int(op.t), op.m_k, op.u_kt
     if min(t, mm, mn, urt, uct, m_k, u_kt) <= 0:
-        raise ValueError(f"{op_type}: t, mblock, ublock, m_k, u_kt must be positive "
+        raise ValueError(f"{op.type}: t, mblock, ublock, m_k, u_kt must be positive "
                          f"(t={t}, mblock={[mm, mn]}, ublock={[urt, uct]}, m_k={m_k}, u_kt={u_kt})")
-    params = param_set(arch, op_type, df, attrs)
+    params = param_set(arch, op, df)
     phases = fidelity.phases
     n_ublocks = mm * mn
     n_tiles = n_ublocks * urt * uct
+    family = family_of(op.type)
 
-    if op_type == "matmul":
-        if _truthy(attrs.get("accumulate")):
-            t *= int(attrs.get("z", 1))
-        if _truthy(attrs.get("identity")):
-            nz_tiles = int(attrs.get("sparse_indices") or attrs.get("indices_len") or t * m_k * mm * urt * u_kt)
+    if op.type == "matmul":
+        if a.accumulate:
+            t *= a.z or 1
+        if op.identity:
+            nz_tiles = a.indices_len or t * m_k * mm * urt * u_kt
             return _finish(_sparse_matmul_v1(params, t, mm, mn, urt, uct, m_k, nz_tiles, phases))
         if arch == "grayskull":
             return _finish(_dense_matmul_v1(params, t, mm, mn, urt, uct, m_k, u_kt, phases))
         return _finish(_dense_matmul_v2(params, t, mm, mn, urt, uct, m_k, u_kt, phases))
-    if op_type == "depthwise":
+    if op.type == "depthwise":
         return _finish(_dense_matmul_v2(params, t, mm, mn, urt, uct, m_k, 1, phases))
-    if op_type in BINARY_OPS:
+    if family == "binary":
         dfw = 1
-        if op_type != "maximum":
+        if op.type != "maximum":
             if df in (DataFormat.Float16, DataFormat.Float16_b):
                 dfw = 2
             elif df is DataFormat.Float32:
@@ -152,19 +133,23 @@ def kernel_cycles(arch: str, op_type: str, *, t: int, mblock: tuple[int, int] | 
         cycles = _f32(t) * (_f32(n_ublocks) * params["ublock_weight"]
                             + _f32(n_tiles) * params["tile_weight"] * _f32(dfw))
         return _finish(cycles)
-    if op_type in NARY_OPS:
+    if family == "splice":
         cycles = _f32(t) * (_f32(n_ublocks) * params["ublock_weight"] + _f32(n_tiles) * params["tile_weight"])
         return _finish(cycles)
-    # unary, reduce, fused_op, embedding, topk, tilizer and unknown types
     z, w3 = 1, _f32(0)
-    if op_type == "reduce" and str(attrs.get("dim", "")) == "z":
-        z = int(attrs.get("z", 1))
-        if z > 1:
-            w3 = params.get("z_weight", _f32(0))
-        else:
-            z = 1
+    if op.type == "reduce" and a.dim == "z" and (a.z or 1) > 1:
+        z = a.z
+        w3 = params.get("z_weight", _f32(0))
     cycles = _f32(t * z) * (_f32(n_ublocks) * params["ublock_weight"] + _f32(n_tiles) * params["tile_weight"] + w3)
     return _finish(cycles)
+
+
+def ideal_math_cycles(arch: str, op: OpGeometry, math_fidelity: "MathFidelity | str") -> int:
+    """Cycles a dense matmul core would take at full math throughput for one input (tile MACs x fidelity
+    phases x the ideal cycles per 32x32x32 tile MAC): the denominator of math utilization."""
+    z = (op.attrs.z or 1) if op.attrs.accumulate else 1
+    tile_macs = op.t * z * op.mblock_tiles * op.k_tiles
+    return tile_macs * MathFidelity.parse(math_fidelity).phases * MATMUL_TILE_CYCLES[arch]
 
 
 def _dense_matmul_v1(p: dict, t, mm, mn, urt, uct, m_k, u_kt, phases) -> np.floating:

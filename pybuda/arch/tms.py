@@ -1,10 +1,11 @@
-"""Tensor manipulations (TMs) carried on edges, with numpy semantics on (..., z, R, C) arrays.
+"""Tensor manipulations (TMs): shape math and numpy semantics on (..., z, R, C) arrays, one implementation for the
+compiler's golden evaluation, the netlist validator, the simulator and the timing model.
 
-A TM is a tuple: ("transpose",), ("broadcast", axis, factor) with axis "r" | "c" | "z" and factor in
-units of the array's granularity (tiles on device tensors), ("hslice", n), ("hstack", n), ("vslice", n),
-("vstack", n). The same functions serve the compiler's golden evaluation and the backend simulator.
-A broadcast repeats the whole dimension `factor` times (on device tensors the source is one tile, so the
-factor counts tiles, as in the netlist).
+A TM is a tuple: ("transpose",), ("broadcast", axis, factor) with axis "r" | "c" | "z" and factor in units of the
+array's granularity (tiles on device tensors), ("hslice", n), ("hstack", n), ("vslice", n), ("vstack", n); netlist
+edges also carry ("pad", rt, ct, value) (tiles of a value appended at the bottom/right) and, inside fused ops,
+("tile_broadcast", axis) (a broadcast within each tile: the shape does not change). A broadcast repeats the whole
+dimension `factor` times (on device tensors the source is one tile, so the factor counts tiles, as in the netlist).
 """
 from __future__ import annotations
 
@@ -12,7 +13,16 @@ import numpy as np
 
 TM = tuple
 
-TM_NAMES = ("transpose", "broadcast", "hslice", "hstack", "vslice", "vstack")
+TM_NAMES = ("transpose", "broadcast", "hslice", "hstack", "vslice", "vstack", "pad", "tile_broadcast")
+
+
+class TMError(ValueError):
+    """A TM that does not apply to a shape; `rule` names the backend rule (tm.divide, tm.factor,
+    tm.broadcast_z_t, tm.kind), `expected`/`actual` say what would be legal and what was found."""
+
+    def __init__(self, rule: str, message: str, expected=None, actual=None):
+        super().__init__(message)
+        self.rule, self.expected, self.actual = rule, expected, actual
 
 
 def apply_tm(x: np.ndarray, tm: TM) -> np.ndarray:
@@ -48,26 +58,56 @@ def apply_tms(x: np.ndarray, tms: list) -> np.ndarray:
 
 
 def tm_shape(shape: tuple, tm: TM) -> tuple:
-    """Shape (..., z, R, C) after one TM, in the same units as `shape`; ValueError if the TM does not divide."""
+    """Shape (..., z, R, C) after one TM, in the same units as `shape`; TMError if the TM does not apply."""
     *lead, z, r, c = shape
     kind = tm[0]
     if kind == "transpose":
         return (*lead, z, c, r)
+    if kind == "tile_broadcast":
+        return tuple(shape)
+    if kind == "pad":
+        return (*lead, z, r + int(tm[1]), c + int(tm[2]))
     if kind == "broadcast":
         axis, f = tm[1], int(tm[2])
+        if f < 1:
+            raise TMError("tm.factor", f"broadcast factor must be >= 1, got {f}", ">= 1", f)
         if axis == "z" and z != 1:
-            raise ValueError(f"TM broadcast z needs t == 1, got t = {z}")
+            raise TMError("tm.broadcast_z_t", f"broadcast z needs t == 1 at that point, but t is {z}", "t == 1", z)
         return {"z": (*lead, z * f, r, c), "r": (*lead, z, r * f, c), "c": (*lead, z, r, c * f)}[axis]
+    if kind not in _SLICES:
+        raise TMError("tm.kind", f"unknown TM {tm!r}; legal: {', '.join(TM_NAMES)}", TM_NAMES, kind)
     n = int(tm[1])
-    rules = {
-        "hslice": (c % n == 0, (*lead, z * n, r, c // n)),
-        "hstack": (z % n == 0, (*lead, z // n, r, c * n)),
-        "vslice": (r % n == 0, (*lead, z * n, r // n, c)),
-        "vstack": (z % n == 0, (*lead, z // n, r * n, c)),
-    }
-    if kind not in rules:
-        raise ValueError(f"unknown TM {tm!r}; legal: {', '.join(TM_NAMES)}")
-    ok, out = rules[kind]
-    if not ok:
-        raise ValueError(f"TM {kind}: {n} does not divide shape (z, r, c) = {(z, r, c)}")
-    return out
+    if n < 1:
+        raise TMError("tm.factor", f"{kind} factor must be >= 1, got {n}", ">= 1", n)
+    divided, what, out = _SLICES[kind](z, r, c, n)
+    if divided % n:
+        raise TMError("tm.divide", f"{kind} {n} does not divide {what} = {divided}", f"{what} divisible by {n}",
+                      divided)
+    return (*lead, *out)
+
+
+_SLICES = {   # kind -> (z, r, c, n) -> (dimension that n must divide, its name, (z, r, c) after the TM)
+    "hslice": lambda z, r, c, n: (c, "columns", (z * n, r, c // n)),
+    "hstack": lambda z, r, c, n: (z, "t", (z // n, r, c * n)),
+    "vslice": lambda z, r, c, n: (r, "rows", (z * n, r // n, c)),
+    "vstack": lambda z, r, c, n: (z, "t", (z // n, r * n, c)),
+}
+
+
+def shape_after_tms(shape: tuple, tms) -> tuple:
+    """Shape after a list of TMs (TMError on the first that does not apply)."""
+    for tm in tms:
+        shape = tm_shape(shape, tm)
+    return tuple(shape)
+
+
+def edge_shape(shape: tuple, tms=(), unpad: tuple | None = None, pad: tuple | None = None) -> tuple:
+    """(t, rt, ct) an op reads through a netlist edge: the producer's shape with `input_N_unpad` (rt, ct) removed,
+    the edge's TMs applied, then `input_N_pad` (rt, ct) added."""
+    t, r, c = shape
+    if unpad is not None:
+        r, c = r - unpad[0], c - unpad[1]
+    t, r, c = shape_after_tms((t, r, c), tms)
+    if pad is not None:
+        r, c = r + pad[0], c + pad[1]
+    return (t, r, c)

@@ -8,12 +8,9 @@ Public API:
 - estimate(netlist, device=None, *, program=None, params=None) -> PerfReport (to_text, to_rich, to_csv)
 - run_random(netlist, seed=0, ...) / fill_random(sim, seed): random stimulus (stimulus.py)
 - quantize(x, df): round an array to a Buda data format
-- kernel_cycles(arch, op_type, *, t, mblock, ublock, out_df, math_fidelity, m_k=1, u_kt=1, attributes=None)
 - SimulatorError
 See docs/simulator.md for the models.
 """
-from pybuda.arch.cycles import kernel_cycles
-
 from .errors import SimulatorError
 from .executor import SUPPORTED_OP_TYPES, Simulator
 from .formats import fidelity_product, quantize
@@ -22,5 +19,5 @@ from .timing import EpochPerf, OpPerf, PerfReport, TensorInfo, estimate
 
 __all__ = [
     "Simulator", "SimulatorError", "estimate", "PerfReport", "EpochPerf", "OpPerf", "TensorInfo", "quantize",
-    "fidelity_product", "kernel_cycles", "SUPPORTED_OP_TYPES", "run_random", "fill_random",
+    "fidelity_product", "SUPPORTED_OP_TYPES", "run_random", "fill_random",
 ]

@@ -1,33 +1,30 @@
-"""Analytic timing estimate of a netlist (no numerics): kernel cycles, bandwidth limits, epochs and switches.
+"""Performance estimate of a netlist (no numerics): an adapter from the netlist's ops, queues and program to the
+one backend model (`pybuda.arch.perf`: limiter cycles, epoch cost, program cost), plus what reports print.
 
-Model (details and numbers in docs/simulator.md):
-- per op and input: limiter = max(kernel cycles, per-core input bytes / source bandwidth, per-core output
-  bytes / sink bandwidth); prologue inputs and epilogue outputs move once per epoch, not per input;
-- per epoch (one execute of a graph): fill (longest op chain of one input) + (input_count - 1) * slowest op's
-  limiter + prologue load + epilogue write-back;
-- per program: epochs in program order (loops unrolled with their counts), plus the device's epoch switch cost
-  whenever the executed graph changes.
+Per op and input, the transfers are what the netlist says: op inputs of the same graph over the NoC, queue inputs
+from DRAM or the host (prologued queues once per epoch), writes to the queues the op feeds (epilogue queues once
+per epoch). The program is run (loops unrolled with their counts, `param`s default 1) to find how often each graph
+executes and how often the executed graph changes. Details and numbers in docs/simulator.md.
 """
 from __future__ import annotations
 
 import collections
 import dataclasses
-import math
 from typing import Any, Mapping
 
-from pybuda.arch.cycles import kernel_cycles
-from pybuda.arch.tms import tm_shape
+from pybuda.arch.cycles import ideal_math_cycles, kernel_cycles
+from pybuda.arch.operands import tiles_read_per_core
+from pybuda.arch.perf import LIMITERS, EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles
+from pybuda.arch.tms import TMError, tm_shape
+from pybuda.dataformat import MathFidelity
 from pybuda.device import DeviceSpec
-from pybuda.netlist import Graph, Netlist, Op
+from pybuda.netlist import model as nm
 
 from .errors import SimulatorError
-from .executor import topo_order
-from .kernels.common import inner_steps
 from .loading import load_netlist, program_of, select_device
 from .program import ProgramRunner, QueueSetting, param_names
 
-LIMITERS = ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out")
-MATMUL_TILE_CYCLES = {"grayskull": 32, "wormhole_b0": 16}  # ideal cycles per 32x32x32 tile MAC and fidelity phase
+__all__ = ["estimate", "PerfReport", "EpochPerf", "OpPerf", "TensorInfo", "LIMITERS"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,40 +213,43 @@ def estimate(netlist: Any, device: str | None = None, *, program: str | None = N
             raise SimulatorError(f"execute: no graph {graph!r}; graphs: {', '.join(nl.graphs)}")
         epochs.append(_epoch_perf(nl, nl.graphs[graph], listener.settings[graph], arch, spec, index,
                                   trace.counts[graph]))
-    total = sum(e.epoch_cycles * e.executions for e in epochs) + trace.switches * spec.epoch_switch_cycles
-    total_cycles = int(math.ceil(total))
+    total_cycles = program_cycles(spec, ((e.epoch_cycles, e.executions) for e in epochs), trace.switches)
     samples = 0
     if trace.first is not None:
         first = nl.graphs[trace.first]
-        samples = first.effective_input_count * first.replicas * trace.counts[trace.first]
+        samples = (first.input_count or 1) * len(first.devices) * trace.counts[trace.first]
     seconds = total_cycles / spec.clock_hz
-    declared = set(param_names(prog))
     return PerfReport(
         device=spec.name, arch=arch, clock_hz=spec.clock_hz, program=name,
-        params={k: v for k, v in runner.vars.items() if k in declared},
+        params={k: v for k, v in runner.vars.items() if k in set(param_names(prog))},
         samples=samples, total_cycles=total_cycles, seconds=seconds,
         samples_per_second=samples / seconds if seconds > 0 else 0.0, epoch_switches=trace.switches,
         epoch_switch_cycles=spec.epoch_switch_cycles, epochs=epochs, ops=[o for e in epochs for o in e.ops])
 
 
-def _post_tm_tiles(shape: tuple[int, int, int], op: Op, k: int) -> tuple[int, int, int]:
-    """Producer (t, rt, ct) after the edge's unpad, TMs and pad; TMs that do not apply leave the shape unchanged."""
-    if k in op.input_unpad:
-        unpad = op.input_unpad[k]
-        rt, ct = unpad.rt or 0, unpad.ct or 0
-        shape = (shape[0], max(1, shape[1] - rt), max(1, shape[2] - ct))
+def _edge_tiles(producer: tuple, op: nm.Op, k: int) -> tuple[int, int, int]:
+    """(t, rt, ct) op input `k` reads: the producer's shape after the edge's unpad, TMs and pad; a TM that does
+    not apply (the validator reports it) leaves the shape unchanged."""
+    t, rt, ct = producer
+    unpad, pad = op.input_unpad.get(k), op.input_pad.get(k)
+    if unpad is not None:
+        rt, ct = max(1, rt - (unpad.rt or 0)), max(1, ct - (unpad.ct or 0))
+    shape = (t, rt, ct)
     for tm in op.tms(k):
-        if tm[0] == "pad":
-            shape = (shape[0], shape[1] + tm[1], shape[2] + tm[2])
-            continue
         try:
             shape = tm_shape(shape, tm)
-        except (ValueError, KeyError, IndexError):
+        except TMError:
             pass
-    if k in op.input_pad:
-        pad = op.input_pad[k]
+    if pad is not None:
         shape = (shape[0], shape[1] + (pad.rt or 0), shape[2] + (pad.ct or 0))
     return shape
+
+
+def _producer(nl: nm.Netlist, op: nm.Op, k: int) -> nm.Queue | nm.Op:
+    producer = nl.producer(op.inputs[k])
+    if producer is None:
+        raise SimulatorError(f"op {op.name!r}: input {k} {op.inputs[k]!r} is neither a queue nor an op")
+    return producer
 
 
 def _tile_dim_after(tile_dim: tuple[int, int], tms: list) -> tuple[int, int]:
@@ -258,27 +258,24 @@ def _tile_dim_after(tile_dim: tuple[int, int], tms: list) -> tuple[int, int]:
     return tile_dim
 
 
-def _input_info(nl: Netlist, op: Op, k: int, flag) -> TensorInfo:
+def _in_df(op: nm.Op, k: int):
+    return op.in_df[k] if k < len(op.in_df) else op.out_df
+
+
+def _input_info(nl: nm.Netlist, op: nm.Op, k: int, prologue: bool) -> TensorInfo:
     src = op.inputs[k]
-    if src in nl.queues:
-        q = nl.queues[src]
-        producer, tile_dim = q.shape, q.effective_tile_dim
-        memory = "HOST" if q.loc == "host" else "DRAM"
-        if flag(src, "prologue"):
-            memory += "_PROLOGUE"
+    producer = _producer(nl, op, k)
+    if isinstance(producer, nm.Queue):
+        memory = ("HOST" if producer.loc == "host" else "DRAM") + ("_PROLOGUE" if prologue else "")
     else:
-        src_op = nl.producer(src)
-        producer, tile_dim, memory = src_op.shape, src_op.effective_tile_dim, "L1"
-    t, rt, ct = _post_tm_tiles(producer, op, k)
-    h, w = _tile_dim_after(tile_dim, op.tms(k))
-    df = op.in_df[k].value if k < len(op.in_df) else op.out_df.value
-    return TensorInfo(name=src, shape=(t, rt * h, ct * w), df=df, memory=memory)
+        memory = "L1"
+    t, rt, ct = _edge_tiles(producer.shape, op, k)
+    h, w = _tile_dim_after(producer.effective_tile_dim, op.tms(k))
+    return TensorInfo(name=src, shape=(t, rt * h, ct * w), df=_in_df(op, k).value, memory=memory)
 
 
-def _output_info(nl: Netlist, op: Op, queues: list[str], read_by_ops: bool) -> TensorInfo:
-    kinds = []
-    if read_by_ops:
-        kinds.append("L1")
+def _output_info(nl: nm.Netlist, op: nm.Op, queues: list[str], read_by_ops: bool) -> TensorInfo:
+    kinds = ["L1"] if read_by_ops else []
     for qn in queues:
         kind = "HOST" if nl.queues[qn].loc == "host" else "DRAM"
         if kind not in kinds:
@@ -289,158 +286,75 @@ def _output_info(nl: Netlist, op: Op, queues: list[str], read_by_ops: bool) -> T
                       df=op.out_df.value, memory="+".join(kinds) or "L1")
 
 
-def _per_core_tiles(op: Op, k: int, shape: tuple[int, int, int]) -> float:
-    """Tiles one core of `op` reads from input `k` per input: matmul rows/columns strips (identity matmul: its
-    grid row's sparse tiles and encoding, all activations of its columns), else an even split."""
-    total = shape[0] * shape[1] * shape[2]
-    gr, gc = op.grid_size
-    if op.type == "matmul" and op.attrs.identity:
-        # sparse tiles and encoding: one block per grid row; activations: all of K for the core's columns
-        return total / gc if k == 1 else total / gr
-    if op.type == "matmul":
-        if k == 0:
-            return total / gr
-        if k == 1:
-            return total / gc
-    return total / op.cores
+def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, written: dict, writer_of: dict) -> OpLoad:
+    """What one netlist op asks of the hardware per input (the one backend model's OpLoad)."""
+    geom = op.geometry
+    kernel = kernel_cycles(arch, geom, op.out_df, op.math_fidelity or MathFidelity.HiFi4)
+    reads, preds = [], []
+    for k, src in enumerate(op.inputs):
+        q = nl.queues.get(src)
+        producer = _producer(nl, op, k)
+        nbytes = tiles_read_per_core(geom, k, _edge_tiles(producer.shape, op, k)) * _in_df(op, k).tile_bytes
+        if q is None:
+            reads.append(Transfer(nbytes, "noc"))
+            if src in graph.ops:
+                preds.append(src)
+        else:
+            reads.append(Transfer(nbytes, "pcie" if q.loc == "host" else "dram", once=flag(src, "prologue")))
+            if writer_of.get(src, op.name) != op.name:
+                preds.append(writer_of[src])
+    writes = [Transfer(geom.tiles_per_core * nl.queues[qn].df.tile_bytes,
+                       "pcie" if nl.queues[qn].loc == "host" else "dram", once=flag(qn, "epilogue"))
+              for qn in written.get(op.name, [])]
+    return OpLoad(op.name, geom.cores, kernel, tuple(reads), tuple(writes), tuple(preds))
 
 
-def _epoch_perf(nl: Netlist, graph: Graph, settings: Mapping[str, QueueSetting], arch: str, spec: DeviceSpec,
+def _epoch_perf(nl: nm.Netlist, graph: nm.Graph, settings: Mapping[str, QueueSetting], arch: str, spec: DeviceSpec,
                 index: int, executions: int) -> EpochPerf:
     ops = list(graph.ops.values())
-    writers: dict[str, list[str]] = collections.defaultdict(list)
+    input_count = graph.input_count or 1
+    written: dict[str, list[str]] = collections.defaultdict(list)
     for qname, q in nl.queues.items():
         if q.input in graph.ops:
-            writers[q.input].append(qname)
+            written[q.input].append(qname)
+    writer_of = {qname: q.input for qname, q in nl.queues.items() if q.input in graph.ops}
 
     def flag(queue: str, field: str) -> bool:
         s = settings.get(queue)
         return s is not None and s.flag(field)
 
-    # cores contending for DRAM / PCIe in this epoch
-    readers = collections.Counter()
-    writers_count = collections.Counter()
-    for op in ops:
-        kinds = set()
-        for src in op.inputs:
-            if src in nl.queues:
-                q = nl.queues[src]
-                kinds.add(("prologue_" if flag(src, "prologue") else "") + ("pcie" if q.loc == "host" else "dram"))
-        for kind in kinds:
-            readers[kind] += op.cores
-        out_kinds = {("epilogue_" if flag(qn, "epilogue") else "") + ("pcie" if nl.queues[qn].loc == "host" else "dram")
-                     for qn in writers.get(op.name, [])}
-        for kind in out_kinds:
-            writers_count[kind] += op.cores
-
-    channels = spec.dram_channels
-
-    def dram_bw(cores: int) -> float:
-        return spec.dram_bw_bytes_per_cycle / max(2, math.ceil(cores / channels))
-
-    def pcie_bw(cores: int) -> float:
-        return spec.pcie_bw_bytes_per_cycle / max(1, cores)
-
-    bw_in = {"dram": dram_bw(readers["dram"]), "pcie": pcie_bw(readers["pcie"]),
-             "prologue_dram": dram_bw(readers["prologue_dram"]), "prologue_pcie": pcie_bw(readers["prologue_pcie"])}
-    bw_out = {"dram": dram_bw(writers_count["dram"]), "pcie": pcie_bw(writers_count["pcie"]),
-              "epilogue_dram": dram_bw(writers_count["epilogue_dram"]),
-              "epilogue_pcie": pcie_bw(writers_count["epilogue_pcie"])}
-
-    perfs: dict[str, OpPerf] = {}
-    prologue_cycles = 0.0
-    epilogue_cycles = 0.0
+    timing: EpochTiming = epoch_timing(spec, [_op_load(nl, graph, op, arch, flag, written, writer_of) for op in ops],
+                                       input_count)
+    device, replicas = graph.devices[0], len(graph.devices)
+    if not ops:
+        return EpochPerf(index=index, graph=graph.name, input_count=input_count, executions=executions, cores=0,
+                         pipeline_cycles=0.0, fill_cycles=0.0, prologue_cycles=0.0, epilogue_cycles=0.0,
+                         epoch_cycles=0.0, slowest_op="", limiter="", math_utilization=0.0, ops=[], device=device)
     read_in_graph = {src for op in ops for src in op.inputs if src in graph.ops}
-    for op in ops:
-        attrs = dict(op.attrs.items())
-        m_k, u_kt = inner_steps(op)
-        kernel = kernel_cycles(arch, op.type, t=op.t, mblock=op.mblock, ublock=op.ublock, out_df=op.out_df,
-                               math_fidelity=op.math_fidelity, m_k=m_k, u_kt=u_kt, attributes=attrs)
-        terms: dict[str, float] = {"kernel": float(kernel)}
-        prologue_time = 0.0
-        prologue_bytes = 0
-        for k, src in enumerate(op.inputs):
-            producer = nl.producer(src).shape
-            tiles = _per_core_tiles(op, k, _post_tm_tiles(producer, op, k))
-            df = op.in_df[k] if k < len(op.in_df) else op.out_df
-            nbytes = tiles * df.tile_bytes
-            if src in nl.queues:
-                loc = "pcie" if nl.queues[src].loc == "host" else "dram"
-                if flag(src, "prologue"):
-                    prologue_bytes += int(nbytes)
-                    prologue_time += nbytes / bw_in["prologue_" + loc]
-                    continue
-                term, cycles = f"{loc}_in", nbytes / bw_in[loc]
-            else:
-                term, cycles = "noc_in", nbytes / spec.noc_bw_bytes_per_cycle
-            terms[term] = max(terms.get(term, 0.0), cycles)
-        epilogue_time = 0.0
-        epilogue_bytes = 0
-        for qname in writers.get(op.name, []):
-            q = nl.queues[qname]
-            loc = "pcie" if q.loc == "host" else "dram"
-            nbytes = op.tiles_per_core * q.df.tile_bytes
-            if flag(qname, "epilogue"):
-                epilogue_bytes += nbytes
-                epilogue_time += nbytes / bw_out["epilogue_" + loc]
-                continue
-            term = f"{loc}_out"
-            terms[term] = max(terms.get(term, 0.0), nbytes / bw_out[loc])
-        limiter = max(LIMITERS, key=lambda name: (terms.get(name, -1.0), -LIMITERS.index(name)))
-        bw = max((v for key, v in terms.items() if key != "kernel"), default=0.0)
-        perfs[op.name] = OpPerf(
-            name=op.name, type=op.type, graph=graph.name, epoch=index, grid=op.grid_size, cores=op.cores,
-            kernel_cycles=kernel, bw_cycles=bw, limiter_cycles=terms[limiter], limiter=limiter, terms=terms,
-            prologue_bytes_per_core=prologue_bytes, epilogue_bytes_per_core=epilogue_bytes,
-            device=graph.devices[0], input_count=graph.effective_input_count, math_fidelity=op.math_fidelity.value,
-            t=op.t, mblock=op.mblock, ublock=op.ublock, m_k=m_k, u_kt=u_kt,
-            inputs=[_input_info(nl, op, k, flag) for k in range(len(op.inputs))],
-            output=_output_info(nl, op, writers.get(op.name, []), op.name in read_in_graph),
-            attributes=attrs)
-        prologue_cycles = max(prologue_cycles, prologue_time)
-        epilogue_cycles = max(epilogue_cycles, epilogue_time)
-
-    if not perfs:
-        return EpochPerf(index=index, graph=graph.name, input_count=graph.effective_input_count,
-                         executions=executions, cores=0, pipeline_cycles=0.0, fill_cycles=0.0, prologue_cycles=0.0,
-                         epilogue_cycles=0.0, epoch_cycles=0.0, slowest_op="", limiter="", math_utilization=0.0,
-                         ops=[])
-    slowest = max(perfs.values(), key=lambda p: p.limiter_cycles)
-    pipeline = slowest.limiter_cycles
-    fill = _longest_chain(nl, graph, perfs)
+    perfs = []
     util_sum = 0.0
-    for op in ops:
-        if op.type != "matmul" or op.attrs.identity:
-            continue
-        z = (1 if op.attrs.z is None else op.attrs.z) if op.attrs.accumulate else 1
-        m_k, u_kt = inner_steps(op)
-        tile_macs = op.t * z * op.mblock[0] * op.ublock[0] * op.mblock[1] * op.ublock[1] * m_k * u_kt
-        ideal = tile_macs * op.math_fidelity.phases * MATMUL_TILE_CYCLES[arch]
-        util = min(1.0, ideal / pipeline) if pipeline > 0 else 0.0
-        perfs[op.name].math_utilization = util
-        util_sum += util * op.cores
-    epoch_cycles = fill + (graph.effective_input_count - 1) * pipeline + prologue_cycles + epilogue_cycles
+    for op, t in zip(ops, timing.ops):
+        util = None
+        if op.type == "matmul" and not op.attrs.identity:
+            ideal = ideal_math_cycles(arch, op.geometry, op.math_fidelity or MathFidelity.HiFi4)
+            util = min(1.0, ideal / timing.pipeline_cycles) if timing.pipeline_cycles > 0 else 0.0
+            util_sum += util * op.geometry.cores
+        perfs.append(OpPerf(
+            name=op.name, type=op.type, graph=graph.name, epoch=index, grid=tuple(op.grid_size),
+            cores=op.geometry.cores, kernel_cycles=t.kernel_cycles, bw_cycles=t.bw_cycles,
+            limiter_cycles=t.limiter_cycles, limiter=t.limiter, terms=t.terms,
+            prologue_bytes_per_core=t.prologue_bytes, epilogue_bytes_per_core=t.epilogue_bytes,
+            math_utilization=util, device=device, input_count=input_count,
+            math_fidelity=(op.math_fidelity or MathFidelity.HiFi4).value, t=op.t, mblock=tuple(op.mblock),
+            ublock=tuple(op.ublock), m_k=op.geometry.m_k, u_kt=op.geometry.u_kt,
+            inputs=[_input_info(nl, op, k, flag(src, "prologue")) for k, src in enumerate(op.inputs)],
+            output=_output_info(nl, op, written.get(op.name, []), op.name in read_in_graph),
+            attributes=dict(op.attrs.items())))
+    epoch_cycles = timing.epoch_cycles
     return EpochPerf(
-        index=index, graph=graph.name, input_count=graph.effective_input_count, executions=executions,
-        cores=sum(op.cores for op in ops), pipeline_cycles=pipeline, fill_cycles=fill,
-        prologue_cycles=prologue_cycles, epilogue_cycles=epilogue_cycles, epoch_cycles=epoch_cycles,
-        slowest_op=slowest.name, limiter=slowest.limiter, math_utilization=util_sum / spec.cores,
-        ops=list(perfs.values()), device=graph.devices[0],
-        matmul_cores=sum(op.cores for op in ops if op.type in ("matmul", "depthwise")),
-        samples_per_second=(graph.effective_input_count * graph.replicas * spec.clock_hz / epoch_cycles
-                            if epoch_cycles else 0.0))
-
-
-def _longest_chain(nl: Netlist, graph: Graph, perfs: Mapping[str, OpPerf]) -> float:
-    """Largest sum of per-input limiter cycles along a dependency chain of the graph's ops."""
-    try:
-        order = topo_order(graph, nl)
-    except SimulatorError:
-        return max(p.limiter_cycles for p in perfs.values())
-    writer_of = {name: q.input for name, q in nl.queues.items() if q.input in graph.ops}
-    best: dict[str, float] = {}
-    for op in order:
-        preds = [src for src in op.inputs if src in graph.ops]
-        preds += [writer_of[src] for src in op.inputs if src in writer_of and writer_of[src] != op.name]
-        best[op.name] = perfs[op.name].limiter_cycles + max((best[p] for p in preds if p in best), default=0.0)
-    return max(best.values())
+        index=index, graph=graph.name, input_count=input_count, executions=executions,
+        cores=sum(p.cores for p in perfs), pipeline_cycles=timing.pipeline_cycles, fill_cycles=timing.fill_cycles,
+        prologue_cycles=timing.prologue_cycles, epilogue_cycles=timing.epilogue_cycles, epoch_cycles=epoch_cycles,
+        slowest_op=timing.slowest.name, limiter=timing.slowest.limiter, math_utilization=util_sum / spec.cores,
+        ops=perfs, device=device, matmul_cores=sum(p.cores for p in perfs if p.type in ("matmul", "depthwise")),
+        samples_per_second=input_count * replicas * spec.clock_hz / epoch_cycles if epoch_cycles else 0.0)

@@ -1,9 +1,10 @@
-"""Legal op models of a Buda op: grid shape, t, ublock/mblock, m_k/u_kt, L1 use and estimated cycles.
+"""Legal op models of a Buda op: grid shape, t, ublock/mblock, m_k/u_kt, L1 use and kernel cycles, and what the
+netlist will say of the op under a model (its attributes and its inputs).
 
-Rules (netlist-format.md §3.2, §3.3, §3.8): the grid divides the output tile rows/columns and fits the
-device; the ublock divides the per-core block and fits the dest register (8 tiles, 4 with 32-bit
-accumulation); matmul never splits K across cores (K = m_k * u_kt); the op's L1 buffers fit the usable L1.
-Cycles come from the backend's published per-op formulas (`pybuda.arch.cycles`)."""
+Rules (netlist-format.md §3.2, §3.3, §3.8): the grid divides the output tile rows/columns and fits the device;
+the ublock divides the per-core block and fits the dest register (8 tiles, 4 with 32-bit accumulation); matmul
+never splits K across cores (K = m_k * u_kt); the op's L1 buffers fit the usable L1. Kernel cycles, operand
+rules and L1 footprint come from the one backend model (`pybuda.arch`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,10 +13,16 @@ import functools
 import numpy as np
 
 from ..arch.cycles import kernel_cycles
-from ..dataformat import DataFormat
+from ..arch.l1 import InputBuffer, footprint
+from ..arch.operands import OpGeometry, prologue_tiles_per_core
+from ..dataformat import DataFormat, MathFidelity
 from ..device import DeviceSpec
 from ..ir import Graph
-from ..sparse import SparseMatrix, encoding_fits, unique_tiles
+from ..netlist.model import Attributes
+from ..sparse import TILE, SparseMatrix, SparseOperands, encoding_fits, sparse_operands
+from ..sparse.encoding import U16_PER_TILE, tile_table
+
+SPARSE_QUEUES = ("sparse_tiles", "encoding")  # identity-matmul inputs 0 and 2: queues "<op>.<suffix>"
 
 
 class BalancerError(ValueError):
@@ -24,7 +31,10 @@ class BalancerError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class OpModel:
-    """One way to run an op: what the netlist writes for it and what it costs."""
+    """One way to run an op: what the netlist writes for it and what it costs.
+
+    prologue: the parameter/constant operands one core can hold whole in L1 besides its buffers (loaded once
+    per epoch instead of streamed per input); a sparse matmul's sparse tiles and encoding always are."""
 
     grid: tuple                 # (rows, cols) of cores
     t: int
@@ -34,10 +44,25 @@ class OpModel:
     u_kt: int = 1
     l1_bytes: int = 0
     cycles: int = 0             # kernel cycles of one core for one input (sample)
+    prologue: frozenset = frozenset()
 
     @property
     def cores(self) -> int:
         return self.grid[0] * self.grid[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class NetlistInput:
+    """One input of an op as the netlist lists it: the graph node (or sparse queue) it reads, what kind of
+    producer that is (op, input, parameter, constant, sparse), the producer's (t, rt, ct) tiles, those the op
+    reads after the edge's TMs, their format and the TMs."""
+
+    src: str
+    kind: str
+    src_tiles: tuple
+    tiles: tuple
+    df: DataFormat
+    tms: tuple = ()
 
 
 @functools.lru_cache(maxsize=None)
@@ -55,64 +80,9 @@ def best_ublock(block_rt: int, block_ct: int, dest_tiles: int) -> tuple:
     return best
 
 
-def input_buffer_tiles(granularity: int, tile_bytes: int) -> int:
-    """Backend input buffer sizing (§3.8): >= ~32 KB latency hiding (power-of-two tiles) and >= 2 granules."""
-    latency = 1
-    while latency * tile_bytes < 32 * 1024:
-        latency *= 2
-    tiles = max(latency, 2 * granularity)
-    return -(-tiles // (2 * granularity)) * 2 * granularity
-
-
-def _tiles(shape: tuple) -> tuple:
+def tiles_of(shape: tuple) -> tuple:
     """(t, rt, ct) of a device shape (1, z, R, C)."""
     return shape[-3], shape[-2] // 32, shape[-1] // 32
-
-
-def op_dims(graph: Graph, name: str) -> dict:
-    """Tile geometry an op's models are built from: output (t, rt, ct) and the inner dim K for matmul/reduce."""
-    node = graph.node(name)
-    t, rt, ct = _tiles(node.shape)
-    dims = {"t": t, "rt": rt, "ct": ct, "k": 1}
-    if node.op_type == "matmul":
-        dims["k"] = _tiles(graph.operand_shape(graph.operands(name)[0]))[2]
-    elif node.op_type == "sparse_matmul":
-        dims["k"] = _tiles(graph.operand_shape(graph.operands(name)[0]))[1]
-    elif node.op_type == "reduce":
-        _, in_rt, in_ct = _tiles(graph.operand_shape(graph.operands(name)[0]))
-        dims["k"] = in_ct if node.attrs["dim"] == "c" else in_rt
-    return dims
-
-
-def _l1_bytes(graph: Graph, name: str, grid, t, mblock, ublock, u_kt) -> int:
-    """Streaming L1 footprint per core: output double buffer plus one input buffer per operand."""
-    node = graph.node(name)
-    out_tb = node.df.tile_bytes
-    mblock_tiles = mblock[0] * mblock[1] * ublock[0] * ublock[1]
-    total = 2 * mblock_tiles * out_tb
-    intermed = node.tags.get("intermed_df", node.df)
-    if node.op_type == "matmul" and intermed != node.df:
-        total += mblock_tiles * DataFormat.parse(intermed).tile_bytes
-    if node.op_type == "sparse_matmul":
-        stats = sparse_stats(node.attrs["sparse"], grid[0], t)
-        index_tiles = -(-(3 * min(stats.nz_per_core, 1 + stats.k_tiles // u_kt) + 2 * stats.nz_per_core)
-                        // (2 * 1024))
-        total += stats.unique_tiles * sparse_tiles_df(node.attrs["sparse"]).tile_bytes
-        total += index_tiles * DataFormat.RawUInt32.tile_bytes
-    for port, operand in enumerate(graph.operands(name)):
-        tb = graph.node(operand.src).df.tile_bytes
-        if node.op_type == "sparse_matmul":
-            gran = mblock[1] * ublock[1] * u_kt
-        elif node.op_type == "matmul" and port == 0:
-            gran = ublock[0] * u_kt
-        elif node.op_type == "matmul" and port == 1:
-            gran = mblock[1] * ublock[1] * u_kt
-        elif node.op_type == "reduce":
-            gran = (ublock[0] if node.attrs["dim"] == "c" else ublock[1]) * u_kt
-        else:
-            gran = ublock[0] * ublock[1]
-        total += input_buffer_tiles(gran, tb) * tb
-    return total
 
 
 def buda_op_type(op_type: str) -> str:
@@ -120,28 +90,31 @@ def buda_op_type(op_type: str) -> str:
     return "matmul" if op_type == "sparse_matmul" else op_type
 
 
-@dataclasses.dataclass(frozen=True)
-class SparseStats:
-    """What the balancer needs of a sparse matmul's matrix on a number of grid rows."""
+def op_dims(graph: Graph, name: str) -> dict:
+    """Tile geometry an op's models are built from: output (t, rt, ct) and the inner dim K for matmul/reduce."""
+    node = graph.node(name)
+    t, rt, ct = tiles_of(node.shape)
+    dims = {"t": t, "rt": rt, "ct": ct, "k": 1}
+    if node.op_type in ("matmul", "sparse_matmul", "reduce"):
+        _, in_rt, in_ct = tiles_of(graph.operand_shape(graph.operands(name)[0]))
+        if node.op_type == "sparse_matmul":
+            dims["k"] = in_rt
+        elif node.op_type == "reduce" and node.attrs["dim"] == "r":
+            dims["k"] = in_rt
+        else:
+            dims["k"] = in_ct
+    return dims
 
-    unique_tiles: int       # distinct non-zero tiles of the whole matrix (>= those of any grid row)
-    nz_per_core: int        # the most non-zero tiles in one grid row's block
-    k_tiles: int
 
+# --- sparse matmuls --------------------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=256)
-def _tile_counts(matrix: SparseMatrix) -> tuple[np.ndarray, int]:
-    _, _, contents = matrix.tiles()
-    unique = len(unique_tiles(contents)[0]) if len(contents) else 1
-    return np.concatenate([[0], np.cumsum(matrix.tile_rows())]), unique
-
-
-def sparse_stats(matrix: SparseMatrix, grid_rows: int, t: int = 1) -> SparseStats:
-    """Tile statistics of a sparse matmul whose output is split into t slices over grid_rows rows of cores."""
-    prefix, unique = _tile_counts(matrix)
-    counts = np.diff(prefix)
+def _sparse_bounds(matrix: SparseMatrix, grid_rows: int, t: int) -> tuple[int, int]:
+    """(distinct non-zero tiles of the whole matrix: a bound on any grid row's, the most non-zero tiles of one
+    grid row's blocks) of a sparse matmul split into t slices over grid_rows rows of cores."""
+    table = tile_table(matrix)
+    counts = np.bincount(table.rows, minlength=-(-matrix.shape[0] // TILE))
     per_core = counts.reshape(t, grid_rows, -1).sum(axis=(0, 2)) if counts.size else np.zeros(1, np.int64)
-    return SparseStats(unique, int(per_core.max()), matrix.shape[1] // 32)
+    return max(1, len(table.distinct)), int(per_core.max())
 
 
 def sparse_tiles_df(matrix: SparseMatrix) -> DataFormat:
@@ -149,39 +122,153 @@ def sparse_tiles_df(matrix: SparseMatrix) -> DataFormat:
     return DataFormat.Bfp2_b if np.all(np.abs(matrix.values) == 1) else DataFormat.Float16_b
 
 
+def sparse_queue_operands(graph: Graph, name: str, model: OpModel) -> SparseOperands:
+    """The encoded sparse tiles and encoding of a sparse matmul under `model` (cached)."""
+    return sparse_operands(graph.node(name).attrs["sparse"], model.grid[0], model.mblock[0], model.ublock[0],
+                           model.u_kt, model.t)
+
+
+@dataclasses.dataclass(frozen=True)
+class SparseFigures:
+    """Sizes of a sparse matmul's identity-matmul operands under one model: exact (from its encoding) or bounds
+    that need no encoding (for enumerating models)."""
+
+    num_sparse_tiles: int
+    num_index_tiles: int
+    nz_tiles_per_core: int
+    encoding: SparseOperands | None = None
+
+
+def sparse_figures(graph: Graph, name: str, model: OpModel, exact: bool = True) -> SparseFigures:
+    """Sparse tiles per grid row, encoding tiles per grid row and non-zero tiles of the busiest core."""
+    if exact:
+        enc = sparse_queue_operands(graph, name, model)
+        return SparseFigures(enc.num_sparse_tiles, enc.num_index_tiles, enc.nz_tiles_per_core, enc)
+    unique, nz = _sparse_bounds(graph.node(name).attrs["sparse"], model.grid[0], model.t)
+    strips = min(nz, 1 + model.m_k)
+    index_tiles = -(-(3 * strips + 2 * nz) // U16_PER_TILE)
+    return SparseFigures(unique, max(1, index_tiles), nz)
+
+
+# --- what the netlist says of an op -----------------------------------------------------------------------------
+
+def op_attributes(graph: Graph, name: str, model: OpModel, exact: bool = True) -> Attributes | None:
+    """The netlist attributes of op `name` under `model`: the lowered op's own, m_k/u_kt of matmul and reduce,
+    input 0 buffered per ublock (min_buffer_input 0) for dense matmuls, and the identity-matmul encoding figures
+    for sparse matmuls (bounds unless `exact`; the cycle model reads only the exact `indices_len`)."""
+    node = graph.node(name)
+    if node.op_type == "sparse_matmul":
+        fig = sparse_figures(graph, name, model, exact)
+        enc = fig.encoding
+        return Attributes(identity=True, m_k=model.m_k, u_kt=model.u_kt, num_sparse_tiles=fig.num_sparse_tiles,
+                          num_index_tiles=fig.num_index_tiles,
+                          sparse_tile_ptr_bits=enc.sparse_tile_ptr_bits if enc else None,
+                          sparse_ublock_idx_bits=enc.sparse_ublock_idx_bits if enc else None,
+                          indices_len=fig.nz_tiles_per_core, act_t=1 if model.t > 1 else None)
+    out = dict(node.attrs)
+    if node.op_type in ("matmul", "reduce"):
+        out.update(m_k=model.m_k, u_kt=model.u_kt)
+    if node.op_type == "matmul":
+        out["min_buffer_input"] = 0
+    if "relu_threshold" in out:
+        out["relu_threshold"] = float(out["relu_threshold"])
+    return Attributes(**out) if out else None
+
+
+def geometry(graph: Graph, name: str, model: OpModel, attrs: Attributes | None = None) -> OpGeometry:
+    """The op under `model` as the backend model sees it (with its exact netlist attributes unless given)."""
+    node = graph.node(name)
+    if attrs is None:
+        attrs = op_attributes(graph, name, model)
+    return OpGeometry(buda_op_type(node.op_type), tuple(model.grid), model.t, tuple(model.mblock),
+                      tuple(model.ublock), attrs if attrs is not None else Attributes())
+
+
+def operand_inputs(graph: Graph, name: str) -> list[NetlistInput]:
+    """The op's graph operands as netlist inputs (what does not depend on the op model)."""
+    inputs = []
+    for operand in graph.operands(name):
+        src = graph.node(operand.src)
+        inputs.append(NetlistInput(src.name, src.kind, tiles_of(src.shape), tiles_of(graph.operand_shape(operand)),
+                                   src.df, tuple(operand.tms)))
+    return inputs
+
+
+def netlist_inputs(graph: Graph, name: str, model: OpModel, exact: bool = True,
+                   operands: list[NetlistInput] | None = None) -> list[NetlistInput]:
+    """The op's netlist inputs in order: its operands (`operand_inputs`, computed unless given), or for a sparse
+    matmul [sparse tiles, activations, encoding] (the identity matmul's operand order; queue widths bounds unless
+    `exact`)."""
+    inputs = operand_inputs(graph, name) if operands is None else operands
+    node = graph.node(name)
+    if node.op_type != "sparse_matmul":
+        return inputs
+    fig = sparse_figures(graph, name, model, exact)
+    sparse_q, encoding_q = (f"{name}.{kind}" for kind in SPARSE_QUEUES)
+    sparse_tiles, index_tiles = (1, model.grid[0], fig.num_sparse_tiles), (1, model.grid[0], fig.num_index_tiles)
+    return [NetlistInput(sparse_q, "sparse", sparse_tiles, sparse_tiles, sparse_tiles_df(node.attrs["sparse"])),
+            inputs[0],
+            NetlistInput(encoding_q, "sparse", index_tiles, index_tiles, DataFormat.RawUInt32)]
+
+
+# --- enumeration ------------------------------------------------------------------------------------------------
+
+def _footprint_and_prologue(graph: Graph, name: str, geom: OpGeometry, inputs: list[NetlistInput],
+                            l1_usable: int) -> tuple[int, frozenset] | None:
+    """(L1 bytes, prologued inputs) of one core, or None if the op does not fit. Sparse queues are always held
+    whole (the identity matmul reads them in place); every other input streams through a backend-sized buffer,
+    and parameters and constants, smallest first, are also held whole while they fit."""
+    node = graph.node(name)
+    intermed = DataFormat.parse(node.tags.get("intermed_df", node.df))
+    slices = [prologue_tiles_per_core(geom, k, i.src_tiles) * i.df.tile_bytes for k, i in enumerate(inputs)]
+    buffers = [InputBuffer(i.df.tile_bytes, prologue_tiles=prologue_tiles_per_core(geom, k, i.src_tiles)
+                           if i.kind == "sparse" else 0) for k, i in enumerate(inputs)]
+    total = sum(footprint(geom, buffers, out_tile_bytes=node.df.tile_bytes, intermed_tile_bytes=intermed.tile_bytes,
+                          intermed_separate=intermed != node.df).values())
+    if total > l1_usable:
+        return None
+    prologue = {i.src for i in inputs if i.kind == "sparse"}
+    for k in sorted((k for k, i in enumerate(inputs) if i.kind in ("parameter", "constant")),
+                    key=lambda k: (slices[k], k)):
+        if total + slices[k] <= l1_usable:
+            total += slices[k]
+            prologue.add(inputs[k].src)
+    return total, frozenset(prologue)
+
+
 def legal_op_models(graph: Graph, name: str, device: DeviceSpec) -> list[OpModel]:
-    """Every legal (grid, blocking, u_kt) of op `name` on `device`, with L1 and kernel cycles."""
+    """Every legal (grid, blocking, u_kt) of op `name` on `device`, with L1, prologue choices and kernel cycles."""
     node = graph.node(name)
     dims = op_dims(graph, name)
     t, rt, ct, k = dims["t"], dims["rt"], dims["ct"], dims["k"]
     acc = DataFormat.parse(node.tags.get("acc_df", DataFormat.Float16_b))
     dest = device.dest_tiles_32b if acc in (DataFormat.Float32, DataFormat.Int32) else device.dest_tiles_16b
-    fidelity = node.tags.get("math_fidelity")
+    fidelity = MathFidelity.parse(node.tags.get("math_fidelity", MathFidelity.HiFi4))
+    inner = node.op_type in ("matmul", "sparse_matmul", "reduce")
+    dim = node.attrs.get("dim") if node.op_type == "reduce" else None
+    operands = operand_inputs(graph, name)
     models = []
     for gr in divisors(rt):
-        if gr > device.grid_rows or (node.op_type == "reduce" and node.attrs["dim"] == "r" and gr != 1):
+        if gr > device.grid_rows or (dim == "r" and gr != 1):
             continue
         for gc in divisors(ct):
-            if gc > device.grid_cols or (node.op_type == "reduce" and node.attrs["dim"] == "c" and gc != 1):
+            if gc > device.grid_cols or (dim == "c" and gc != 1):
                 continue
             ublock = best_ublock(rt // gr, ct // gc, dest)
             mblock = (rt // gr // ublock[0], ct // gc // ublock[1])
-            inner = node.op_type in ("matmul", "sparse_matmul", "reduce")
-            ukts = divisors(k)[::-1] if inner else (1,)
-            for u_kt in ukts:
-                attrs = node.attrs
-                if node.op_type == "sparse_matmul":
-                    stats = sparse_stats(node.attrs["sparse"], gr, t)
-                    if not encoding_fits(stats.unique_tiles, mblock[0], ublock[0], u_kt):
-                        continue
-                    attrs = {"identity": True, "sparse_indices": stats.nz_per_core}
-                l1 = _l1_bytes(graph, name, (gr, gc), t, mblock, ublock, u_kt)
-                if l1 > device.l1_usable:
-                    continue
+            for u_kt in (divisors(k)[::-1] if inner else (1,)):
                 m_k = k // u_kt if inner else 1
-                cycles = kernel_cycles(device.arch, buda_op_type(node.op_type), t=t, mblock=mblock, ublock=ublock,
-                                       out_df=node.df, math_fidelity=fidelity, m_k=m_k, u_kt=u_kt,
-                                       attributes=attrs)
-                models.append(OpModel((gr, gc), t, mblock, ublock, m_k, u_kt, l1, int(cycles)))
+                model = OpModel((gr, gc), t, mblock, ublock, m_k, u_kt)
+                if node.op_type == "sparse_matmul":
+                    unique, _ = _sparse_bounds(node.attrs["sparse"], gr, t)
+                    if not encoding_fits(unique, mblock[0], ublock[0], u_kt):
+                        continue
+                geom = geometry(graph, name, model, op_attributes(graph, name, model, exact=False))
+                inputs = netlist_inputs(graph, name, model, exact=False, operands=operands)
+                fit = _footprint_and_prologue(graph, name, geom, inputs, device.l1_usable)
+                if fit is None:
+                    continue
+                cycles = kernel_cycles(device.arch, geom, node.df, fidelity)
+                models.append(dataclasses.replace(model, l1_bytes=fit[0], cycles=int(cycles), prologue=fit[1]))
                 break  # the largest u_kt that fits is the fastest; smaller ones only cost more
     return models

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
 from ..device import DeviceSpec
 from .op_model import BalancerError
 
@@ -17,47 +15,70 @@ class PlacedOp:
     transpose: bool     # grid_transpose: footprint is (cols, rows)
 
 
-def _first_fit(occ: np.ndarray, h: int, w: int) -> tuple | None:
-    rows, cols = occ.shape
-    for r in range(rows - h + 1):
-        for c in range(cols - w + 1):
-            if not occ[r:r + h, c:c + w].any():
-                return (r, c)
-    return None
+class _Occupancy:
+    """Which cores of the grid are taken: one bit mask of columns per row."""
+
+    def __init__(self, rows: int, cols: int):
+        self.cols = cols
+        self.masks = [0] * rows
+
+    def any(self) -> bool:
+        return any(self.masks)
+
+    def clear(self) -> None:
+        self.masks = [0] * len(self.masks)
+
+    def free(self, r: int, c: int, h: int, w: int) -> bool:
+        window = ((1 << w) - 1) << c
+        return not any(m & window for m in self.masks[r:r + h])
+
+    def take(self, r: int, c: int, h: int, w: int) -> None:
+        window = ((1 << w) - 1) << c
+        for i in range(r, r + h):
+            self.masks[i] |= window
+
+    def first_fit(self, h: int, w: int) -> tuple | None:
+        """Top-left (row, col) of the first free h x w window in row-major order, None if there is none."""
+        window = (1 << w) - 1
+        for r in range(len(self.masks) - h + 1):
+            used = 0
+            for m in self.masks[r:r + h]:
+                used |= m
+            for c in range(self.cols - w + 1):
+                if not (used >> c) & window:
+                    return (r, c)
+        return None
 
 
 def place(schedule: list[str], grids: dict[str, tuple], device: DeviceSpec, *, starts: dict | None = None,
           transposed: set | None = None, breaks: set | None = None) -> dict[str, PlacedOp]:
     """Place every op of `schedule` (grid sizes from `grids`) on `device`; new epoch when one is full."""
     starts, transposed, breaks = starts or {}, transposed or set(), breaks or set()
-    occ = np.zeros((device.grid_rows, device.grid_cols), dtype=bool)
+    occ = _Occupancy(device.grid_rows, device.grid_cols)
     epoch, placed = 0, {}
-
-    def new_epoch():
-        nonlocal epoch
-        epoch += 1
-        occ[:] = False
-
     for name in schedule:
         h, w = grids[name][::-1] if name in transposed else grids[name]
         if h > device.grid_rows or w > device.grid_cols:
             raise BalancerError(f"op {name!r}: footprint {h}x{w}{' (transposed)' if name in transposed else ''} "
                                 f"exceeds the {device.name} core grid {device.grid_rows}x{device.grid_cols}")
         if name in breaks and occ.any():
-            new_epoch()
+            epoch += 1
+            occ.clear()
         if name in starts:
             r, c = starts[name]
             if r + h > device.grid_rows or c + w > device.grid_cols:
                 raise BalancerError(f"override_op_placement({name!r}, start={(r, c)}): a {h}x{w} grid there "
                                     f"leaves the {device.grid_rows}x{device.grid_cols} core grid of {device.name}")
-            if occ[r:r + h, c:c + w].any():
-                new_epoch()
+            if not occ.free(r, c, h, w):
+                epoch += 1
+                occ.clear()
             loc = (r, c)
         else:
-            loc = _first_fit(occ, h, w)
+            loc = occ.first_fit(h, w)
             if loc is None:
-                new_epoch()
-                loc = _first_fit(occ, h, w)
-        occ[loc[0]:loc[0] + h, loc[1]:loc[1] + w] = True
+                epoch += 1
+                occ.clear()
+                loc = occ.first_fit(h, w)
+        occ.take(*loc, h, w)
         placed[name] = PlacedOp(epoch, loc, name in transposed)
     return placed

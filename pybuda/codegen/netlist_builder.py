@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..balancer.op_model import best_ublock, sparse_tiles_df
-from ..balancer.policy import Placement
+from ..balancer import Placement
+from ..balancer.op_model import (SPARSE_QUEUES, best_ublock, buda_op_type, netlist_inputs, op_attributes,
+                                 sparse_queue_operands, sparse_tiles_df)
 from ..dataformat import DataFormat, MathFidelity
 from ..device import DeviceSpec
 from ..ir import Graph
-from ..netlist.model import (Attributes, Devices, EndLoop, Execute, Graph as NetlistGraph, Loop, Netlist, Op, Param,
+from ..netlist.model import (Devices, EndLoop, Execute, Graph as NetlistGraph, Loop, Netlist, Op, Param,
                              Program, Queue, QueueSettings, Var, VarInst)
-from ..sparse import SparseOperands, sparse_operands
 
 DRAM_BASE = 0x10000000     # first DRAM byte the allocator hands out on every channel
 QUEUE_HEADER_BYTES = 32
@@ -127,29 +127,21 @@ def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, confi
                    queue_groups=groups)
 
 
-SPARSE_QUEUES = ("sparse_tiles", "encoding")  # identity-matmul operands 0 and 2, queues "<op>.<suffix>"
-
-
-def _sparse_operands(bgraph: Graph, name: str, placement: Placement) -> SparseOperands:
-    m = placement.models[name]
-    return sparse_operands(bgraph.node(name).attrs["sparse"], m.grid[0], m.mblock[0], m.ublock[0], m.u_kt, m.t)
-
-
 def sparse_queue_values(bgraph: Graph, placement: Placement) -> dict[str, np.ndarray]:
     """Host data of the sparse-tile and encoding queues of every sparse matmul, by queue name (pushed to the
     netlist's rams before a run, like parameters and constants)."""
     out = {}
     for name in placement.placed:
         if bgraph.node(name).op_type == "sparse_matmul":
-            ops = _sparse_operands(bgraph, name, placement)
-            out[f"{name}.sparse_tiles"] = ops.sparse_tiles
-            out[f"{name}.encoding"] = ops.encoding
+            enc = sparse_queue_operands(bgraph, name, placement.models[name])
+            out[f"{name}.{SPARSE_QUEUES[0]}"] = enc.sparse_tiles
+            out[f"{name}.{SPARSE_QUEUES[1]}"] = enc.encoding
     return out
 
 
 def _sparse_queue_df(bgraph: Graph, queue: str) -> DataFormat:
     op, kind = queue.rsplit(".", 1)
-    return DataFormat.RawUInt32 if kind == "encoding" else sparse_tiles_df(bgraph.node(op).attrs["sparse"])
+    return DataFormat.RawUInt32 if kind == SPARSE_QUEUES[1] else sparse_tiles_df(bgraph.node(op).attrs["sparse"])
 
 
 def _sparse_blocking(values: np.ndarray, model) -> dict:
@@ -159,75 +151,30 @@ def _sparse_blocking(values: np.ndarray, model) -> dict:
 
 def _op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_of: dict, reads: list,
               gname: str) -> Op:
-    node = bgraph.node(name)
-    if node.op_type == "sparse_matmul":
-        return _sparse_op_entry(bgraph, name, placement, e2e, epoch_of, reads, gname)
-    m = placement.models[name]
-    p = placement.placed[name]
-    inputs, tms = _inputs(bgraph, name, e2e, epoch_of, reads, p.epoch)
-    return Op(name=name, graph=gname, type=node.op_type, grid_loc=tuple(p.loc), grid_size=tuple(m.grid),
-              inputs=inputs, grid_transpose=True if p.transpose else None, t=m.t, mblock=tuple(m.mblock),
-              ublock=tuple(m.ublock), tile_dim=(32, 32), buf_size_mb=2, ublock_order="r",
-              in_df=[bgraph.node(o.src).df for o in bgraph.operands(name)], out_df=node.df,
-              intermed_df=node.tags["intermed_df"], acc_df=node.tags["acc_df"],
-              math_fidelity=MathFidelity.parse(node.tags["math_fidelity"]), input_tms=tms,
-              attributes=_attributes(node, m))
-
-
-def _sparse_op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_of: dict, reads: list,
-                     gname: str) -> Op:
-    """A sparse matmul as the backend's identity matmul: inputs [sparse tiles, activations, encoding]."""
+    """The netlist op of a placed graph op; its inputs are queues for graph inputs, parameters, constants,
+    sparse operands and earlier epochs' outputs, and ops of the same epoch otherwise."""
     node = bgraph.node(name)
     m = placement.models[name]
     p = placement.placed[name]
-    (act,), tms = _inputs(bgraph, name, e2e, epoch_of, reads, p.epoch)
-    sparse_q, encoding_q = (f"{name}.{kind}" for kind in SPARSE_QUEUES)
-    reads += [sparse_q, encoding_q]
-    ops = _sparse_operands(bgraph, name, placement)
-    attrs = Attributes(identity=True, m_k=m.m_k, u_kt=m.u_kt, num_sparse_tiles=ops.num_sparse_tiles,
-                       num_index_tiles=ops.num_index_tiles, sparse_tile_ptr_bits=ops.sparse_tile_ptr_bits,
-                       sparse_ublock_idx_bits=ops.sparse_ublock_idx_bits, indices_len=ops.nz_tiles_per_core,
-                       act_t=1 if m.t > 1 else None)
-    return Op(name=name, graph=gname, type="matmul", grid_loc=tuple(p.loc), grid_size=tuple(m.grid),
-              inputs=[sparse_q, act, encoding_q], grid_transpose=True if p.transpose else None, t=m.t,
-              mblock=tuple(m.mblock), ublock=tuple(m.ublock), tile_dim=(32, 32), buf_size_mb=2, ublock_order="r",
-              in_df=[_sparse_queue_df(bgraph, sparse_q), bgraph.node(bgraph.operands(name)[0].src).df,
-                     DataFormat.RawUInt32], out_df=node.df,
-              intermed_df=node.tags["intermed_df"], acc_df=node.tags["acc_df"],
-              math_fidelity=MathFidelity.parse(node.tags["math_fidelity"]),
-              input_tms={1: tms[0]} if 0 in tms else {}, attributes=attrs)
-
-
-def _inputs(bgraph: Graph, name: str, e2e: dict, epoch_of: dict, reads: list, epoch: int) -> tuple[list, dict]:
-    """Netlist input names of an op (queues for graph inputs, parameters and earlier epochs) and its TMs."""
-    inputs, tms = [], {}
-    for port, operand in enumerate(bgraph.operands(name)):
-        src = bgraph.node(operand.src)
-        if src.kind != "op":
-            inputs.append(src.name)
-            reads.append(src.name)
-        elif epoch_of[src.name] < epoch:
-            inputs.append(e2e[src.name])
-            reads.append(e2e[src.name])
+    inputs, in_df, tms = [], [], {}
+    for index, inp in enumerate(netlist_inputs(bgraph, name, m)):
+        if inp.kind != "op":
+            reads.append(inp.src)
+            inputs.append(inp.src)
+        elif epoch_of[inp.src] < p.epoch:
+            reads.append(e2e[inp.src])
+            inputs.append(e2e[inp.src])
         else:
-            inputs.append(src.name)
-        if operand.tms:
-            tms[port] = [format_tm(tm) for tm in operand.tms]
-    return inputs, tms
-
-
-def _attributes(node, model) -> Attributes | None:
-    """A lowered Buda op's attributes are netlist attributes already; the balancer adds m_k/u_kt."""
-    out = dict(node.attrs)
-    if node.op_type in ("matmul", "reduce"):
-        out.update(m_k=model.m_k, u_kt=model.u_kt)
-    if node.op_type == "matmul":
-        # min_buffer_input 0: input 0 is buffered per ublock (ublock_rt x u_kt), not per mblock_m strip, as the
-        # balancer's L1 model assumes (pybuda.balancer.op_model._l1_bytes)
-        out["min_buffer_input"] = 0
-    if "relu_threshold" in out:
-        out["relu_threshold"] = float(out["relu_threshold"])
-    return Attributes(**out) if out else None
+            inputs.append(inp.src)
+        in_df.append(inp.df)
+        if inp.tms:
+            tms[index] = [format_tm(tm) for tm in inp.tms]
+    return Op(name=name, graph=gname, type=buda_op_type(node.op_type), grid_loc=tuple(p.loc),
+              grid_size=tuple(m.grid), inputs=inputs, grid_transpose=True if p.transpose else None, t=m.t,
+              mblock=tuple(m.mblock), ublock=tuple(m.ublock), tile_dim=(32, 32), buf_size_mb=2, ublock_order="r",
+              in_df=in_df, out_df=node.df, intermed_df=node.tags["intermed_df"], acc_df=node.tags["acc_df"],
+              math_fidelity=MathFidelity.parse(node.tags["math_fidelity"]), input_tms=tms,
+              attributes=op_attributes(bgraph, name, m))
 
 
 def _program(queues: dict, reads: dict, placement: Placement, device: DeviceSpec, microbatch: int) -> Program:

@@ -18,6 +18,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Union
 
+from ..arch.operands import OpGeometry
+from ..arch.optypes import NON_TENSIX_OPS
 from ..dataformat import DataFormat, MathFidelity
 
 Pair = tuple  # (int, int)
@@ -26,18 +28,6 @@ Scalar = Union[bool, int, float, str]
 
 ARCHS = ("grayskull", "wormhole", "wormhole_b0", "blackhole")
 SUPPORTED_ARCHS = ("grayskull", "wormhole_b0")   # archs this project has device descriptions for
-
-# Op types (netlist-format.md §1.6)
-BINARY_OPS = frozenset({"add", "subtract", "multiply", "maximum", "quantization", "dequantization",
-                        "requantization"})
-DATACOPY_OPS = frozenset({"nop", "datacopy"})
-SFPU_OPS = frozenset({"exp", "log", "sqrt", "gelu", "gelu_derivative", "reciprocal", "sigmoid", "dropout", "tanh",
-                      "square", "power", "sine", "cosine", "lrelu", "abs"})
-NON_TENSIX_OPS = frozenset({"ethernet_datacopy"})
-OTHER_OPS = frozenset({"matmul", "reduce", "splice", "fused_op", "embedding", "tilizer", "depthwise", "topk",
-                       "buffer", "drainer"})
-UNARY_OPS = DATACOPY_OPS | SFPU_OPS | NON_TENSIX_OPS
-OP_TYPES = BINARY_OPS | UNARY_OPS | OTHER_OPS
 
 QUEUE_TYPES = ("queue", "ram")
 QUEUE_LOCS = ("dram", "host")
@@ -339,6 +329,11 @@ class Op:
         """Inner-dimension tiles of matmul / reduce: m_k * u_kt."""
         a = self.attrs
         return (a.m_k or 1) * (a.u_kt or 1)
+
+    @property
+    def geometry(self) -> OpGeometry:
+        """The op as the backend model (`pybuda.arch`) sees it."""
+        return OpGeometry(self.type, tuple(self.grid_size), self.t, tuple(self.mblock), tuple(self.ublock), self.attrs)
 
 
 _NO_ATTRS = Attributes()

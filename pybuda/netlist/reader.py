@@ -16,9 +16,10 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
+from ..arch.optypes import SFPU_OPS
 from ..dataformat import DataFormat, MathFidelity
 from .errors import NetlistError, NetlistViolation
-from .model import (ARCHS, OPCODES, SFPU_OPS, TILE_DIMS, Attributes, Devices, EndLoop, Execute, FusedOp, FusedSubOp, Graph,
+from .model import (ARCHS, OPCODES, TILE_DIMS, Attributes, Devices, EndLoop, Execute, FusedOp, FusedSubOp, Graph,
                     Loop, Netlist, Op, Pad, Param, Program, Queue, QueueAlloc, QueueSettings, Var, VarInst)
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -19,13 +19,17 @@ The arch is the one the backend would select (env `ARCH_NAME` there): `arch` if 
 """
 from __future__ import annotations
 
+from ..arch.l1 import InputBuffer, footprint
+from ..arch.operands import OpGeometry, expected_input, input_count, prologue_tiles_per_core
+from ..arch.optypes import BINARY_OPS, DATACOPY_OPS, OP_TYPES, SFPU_OPS
+from ..arch.tms import TMError, edge_shape, shape_after_tms
 from ..dataformat import DataFormat as DF
-from ..dataformat import MathFidelity
+from ..dataformat import MathFidelity, tile_bytes
 from ..device import DeviceSpec, arch_spec
 from .errors import NetlistError, NetlistViolation
-from .model import (BINARY_OPS, DATACOPY_OPS, OP_TYPES, SFPU_OPS, SUPPORTED_ARCHS, VARINST_OPCODES, EndLoop,
-                    Execute, FusedOp, Graph, Loop, Netlist, Op, Param, Program, Queue, QueueAlloc, Var, VarInst)
-from .sizes import queue_buffer_bytes, tile_bytes, tile_data_aligned
+from .model import (SUPPORTED_ARCHS, VARINST_OPCODES, EndLoop, Execute, FusedOp, Graph, Loop, Netlist, Op, Param,
+                    Program, Queue, QueueAlloc, Var, VarInst)
+from .sizes import queue_buffer_bytes, tile_data_aligned
 
 _FP32_ACC = (DF.Float32, DF.Int32)
 _A = {DF.Float16, DF.Bfp8, DF.Bfp4, DF.Bfp2}
@@ -272,7 +276,7 @@ def _check_op(c: _Ctx, op: Op) -> None:
     if op.input_dram_io_buf_size_tiles is not None and len(op.input_dram_io_buf_size_tiles) != n_in:
         c.add(op, "op.input_buf_count", "input_dram_io_buf_size_tiles needs one entry per input", n_in,
               len(op.input_dram_io_buf_size_tiles))
-    want = _input_count(op)
+    want = input_count(op.geometry)
     if want is not None and n_in != want:
         c.add(op, "op.input_count", f"a {typ} op takes {want} inputs", want, n_in)
     if op.buf_size_mb < 0:
@@ -307,21 +311,6 @@ def _check_op(c: _Ctx, op: Op) -> None:
               f"<= {limit} tiles", op.ublock[0] * op.ublock[1])
     _check_attributes(c, op)
     _check_formats(c, op)
-
-
-def _input_count(op: Op) -> int | None:
-    typ, a = op.type, op.attrs
-    if typ in BINARY_OPS:
-        return 2
-    if typ in DATACOPY_OPS or typ in SFPU_OPS or typ in ("reduce", "tilizer", "ethernet_datacopy", "buffer"):
-        return 1
-    if typ == "matmul" and not a.identity:
-        return 2 + bool(a.bias) + bool(a.requant or a.dequant)
-    if typ == "depthwise":
-        return 2 + bool(a.bias)
-    if typ == "embedding":
-        return 2
-    return None
 
 
 def _check_attributes(c: _Ctx, op: Op) -> None:
@@ -537,108 +526,13 @@ def _check_int_formats(c: _Ctx, op: Op) -> None:
 
 # --- §3.2 inputs, TMs and shapes; §3.4 tile dims; §3.5 untilize / cross-graph / input_count ---------------------------
 
-def apply_tms(shape: tuple, tms: list, where: str):
-    """(t, rt, ct) after `tms`, or (None, (rule, message, expected, actual)) on the first illegal TM."""
-    t, r, cc = shape
-    for tm in tms:
-        kind = tm[0]
-        if kind == "transpose":
-            r, cc = cc, r
-            continue
-        if kind == "tile_broadcast":
-            continue
-        if kind == "pad":
-            r, cc = r + tm[1], cc + tm[2]
-            continue
-        if kind == "broadcast":
-            axis, f = tm[1], tm[2]
-            if f < 1:
-                return None, ("tm.factor", "broadcast factor must be >= 1", ">= 1", f)
-            if axis == "z":
-                if t != 1:
-                    return None, ("tm.broadcast_z_t", f"{where}: broadcast z needs t == 1 at that point, but t is {t}",
-                                  "t == 1", t)
-                t *= f
-            elif axis == "r":
-                r *= f
-            else:
-                cc *= f
-            continue
-        n = tm[1]
-        if n < 1:
-            return None, ("tm.factor", f"{kind} factor must be >= 1", ">= 1", n)
-        if kind == "hslice":
-            if cc % n:
-                return None, ("tm.divide", f"{where}: hslice {n} does not divide {cc} column tiles",
-                              f"ct divisible by {n}", cc)
-            t, cc = t * n, cc // n
-        elif kind == "vslice":
-            if r % n:
-                return None, ("tm.divide", f"{where}: vslice {n} does not divide {r} row tiles",
-                              f"rt divisible by {n}", r)
-            t, r = t * n, r // n
-        elif kind == "hstack":
-            if t % n:
-                return None, ("tm.divide", f"{where}: hstack {n} does not divide t = {t}", f"t divisible by {n}", t)
-            t, cc = t // n, cc * n
-        elif kind == "vstack":
-            if t % n:
-                return None, ("tm.divide", f"{where}: vstack {n} does not divide t = {t}", f"t divisible by {n}", t)
-            t, r = t // n, r * n
-    return (t, r, cc), None
+def _tm_error(c: _Ctx, obj, where: str, e: TMError) -> None:
+    c.add(obj, e.rule, f"{where}: {e}", e.expected, e.actual)
 
 
-def expected_input(op: Op, index: int):
-    """(t, rt, ct) the op expects on input `index` after TMs (§3.2), and the rule name; None = not checked."""
-    t, rt, ct = op.shape
-    typ = op.type
-    a = op.attrs
-    if typ == "matmul":
-        k = (a.m_k or 0) * (a.u_kt or 0)
-        tz = t * (a.z or 1) if a.accumulate else t
-        if a.identity:
-            if index == 1:
-                return (a.act_t or tz, k, ct), "shape.matmul_in1"
-            return None, None
-        if index == 0:
-            return (tz, rt, k), "shape.matmul_in0"
-        if index == 1:
-            return (tz, k, ct), "shape.matmul_in1"
-        if index == 2 and a.bias:
-            return (t, rt, ct), "shape.matmul_bias"
-        return None, None
-    if typ == "reduce":
-        k = (a.m_k or 1) * (a.u_kt or 1)
-        gr, gc = op.grid_size
-        if a.dim == "r":
-            return (t, gr * k, ct), "shape.reduce"
-        if a.dim == "c":
-            return (t, rt, gc * k), "shape.reduce"
-        if a.dim == "z":
-            return (t * (a.z or 1), rt, ct), "shape.reduce"
-        return None, None
-    if typ in BINARY_OPS or typ in DATACOPY_OPS or typ in SFPU_OPS or typ in ("ethernet_datacopy", "buffer"):
-        return (t, rt, ct), "shape.eltwise"
-    return None, None
-
-
-def _sub_op_expected(op: Op, s, index: int):
-    """What fused sub-op `s` (running on `op`'s grid and t) expects on its input `index`."""
-    gr, gc = op.grid_size
-    t = op.t
-    rt, ct = gr * s.mblock[0] * s.ublock[0], gc * s.mblock[1] * s.ublock[1]
-    a = s.attrs
-    if s.type == "matmul":
-        k = (a.m_k or 1) * (a.u_kt or 1)
-        return (t, rt, k) if index == 0 else (t, k, ct) if index == 1 else (t, rt, ct)
-    if s.type == "reduce":
-        k = (a.m_k or 1) * (a.u_kt or 1)
-        if a.dim == "r":
-            return (t, gr * k, ct)
-        if a.dim == "c":
-            return (t, rt, gc * k)
-        return None
-    return (t, rt, ct)
+def _sub_op_geometry(op: Op, s) -> OpGeometry:
+    """A fused sub-op runs on its fused op's grid and t with its own blocking and attributes."""
+    return OpGeometry(s.type, tuple(op.grid_size), op.t, tuple(s.mblock), tuple(s.ublock), s.attrs)
 
 
 def _check_fused_input(c: _Ctx, op: Op, index: int, src: str, shape: tuple) -> None:
@@ -654,11 +548,13 @@ def _check_fused_input(c: _Ctx, op: Op, index: int, src: str, shape: tuple) -> N
             for j, x in enumerate(s.inputs):
                 if x != name:
                     continue
-                want = _sub_op_expected(op, s, j)
-                got, err = apply_tms(shape, s.input_tms.get(j) or [], f"sub-op {s.name} input {j}")
-                if err is not None:
-                    c.add(op, err[0], f"fused op {f.id}: " + err[1], err[2], err[3])
-                elif want is not None and got != want:
+                want, _ = expected_input(_sub_op_geometry(op, s), j)
+                try:
+                    got = shape_after_tms(shape, s.input_tms.get(j) or [])
+                except TMError as e:
+                    _tm_error(c, op, f"fused op {f.id}: sub-op {s.name} input {j}", e)
+                    continue
+                if want is not None and got != want:
                     c.add(op, "shape.fused", f"input {index} ({src}) feeds sub-op {s.name} (input {j}) of fused op "
                           f"{f.id} with (t, rt, ct) {got} after its TMs, but the {s.type} sub-op expects {want}",
                           want, got)
@@ -703,21 +599,15 @@ def check_connections(c: _Ctx) -> None:
                           "not feed ops", "a tilized producer", src)
                 if not _pos(prod.t, *prod.mblock, *prod.ublock, *prod.grid_size):
                     continue
-                shape = prod.shape
-                unpad = op.input_unpad.get(i)
-                if unpad is not None:
-                    shape = (shape[0], shape[1] - (unpad.rt or 0), shape[2] - (unpad.ct or 0))
-                shape, err = apply_tms(shape, tms, f"input {i} ({src})")
-                if err is not None:
-                    c.add(op, err[0], err[1], err[2], err[3])
+                try:
+                    shape = edge_shape(prod.shape, tms, *_edge_pads(op, i))
+                except TMError as e:
+                    _tm_error(c, op, f"input {i} ({src})", e)
                     continue
-                pad = op.input_pad.get(i)
-                if pad is not None:
-                    shape = (shape[0], shape[1] + (pad.rt or 0), shape[2] + (pad.ct or 0))
                 if op.type == "fused_op":
                     _check_fused_input(c, op, i, src, shape)
                     continue
-                want, rule = expected_input(op, i)
+                want, rule = expected_input(op.geometry, i)
                 if want is not None and shape != want:
                     kind = "queue" if isinstance(prod, Queue) else "op"
                     c.add(op, rule, f"input {i} ({kind} {src}): post-TM producer (t, rt, ct) {shape} does not match "
@@ -745,10 +635,12 @@ def check_connections(c: _Ctx) -> None:
         if not (_pos(prod.t, *prod.mblock, *prod.ublock, *prod.grid_size) and _pos(q.t, *q.mblock, *q.ublock,
                                                                                       *q.grid_size)):
             continue
-        shape, err = apply_tms(prod.shape, q.input_tms or [], f"input_tms ({prod.name})")
-        if err is not None:
-            c.add(q, err[0], err[1], err[2], err[3])
-        elif shape != q.shape:
+        try:
+            shape = shape_after_tms(prod.shape, q.input_tms or [])
+        except TMError as e:
+            _tm_error(c, q, f"input_tms ({prod.name})", e)
+            continue
+        if shape != q.shape:
             c.add(q, "shape.queue", f"producer op {prod.name} writes (t, rt, ct) {shape} but the queue holds "
                   f"{q.shape}", q.shape, shape)
     for name in untilizers:
@@ -773,6 +665,13 @@ def check_connections(c: _Ctx) -> None:
         if len(by_count) > 1:
             c.add(queues[qname], "queue.input_count", "graphs consuming a queue must have the same input_count",
                   "one input_count", {v: k for k, v in by_count.items()})
+
+
+def _edge_pads(op: Op, index: int) -> tuple:
+    """(unpad, pad) of input `index` as (rt, ct) pairs, None where not set."""
+    unpad, pad = op.input_unpad.get(index), op.input_pad.get(index)
+    return ((unpad.rt or 0, unpad.ct or 0) if unpad is not None else None,
+            (pad.rt or 0, pad.ct or 0) if pad is not None else None)
 
 
 def _check_tm_legality(c: _Ctx, op: Op, index: int, tms: list) -> None:
@@ -1255,81 +1154,39 @@ def _check_dynamic(c: _Ctx, static_spans: dict) -> None:
 # --- §3.8 L1 budget ---------------------------------------------------------------------------------------------
 
 def op_l1_bytes(c: _Ctx, op: Op) -> dict:
-    """L1 bytes one core of `op` needs, by buffer kind (see docs/netlist.md "L1 budget")."""
-    a = op.attrs
-    typ = op.type
-    urt, uct = op.ublock
-    mm, mn = op.mblock
-    mblock_tiles = mm * mn * urt * uct
-    out_tile = tile_bytes(op.out_df, op.effective_tile_dim, tilized=not op.untilize_output)
-    # output: buf_size_mb mblocks (gradient ops keep the whole t-stream of mblocks)
-    if op.gradient_op:
-        out = op.t * mblock_tiles * out_tile
-    else:
-        out = max(op.buf_size_mb, 1) * mblock_tiles * out_tile
-    # intermediate: its own buffer when it cannot alias the output
-    inter = 0
-    if op.intermed_df != op.out_df and (op.gradient_op or typ == "matmul" or (typ == "reduce" and a.dim == "z")):
-        inter = mblock_tiles * tile_bytes(op.intermed_df, op.effective_tile_dim)
-    if typ == "fused_op":
-        f = (c.n.fused_ops or {}).get(a.fused_op_id)
+    """L1 bytes one core of `op` needs, by buffer kind (`pybuda.arch.l1.footprint` with the legal minimum input
+    buffers; a prologued queue holds the core's whole slice; see docs/netlist.md "L1 budget")."""
+    geom = op.geometry
+    inputs = []
+    for i, src in enumerate(op.inputs):
+        tb = tile_bytes(op.in_df[i] if i < len(op.in_df) else op.out_df)
+        q = c.n.queues.get(src)
+        slice_tiles = 0
+        if q is not None and op.graph in c.prologue.get(src, ()) and _pos(q.t, *q.mblock, *q.ublock, *q.grid_size):
+            slice_tiles = prologue_tiles_per_core(geom, i, q.shape)
+        inputs.append(InputBuffer(tb, prologue_tiles=slice_tiles,
+                                  min_size_tiles=_listed(op.input_buf_min_size_tiles, i),
+                                  dram_io_tiles=_listed(op.input_dram_io_buf_size_tiles, i)))
+    fused_tiles = 0
+    if op.type == "fused_op":
+        f = (c.n.fused_ops or {}).get(op.attrs.fused_op_id)
         if f is not None:
             sizes: dict = {}
             for sched in f.schedules:
                 for s in sched:
                     if s.output.startswith("intermed"):
                         sizes[s.output] = max(sizes.get(s.output, 0), s.ublock[0] * s.ublock[1])
-            inter = sum(sizes.values()) * tile_bytes(op.intermed_df)
-    # inputs: double-buffered kernel granules; prologued queues also hold their whole per-core slice
-    inputs = 0
-    params = 0
-    fork_join = 0
-    u_kt = a.u_kt or 1
-    for i, src in enumerate(op.inputs):
-        df = op.in_df[i] if i < len(op.in_df) else op.out_df
-        tb = tile_bytes(df)
-        kb = a.kernel_broadcast_tiles(i)
-        if kb:
-            tiles = kb
-        else:
-            if typ == "matmul" and i == 0 and not a.identity:
-                gran = urt * u_kt * (1 if a.min_buffer_input == 0 else mm)
-            elif typ == "matmul" and i == 1:
-                gran = u_kt * uct * (1 if a.min_buffer_input == 1 else mn)
-            elif typ == "matmul" and i == 0 and a.identity:
-                gran = 0      # sparse tiles are read from the prologued parameter buffer
-            elif typ == "reduce" and a.dim == "r":
-                gran = uct * u_kt
-            elif typ == "reduce" and a.dim == "c":
-                gran = urt * u_kt
-            else:
-                gran = urt * uct
-            tiles = 2 * gran      # double-buffered kernel granules (no 32 KB latency-hiding minimum: see docs)
-        q = c.n.queues.get(src)
-        if q is not None and op.graph in c.prologue.get(src, ()) and _pos(q.t, *q.mblock, *q.ublock, *q.grid_size):
-            # prologued: the whole per-core slice is preloaded and the kernel reads it in place (no input buffer)
-            t, rt, ct = q.shape
-            gr = _nearest_factor_le(rt, op.grid_size[0])
-            gc = _nearest_factor_le(ct, op.grid_size[1])
-            params += t * (rt // gr) * (ct // gc) * tb
-            continue
-        if op.input_buf_min_size_tiles and i < len(op.input_buf_min_size_tiles):
-            extra = op.input_buf_min_size_tiles[i] - tiles
-            if extra > 0:
-                fork_join += extra * tb
-        inputs += tiles * tb
-        if op.input_dram_io_buf_size_tiles and i < len(op.input_dram_io_buf_size_tiles):
-            inputs += op.input_dram_io_buf_size_tiles[i] * tb
-    overlay = max(0, (op.overlay_size or 0) - 64 * 1024)
-    return {"output": out, "intermediate": inter, "inputs": inputs, "prologue": params, "overlay": overlay,
-            "input_buf_min_size": fork_join}
+            fused_tiles = sum(sizes.values())
+    return footprint(geom, inputs, out_tile_bytes=tile_bytes(op.out_df, op.effective_tile_dim,
+                                                             tilized=not op.untilize_output),
+                     intermed_tile_bytes=tile_bytes(op.intermed_df, op.effective_tile_dim),
+                     intermed_separate=op.intermed_df != op.out_df, buf_size_mb=op.buf_size_mb,
+                     gradient_op=bool(op.gradient_op), fused_intermed_tiles=fused_tiles,
+                     overlay_size=op.overlay_size or 0, latency_hiding=False)
 
 
-def _nearest_factor_le(n: int, limit: int) -> int:
-    for f in range(min(n, limit), 0, -1):
-        if n % f == 0:
-            return f
-    return 1
+def _listed(values: list | None, index: int) -> int:
+    return values[index] if values and index < len(values) else 0
 
 
 DATA_BUFFER_SPACE_BASE = 0x33000   # L1 below this holds firmware, kernels, tile headers and the overlay blob

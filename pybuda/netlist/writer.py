@@ -28,8 +28,14 @@ class HexInt(int):
     """An int written in hex (DRAM/host addresses)."""
 
 
+def _hex(value: int) -> str:
+    """Hex spelling YAML reads back as the same int (a negative one as -0x..)."""
+    value = int(value)
+    return f"-0x{-value:x}" if value < 0 else f"0x{value:x}"
+
+
 def _represent_hex(dumper, value):
-    return dumper.represent_scalar("tag:yaml.org,2002:int", f"0x{int(value):x}")
+    return dumper.represent_scalar("tag:yaml.org,2002:int", _hex(value))
 
 
 SafeRepresenter.add_representer(HexInt, _represent_hex)   # so yaml.safe_dump(netlist.to_dict()) works too
@@ -73,7 +79,7 @@ def scalar(v) -> str:
     if v is None:
         return "null"
     if isinstance(v, HexInt):
-        return f"0x{int(v):x}"
+        return _hex(v)
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):

@@ -92,15 +92,40 @@ class SparseOperands:
     nz_tiles_per_core: int          # the most encoded tiles of any grid row (the cycle model's sparse_indices)
 
 
-def unique_tiles(contents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(unique tiles, index of each input tile), deterministic (first occurrence order)."""
-    flat = np.ascontiguousarray(contents.reshape(len(contents), -1))
-    _, first, inverse = np.unique(flat.view(np.dtype((np.void, flat.dtype.itemsize * flat.shape[1]))).ravel(),
-                                  return_index=True, return_inverse=True)
+def _first_occurrence(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position of each distinct key's first occurrence, in that order; rank of every key among them)."""
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
-    return contents[first[order]], rank[inverse.ravel()]
+    return first[order], rank[inverse.ravel()]
+
+
+def unique_tiles(contents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(unique tiles, index of each input tile), deterministic (first occurrence order)."""
+    flat = np.ascontiguousarray(contents.reshape(len(contents), -1))
+    first, rank = _first_occurrence(flat.view(np.dtype((np.void, flat.dtype.itemsize * flat.shape[1]))).ravel())
+    return contents[first], rank
+
+
+@dataclasses.dataclass(frozen=True)
+class TileTable:
+    """The non-zero 32x32 tiles of a sparse matrix, deduplicated once: tile row and column of each (sorted by
+    row, then column), the index of its contents among `distinct` (first-occurrence order)."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    ids: np.ndarray
+    distinct: np.ndarray     # (n distinct, 32, 32)
+
+
+@functools.lru_cache(maxsize=256)
+def tile_table(matrix: SparseMatrix) -> TileTable:
+    """The deduplicated tiles of `matrix` (cached per matrix)."""
+    rows, cols, contents = matrix.tiles()
+    distinct, ids = unique_tiles(contents) if len(contents) else (np.zeros((0, TILE, TILE), np.float32),
+                                                                    np.zeros(0, np.int64))
+    return TileTable(rows, cols, ids, distinct)
 
 
 @functools.lru_cache(maxsize=64)
@@ -112,18 +137,22 @@ def sparse_operands(matrix: SparseMatrix, grid_rows: int, mblock_m: int, ublock_
     if rt % (t * grid_rows) or rt // (t * grid_rows) != mblock_m * ublock_rt:
         raise ValueError(f"{rt} tile rows do not split into t={t} slices of {grid_rows} grid rows of mblock "
                          f"{mblock_m} x ublock {ublock_rt}")
+    table = tile_table(matrix)
     rows_core = rt // (t * grid_rows)
     per_row = []
     for r in range(grid_rows):
-        keys, blocks = [], []
+        keys, ids = [], []
         for b in range(t):
             start = b * rt // t + r * rows_core
-            tile_r, tile_c, contents = matrix.tiles(start, start + rows_core)
-            keys += [(b, int(tr), int(tc)) for tr, tc in zip(tile_r, tile_c)]
-            blocks.append(contents)
-        contents = np.concatenate(blocks)
-        unique, index = unique_tiles(contents) if len(contents) else (np.zeros((1, TILE, TILE), np.float32),
-                                                                       np.zeros(0, np.int64))
+            lo, hi = np.searchsorted(table.rows, [start, start + rows_core])
+            keys += [(b, int(tr) - start, int(tc)) for tr, tc in zip(table.rows[lo:hi], table.cols[lo:hi])]
+            ids.append(table.ids[lo:hi])
+        row_ids = np.concatenate(ids)
+        if row_ids.size:
+            first, index = _first_occurrence(row_ids)
+            unique = table.distinct[row_ids[first]]
+        else:
+            unique, index = np.zeros((1, TILE, TILE), np.float32), np.zeros(0, np.int64)
         per_row.append((dict(zip(keys, index.tolist())), unique))
     n_unique = max(len(u) for _, u in per_row)
     ptr_bits = bits_for(n_unique)

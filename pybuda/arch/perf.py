@@ -1,0 +1,161 @@
+"""Op limiter cycles, epoch cost and program cost: the one performance model the balancer optimises and the
+simulator reports (netlist-format.md §5.6, docs/simulator.md "Timing model").
+
+- An op moves data per input over links: NoC (op to op in the epoch), DRAM and PCIe (host) queues. Its limiter
+  cycles per input are max(kernel cycles, per-core bytes / link bandwidth for every transfer); DRAM bandwidth is
+  shared by the cores of the epoch that read (write) DRAM, PCIe bandwidth by those that read (write) the host.
+  Prologue reads and epilogue writes move once per epoch instead of per input.
+- An epoch (one execute of a graph over `input_count` inputs) costs fill (the longest chain of per-input limiter
+  cycles through its ops) + (input_count - 1) x the slowest op's limiter + prologue load + epilogue write-back.
+- A program costs its epochs times their executions plus the device's epoch switch cost per change of graph.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Iterable, Sequence
+
+from ..device import DeviceSpec
+
+LINKS = ("noc", "dram", "pcie")
+LIMITERS = ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Transfer:
+    """Bytes one core of an op reads or writes per input over `link`; `once`: a prologue read / epilogue write,
+    moved once per epoch rather than per input."""
+
+    bytes: float
+    link: str
+    once: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OpLoad:
+    """What one op asks of the hardware per input: its kernel cycles on one of its `cores`, its transfers, and
+    the ops of the same epoch whose output it waits for (`preds`)."""
+
+    name: str
+    cores: int
+    kernel_cycles: int
+    reads: tuple = ()
+    writes: tuple = ()
+    preds: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class OpTiming:
+    """Per-core, per-input cycles of one op in its epoch: each limiter term, the winning one, and what its
+    prologue/epilogue moves once per epoch."""
+
+    name: str
+    kernel_cycles: int
+    terms: dict
+    limiter: str
+    limiter_cycles: float
+    bw_cycles: float
+    prologue_cycles: float
+    prologue_bytes: int
+    epilogue_cycles: float
+    epilogue_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochTiming:
+    """One epoch: its ops' timings and the terms of its cost."""
+
+    ops: tuple
+    pipeline_cycles: float
+    fill_cycles: float
+    prologue_cycles: float
+    epilogue_cycles: float
+    epoch_cycles: float
+    slowest: OpTiming | None
+
+
+def shared_bandwidths(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, float]:
+    """Bytes/cycle one core gets on each link and direction in an epoch of `loads`: DRAM shared by the epoch's
+    DRAM readers (writers) over the device's channels (at most half a channel's bandwidth per core), PCIe by its
+    host readers (writers); prologue and epilogue transfers contend only among themselves."""
+    users: dict[str, int] = {}
+    for load in loads:
+        for direction, transfers in (("in", load.reads), ("out", load.writes)):
+            kinds = {_kind(t, direction) for t in transfers if t.link != "noc"}
+            for kind in kinds:
+                users[kind] = users.get(kind, 0) + load.cores
+    bandwidths = {"noc": device.noc_bw_bytes_per_cycle}
+    for direction, once in (("in", "prologue_"), ("out", "epilogue_")):
+        for prefix in ("", once):
+            dram = users.get(f"{prefix}dram_{direction}", 0)
+            pcie = users.get(f"{prefix}pcie_{direction}", 0)
+            bandwidths[f"{prefix}dram_{direction}"] = (
+                device.dram_bw_bytes_per_cycle / max(2, math.ceil(dram / device.dram_channels)))
+            bandwidths[f"{prefix}pcie_{direction}"] = device.pcie_bw_bytes_per_cycle / max(1, pcie)
+    return bandwidths
+
+
+def _kind(t: Transfer, direction: str) -> str:
+    once = ("prologue_" if direction == "in" else "epilogue_") if t.once else ""
+    return f"{once}{t.link}_{direction}"
+
+
+def op_timing(load: OpLoad, bandwidths: dict[str, float]) -> OpTiming:
+    """Limiter cycles of one op given its epoch's link bandwidths (`shared_bandwidths`)."""
+    terms: dict[str, float] = {"kernel": float(load.kernel_cycles)}
+    once_cycles = {"in": 0.0, "out": 0.0}
+    once_bytes = {"in": 0, "out": 0}
+    for direction, transfers in (("in", load.reads), ("out", load.writes)):
+        for t in transfers:
+            cycles = t.bytes / bandwidths[_kind(t, direction) if t.link != "noc" else "noc"]
+            if t.once:
+                once_bytes[direction] += int(t.bytes)
+                once_cycles[direction] += cycles
+                continue
+            term = f"{t.link}_{direction}"
+            terms[term] = max(terms.get(term, 0.0), cycles)
+    limiter = max(LIMITERS, key=lambda name: (terms.get(name, -1.0), -LIMITERS.index(name)))
+    bw = max((v for key, v in terms.items() if key != "kernel"), default=0.0)
+    return OpTiming(name=load.name, kernel_cycles=load.kernel_cycles, terms=terms, limiter=limiter,
+                    limiter_cycles=terms[limiter], bw_cycles=bw, prologue_cycles=once_cycles["in"],
+                    prologue_bytes=once_bytes["in"], epilogue_cycles=once_cycles["out"],
+                    epilogue_bytes=once_bytes["out"])
+
+
+def epoch_timing(device: DeviceSpec, loads: Sequence[OpLoad], input_count: int) -> EpochTiming:
+    """Cost of one execute of an epoch of `loads` over `input_count` inputs."""
+    if not loads:
+        return EpochTiming(ops=(), pipeline_cycles=0.0, fill_cycles=0.0, prologue_cycles=0.0, epilogue_cycles=0.0,
+                           epoch_cycles=0.0, slowest=None)
+    bandwidths = shared_bandwidths(device, loads)
+    ops = tuple(op_timing(load, bandwidths) for load in loads)
+    slowest = max(ops, key=lambda o: o.limiter_cycles)
+    prologue = max(o.prologue_cycles for o in ops)
+    epilogue = max(o.epilogue_cycles for o in ops)
+    fill = _longest_chain(loads, ops)
+    epoch = fill + (input_count - 1) * slowest.limiter_cycles + prologue + epilogue
+    return EpochTiming(ops=ops, pipeline_cycles=slowest.limiter_cycles, fill_cycles=fill, prologue_cycles=prologue,
+                       epilogue_cycles=epilogue, epoch_cycles=epoch, slowest=slowest)
+
+
+def _longest_chain(loads: Sequence[OpLoad], ops: Sequence[OpTiming]) -> float:
+    """Largest sum of per-input limiter cycles along a dependency chain (the slowest op alone if the
+    dependencies have a cycle)."""
+    cycles = {o.name: o.limiter_cycles for o in ops}
+    preds = {load.name: [p for p in load.preds if p in cycles and p != load.name] for load in loads}
+    best: dict[str, float] = {}
+    remaining = [load.name for load in loads]
+    while remaining:
+        ready = [n for n in remaining if all(p in best for p in preds[n])]
+        if not ready:
+            return max(cycles.values())
+        for n in ready:
+            best[n] = cycles[n] + max((best[p] for p in preds[n]), default=0.0)
+        remaining = [n for n in remaining if n not in best]
+    return max(best.values())
+
+
+def program_cycles(device: DeviceSpec, epochs: Iterable[tuple[float, int]], switches: int) -> int:
+    """Cycles of a program run: each (epoch cycles, executions) plus `switches` epoch switches."""
+    total = sum(cycles * executions for cycles, executions in epochs) + switches * device.epoch_switch_cycles
+    return int(math.ceil(total))

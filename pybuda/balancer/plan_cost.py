@@ -1,0 +1,137 @@
+"""The cost of a balancer plan in the one backend model: the same per-op loads the netlist will present to the
+simulator's timing (`pybuda.arch.perf`), so the balancer's estimate of its chosen plan is the simulator's
+estimate of the netlist written from it.
+
+Per op, the netlist reads each input from an op of the same epoch (NoC), an earlier epoch's output queue
+(DRAM), a graph input queue (host or DRAM), or a parameter/constant/sparse ram in DRAM (prologued or per input);
+it writes each model output it produces to an output queue (host or DRAM) and, when an op of a later epoch reads
+it, one epoch-to-epoch queue in DRAM. The program runs every epoch once per loop in order.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..arch.operands import tiles_read_per_core
+from ..arch.perf import EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles
+from ..device import DeviceSpec
+from ..ir import Graph
+from .op_model import NetlistInput, OpModel, geometry, netlist_inputs, op_attributes, operand_inputs
+
+
+@dataclasses.dataclass(frozen=True)
+class IoLinks:
+    """Where graph inputs are read from and outputs written to: "pcie" (host queues) or "dram"."""
+
+    inputs: str
+    outputs: str
+
+    @classmethod
+    def from_config(cls, config) -> "IoLinks":
+        return cls("pcie" if config.input_queues_on_host else "dram",
+                   "pcie" if config.output_queues_on_host else "dram")
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanCost:
+    """A plan's estimated cycles for one run of the program (every epoch once) and each epoch's timing."""
+
+    cycles: int
+    epochs: tuple[EpochTiming, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _OpFacts:
+    """What an op under one model reads and writes, independent of the plan around it."""
+
+    inputs: tuple[NetlistInput, ...]
+    read_bytes: tuple[float, ...]
+    out_bytes: int
+    outputs: int           # model outputs it writes
+    cores: int
+    kernel_cycles: int
+
+
+class PlanCoster:
+    """Costs plans of one Buda graph on one device (the graph must not change while it is used); what does not
+    depend on the plan around an op is computed once per (op, model)."""
+
+    def __init__(self, graph: Graph, device: DeviceSpec, links: IoLinks, microbatch: int):
+        self.graph, self.device, self.links, self.microbatch = graph, device, links, microbatch
+        self._facts: dict[tuple[str, OpModel, bool], _OpFacts] = {}
+        self._loads: dict[tuple, OpLoad] = {}
+        self._epochs: dict[tuple, EpochTiming] = {}
+        sources = [graph.output_source(out) for out in graph.output_names]
+        self._outputs = {name: sources.count(name) for name in set(sources)}
+        self._operands: dict[str, list[NetlistInput]] = {}
+        self._op_users = {n.name: [u for u, _ in graph.users(n.name) if graph.node(u).kind == "op"]
+                          for n in graph.nodes("op")}
+
+    def _op_facts(self, name: str, model: OpModel, exact: bool) -> _OpFacts:
+        """Per-input bytes and the rest; a sparse matmul's queue sizes from its encoding, or bounds unless
+        `exact` (for ranking models without encoding each)."""
+        facts = self._facts.get((name, model, exact))
+        if facts is None:
+            geom = geometry(self.graph, name, model, op_attributes(self.graph, name, model, exact))
+            if name not in self._operands:
+                self._operands[name] = operand_inputs(self.graph, name)
+            inputs = tuple(netlist_inputs(self.graph, name, model, exact, self._operands[name]))
+            read = tuple(tiles_read_per_core(geom, k, i.tiles) * i.df.tile_bytes for k, i in enumerate(inputs))
+            facts = _OpFacts(inputs, read, geom.tiles_per_core * self.graph.node(name).df.tile_bytes,
+                             self._outputs.get(name, 0), geom.cores, model.cycles)
+            self._facts[(name, model, exact)] = facts
+        return facts
+
+    def op_load(self, name: str, model: OpModel, epoch_of: dict[str, int], prologue: dict[str, bool],
+                later_users: bool, exact: bool = True) -> OpLoad:
+        """What op `name` asks of the hardware per input under `model` in its epoch. `epoch_of` places its
+        producers (ops missing from it count as in the same epoch), `later_users`: an op of a later epoch reads
+        it."""
+        facts = self._op_facts(name, model, exact)
+        epoch = epoch_of.get(name)
+        context = tuple(epoch_of.get(i.src, epoch) == epoch if i.kind == "op" else prologue.get(i.src, False)
+                        for i in facts.inputs)
+        key = (name, model, context, later_users, exact)
+        load = self._loads.get(key)
+        if load is not None:
+            return load
+        reads, preds = [], []
+        for inp, nbytes, local in zip(facts.inputs, facts.read_bytes, context):
+            if inp.kind == "op":
+                reads.append(Transfer(nbytes, "noc" if local else "dram"))
+                if local:
+                    preds.append(inp.src)
+            elif inp.kind == "input":
+                reads.append(Transfer(nbytes, self.links.inputs))
+            else:
+                reads.append(Transfer(nbytes, "dram", once=local))
+        writes = [Transfer(facts.out_bytes, self.links.outputs)] * facts.outputs
+        if later_users:
+            writes.append(Transfer(facts.out_bytes, "dram"))
+        load = OpLoad(name, facts.cores, facts.kernel_cycles, tuple(reads), tuple(writes), tuple(preds))
+        self._loads[key] = load
+        return load
+
+    def standalone(self, name: str, model: OpModel) -> float:
+        """Cycles per input of the op alone in an epoch (its producers beside it, its prologue amortised; sparse
+        queue sizes bounded, not encoded)."""
+        load = self.op_load(name, model, {}, {q: True for q in model.prologue}, later_users=False, exact=False)
+        return epoch_timing(self.device, [load], self.microbatch).epoch_cycles / self.microbatch
+
+    def _epoch(self, loads: tuple[OpLoad, ...]) -> EpochTiming:
+        timing = self._epochs.get(loads)
+        if timing is None:
+            timing = self._epochs[loads] = epoch_timing(self.device, loads, self.microbatch)
+        return timing
+
+    def cost(self, schedule: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
+             prologue: dict[str, bool]) -> PlanCost:
+        """Estimated cycles of a placed plan: each epoch's cost (`pybuda.arch.perf.epoch_timing`) over the
+        microbatch, plus an epoch switch between consecutive epochs."""
+        by_epoch: dict[int, list[OpLoad]] = {}
+        for name in schedule:
+            later = any(epoch_of[u] > epoch_of[name] for u in self._op_users[name])
+            by_epoch.setdefault(epoch_of[name], []).append(
+                self.op_load(name, models[name], epoch_of, prologue, later))
+        epochs = tuple(self._epoch(tuple(by_epoch[e])) for e in sorted(by_epoch))
+        cycles = program_cycles(self.device, ((e.epoch_cycles, 1) for e in epochs), max(0, len(epochs) - 1))
+        return PlanCost(cycles, epochs)
