@@ -22,7 +22,7 @@ import numpy as np
 from pybuda.arch.tms import apply_tm, tm_shape
 from pybuda.dataformat import DataFormat
 from pybuda.netlist import Graph, Netlist, Op, Queue
-from pybuda.netlist.model import BINARY_OPS, DATACOPY_OPS, NON_TENSIX_OPS, SFPU_OPS
+from pybuda.arch.optypes import BINARY_OPS, DATACOPY_OPS, NON_TENSIX_OPS, SFPU_OPS
 
 from .errors import SimulatorError
 from .formats import exactly_representable, quantize, storage_dtype
