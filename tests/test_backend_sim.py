@@ -1049,7 +1049,7 @@ def test_sparse_matmul_two_grid_rows_and_t():
     from pybuda.backend_sim.kernels.sparse import encode
     rng = np.random.default_rng(46)
     op_attrs = {"identity": True, "m_k": 2, "u_kt": 2, "num_sparse_tiles": 3, "num_index_tiles": 1,
-                "sparse_tile_ptr_bits": 5}
+                "sparse_tile_ptr_bits": 5, "act_t": 1}   # activations read whole (t 1) by every t-slice
     net = _net({"sp": _q(1, (1, 3), (1, 1), grid=(2, 1), type="ram"), "act": _q(1, (4, 2), (1, 1)),
                 "enc": _q(1, (1, 1), (1, 1), df="RawUInt32", grid=(2, 1), type="ram"),
                 "out": _q(2, (1, 2), (2, 1), grid=(2, 1), input="smm")},

@@ -39,7 +39,7 @@ def test_model_is_typed_and_keeps_lines():
     assert q.shape == (1, 2, 4) and q.line == 5
     op = n.ops["add"]
     assert op.graph == "fwd_1" and op.input_tms == {1: [("broadcast", "r", 2)]}
-    assert n.ops["mm"].attributes.m_k == 2 and n.ops["mm"].kt == 4
+    assert n.ops["mm"].attributes.m_k == 2 and n.ops["mm"].geometry.k_tiles == 4
     ex = n.programs[0].instructions[4]
     assert ex.graph_name == "fwd_0" and ex.queue_settings["act"].rd_ptr_local == "$lptr" and ex.line == 36
     assert n.fused_ops["0"].schedules[0][1].output == "output"

@@ -19,28 +19,27 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from pybuda.arch.operands import expected_input
 from pybuda.arch.tms import apply_tm, tm_shape
 from pybuda.dataformat import DataFormat
 from pybuda.netlist import Graph, Netlist, Op, Queue
-from pybuda.arch.optypes import BINARY_OPS, DATACOPY_OPS, NON_TENSIX_OPS, SFPU_OPS
 
 from .errors import SimulatorError
 from .formats import exactly_representable, quantize, storage_dtype
 from .kernels import KERNELS, ROUNDED_TO_ACC_DF, SUPPORTED_OP_TYPES
-from .kernels.common import TILE, clear_outside_tile, inner_steps, packer_relu
+from .kernels.common import TILE, clear_outside_tile, packer_relu
 from .kernels.eltwise import DATACOPY_OPS as COPY_KERNEL_OPS
 from .kernels.fused import fused_op
 from .loading import load_netlist, program_of, select_device
 from .program import ProgramRunner, QueueSetting, param_names
 
-__all__ = ["Simulator", "SUPPORTED_OP_TYPES", "topo_order", "apply_edge_tms", "expected_input_tiles", "to_internal",
+__all__ = ["Simulator", "SUPPORTED_OP_TYPES", "topo_order", "apply_edge_tms", "to_internal",
            "to_host"]
 
 # Largest tensor (elements) one op may produce per chunk of inputs; bounds memory of the batched execution.
 DEFAULT_CHUNK_ELEMENTS = 1 << 21
 
 # Ops whose every input has the op's own output shape.
-ELTWISE_SHAPED = BINARY_OPS | DATACOPY_OPS | SFPU_OPS | NON_TENSIX_OPS | {"tilizer"}
 
 
 def _tiles(shape: tuple) -> tuple[int, ...]:
@@ -435,7 +434,7 @@ class Simulator:
             # TMs move tiles (a transpose also transposes tile contents in the unpacker); values keep the format
             # they are stored in, so a block-float value is not re-blocked along its new rows
             x = apply_edge_tms(x, tms, where)
-        expected = expected_input_tiles(op, k)
+        expected, _ = expected_input(op.geometry, k)
         if expected is not None and _tiles(x.shape) != expected:
             raise SimulatorError(f"op {op.name!r} ({op.type}) input {k} ({src!r}): expected (t, rt, ct) = "
                                  f"{expected} tiles after TMs, got {_tiles(x.shape)}")
@@ -494,43 +493,6 @@ class Simulator:
             raise SimulatorError(f"op {op.name!r} ({op.type}) produced (t, rt, ct) = {_tiles(y.shape)} tiles, its "
                                  f"t/grid/mblock/ublock say {(t, rt, ct)}")
         return y
-
-
-def expected_input_tiles(op: Op, index: int) -> tuple[int, int, int] | None:
-    """(t, RT, CT) an op expects on input `index` after TMs (netlist-format.md §3.2); None if not modelled."""
-    t, rt, ct = op.shape
-    gr, gc = op.grid_size
-    a = op.attrs
-    m_k, u_kt = inner_steps(op)
-    z = 1 if a.z is None else a.z
-    if op.type == "matmul" and not a.identity:
-        tz = t * z if a.accumulate else t
-        if index == 0:
-            return (tz, rt, m_k * u_kt)
-        if index == 1:
-            return (tz, m_k * u_kt, ct)
-        if index == 2 and a.bias:
-            return (t, rt, ct)
-        return None
-    if op.type == "depthwise":
-        if index == 0:
-            return (t, rt, m_k * ct)
-        if index == 1:
-            return (t, m_k, ct)
-        if index == 2 and a.bias:
-            return (t, rt, ct)
-        return None
-    if op.type == "reduce":
-        if a.dim == "r":
-            return (t, gr * m_k * u_kt, ct)
-        if a.dim == "c":
-            return (t, rt, gc * m_k * u_kt)
-        if a.dim == "z":
-            return (t * z, rt, ct)
-        return None
-    if op.type in ELTWISE_SHAPED:
-        return (t, rt, ct)
-    return None
 
 
 def _copies_exactly(op: Op) -> bool:

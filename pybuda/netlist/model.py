@@ -312,23 +312,8 @@ class Op:
         """The dest-register format: acc_df, or intermed_df when the netlist leaves it out."""
         return self.acc_df or self.intermed_df
 
-    @property
-    def mblock_tiles(self) -> int:
-        return self.mblock[0] * self.mblock[1] * self.ublock[0] * self.ublock[1]
-
-    @property
-    def tiles_per_core(self) -> int:
-        """Output tiles one core produces per input: t x mblock x ublock."""
-        return self.t * self.mblock_tiles
-
     def tms(self, index: int) -> list:
         return self.input_tms.get(index) or []
-
-    @property
-    def kt(self) -> int:
-        """Inner-dimension tiles of matmul / reduce: m_k * u_kt."""
-        a = self.attrs
-        return (a.m_k or 1) * (a.u_kt or 1)
 
     @property
     def geometry(self) -> OpGeometry:

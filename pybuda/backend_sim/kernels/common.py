@@ -19,12 +19,6 @@ TILE = 32
 INT_MATH_FORMATS = frozenset({DataFormat.Int8, DataFormat.UInt8, DataFormat.Int32})
 
 
-def inner_steps(op: Op) -> tuple[int, int]:
-    """(m_k, u_kt) of a matmul-family op: K in m_k steps of u_kt tiles; 1 when the attribute is not set."""
-    a = op.attrs
-    return (1 if a.m_k is None else a.m_k), (1 if a.u_kt is None else a.u_kt)
-
-
 def int_math(op: Op) -> bool:
     """True if the op runs the integer FPU path (Int8/Int32 inputs or accumulation)."""
     return op.effective_acc_df in INT_MATH_FORMATS or any(df in INT_MATH_FORMATS for df in op.in_df)

@@ -4,16 +4,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from pybuda.arch import optypes as arch_ops
 from pybuda.netlist import Attributes, Op
 
 from ..errors import SimulatorError
 from ..formats import fidelity_product, quantize
 from .common import expect_inputs, input_formats, int_math, src
 
-BINARY_OPS = ("add", "subtract", "multiply", "maximum")
-SFPU_OPS = ("exp", "log", "sqrt", "gelu", "gelu_derivative", "reciprocal", "sigmoid", "tanh", "square", "abs",
-            "lrelu", "power", "sine", "cosine", "dropout")
-DATACOPY_OPS = ("nop", "datacopy", "ethernet_datacopy", "tilizer")
+# op types each kernel runs (pybuda.arch.optypes; the quantization ops are not simulated numerically)
+BINARY_OPS = tuple(sorted(arch_ops.BINARY_OPS - arch_ops.QUANTIZATION_OPS))
+SFPU_OPS = tuple(sorted(arch_ops.SFPU_OPS))
+DATACOPY_OPS = tuple(sorted(n for n in arch_ops.OP_TYPES if arch_ops.family_of(n) in ("datacopy", "ethernet", "tilizer")))
 
 _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
 _INV_SQRT_2PI = float(1.0 / np.sqrt(2.0 * np.pi))

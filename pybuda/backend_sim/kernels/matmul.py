@@ -13,7 +13,7 @@ from pybuda.netlist import Op
 
 from ..errors import SimulatorError
 from ..formats import SRCA_SPLIT, SRCB_SPLIT, _phase_terms, quantize, truncate_mantissa
-from .common import TILE, expect_inputs, inner_steps, input_formats, int_math, src, tile_broadcast
+from .common import TILE, expect_inputs, input_formats, int_math, src, tile_broadcast
 from .eltwise import unary_value
 
 _A_BITS = {"hi": SRCA_SPLIT[0], "full": SRCA_SPLIT[0] + SRCA_SPLIT[1]}  # srcA = input 1
@@ -89,7 +89,7 @@ def matmul(op: Op, ins: list[np.ndarray]) -> np.ndarray:
     acc_df = op.effective_acc_df
     intermed_df = op.intermed_df
     z = (1 if attrs.z is None else attrs.z) if attrs.accumulate else 1
-    m_k, u_kt = inner_steps(op)
+    m_k, u_kt = op.geometry.m_k, op.geometry.u_kt
     kstep = u_kt * TILE
     if a.shape[-1] != m_k * kstep or b.shape[-2] != m_k * kstep:
         raise SimulatorError(f"op {op.name!r}: inner dimension {a.shape[-1] // TILE} / {b.shape[-2] // TILE} tiles "
@@ -133,7 +133,7 @@ def depthwise(op: Op, ins: list[np.ndarray]) -> np.ndarray:
     has_bias = bool(op.attrs.bias)
     expect_inputs(op, ins, 3 if has_bias else 2)
     a, b = ins[0], ins[1]
-    m_k, _ = inner_steps(op)
+    m_k = op.geometry.m_k
     integer = int_math(op)
     *lead_a, t, rows, cols_in = a.shape
     ct = cols_in // (m_k * TILE)

@@ -30,7 +30,7 @@ from pybuda.sparse.encoding import U16_PER_TILE, bits_for, encode
 
 from ..errors import SimulatorError
 from ..formats import quantize
-from .common import TILE, expect_inputs, inner_steps, int_math
+from .common import TILE, expect_inputs, int_math
 from .matmul import fidelity_pairs
 
 __all__ = ["bits_for", "decode", "encode", "encoding_params", "random_operands", "sparse_matmul"]
@@ -44,7 +44,7 @@ def encoding_params(op: Op) -> dict:
     ublock_bits = a.sparse_ublock_idx_bits or 0
     if ublock_bits <= 0:
         ublock_bits = ptr_bits
-    _, u_kt = inner_steps(op)
+    u_kt = op.geometry.u_kt
     return {"ptr_bits": ptr_bits, "ublock_bits": ublock_bits, "u_kt": u_kt, "d_bits": bits_for(u_kt),
             "inner_r": op.ublock[0], "outer_r": op.mblock[0], "t": op.t}
 
