@@ -1024,6 +1024,7 @@ EFFECTIVE_OPTIONS: frozenset[str] = frozenset({
     "amp_level",                                                          # 1 and 2
     "amp_properties", "configure_mixed_precision",                        # op_type, name_regex; fwd only
     "tvm_graph_store_path", "tvm_graph_load_path",
+    "device_mode",                                                        # TTI via compile(..., tti_path=)
 })
 
 
