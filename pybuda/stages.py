@@ -92,7 +92,7 @@ class Stage:
 
 # --- the stages -------------------------------------------------------------------------------------------------
 
-def initial_graph(state: CompileState) -> CompileState:
+def initial_graph_stage(state: CompileState) -> CompileState:
     """Import a torch.nn.Module (torch.export + TVM Relax, cached) or trace a PyBudaModule."""
     model, inputs = state.model, state.sample_inputs
     if isinstance(model, PyBudaModule):
@@ -165,7 +165,7 @@ def netlist_stage(state: CompileState) -> CompileState:
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("initial_graph", initial_graph, "model", "framework",
+    Stage("initial_graph", initial_graph_stage, "model", "framework",
           (CompileDepth.INIT_COMPILE, CompileDepth.GENERATE_INITIAL_GRAPH)),
     Stage("decompose", decompose_stage, "framework", "framework", (CompileDepth.POST_INITIAL_GRAPH_PASS,)),
     Stage("optimize", optimize_stage, "framework", "framework",
