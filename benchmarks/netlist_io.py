@@ -14,7 +14,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from pybuda.netlist import check, dump_netlist, load  # noqa: E402
 from pybuda.netlist.reader import compose  # noqa: E402
 
-DEFAULT = "/work/shared/netlists/real/graph_tests__netlists__bert_base_inference.yaml"
+# the shared checkout next to the repository
+DEFAULT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared",
+                                        "netlists", "real", "graph_tests__netlists__bert_base_inference.yaml"))
 
 
 def best(fn, repeat: int) -> tuple[float, object]:

@@ -23,7 +23,9 @@ from pybuda.backend_sim import Simulator, estimate  # noqa: E402
 from pybuda.backend_sim.stimulus import default_params, fill_random, output_stats  # noqa: E402
 from pybuda.netlist import load as load_netlist  # noqa: E402
 
-DEFAULT_NETLIST = "/work/shared/netlists/real/graph_tests__netlists__bert_base_inference.yaml"
+# the shared checkout next to the repository
+DEFAULT_NETLIST = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared",
+                                                "netlists", "real", "graph_tests__netlists__bert_base_inference.yaml"))
 
 
 def netlist_dims(nl) -> dict:

@@ -3,20 +3,23 @@
     compiled = pybuda.compile(model, *sample_inputs, device="e150")
     outputs = compiled(*inputs)          # runs the netlist in the backend simulator
     compiled.netlist_path, compiled.perf.samples_per_second
+    compiled.save("model.tti"); model = pybuda.load("model.tti")   # runs anywhere, without the framework model
 """
 from . import op
 from .compile import CompiledModel, VerificationError, compile
-from .config import (CompileDepth, CompilerConfig, PlacerOpOverride, OpOverride, add_schedule_constraint,
+from .config import (CompileDepth, CompilerConfig, DeviceMode, PlacerOpOverride, OpOverride, add_schedule_constraint,
                      configure_mixed_precision, insert_buffering_nop, insert_fracture_group, insert_nop,
                      override_dram_parameters, override_input_buffer_multiplier, override_multi_op_fracture_factor,
                      override_op_placement, override_op_size, override_t_stream_dir, override_t_stream_shape,
                      override_u_kt, reset_configuration, set_chip_break, set_configuration_options, set_epoch_break)
 from .dataformat import DataFormat, MathFidelity
 from .module import Parameter, PyBudaModule, Tensor
+from .runtime import RuntimeModel, TTIError, load
 
 __all__ = [
-    "compile", "CompiledModel", "VerificationError", "op", "PyBudaModule", "Parameter", "Tensor",
-    "CompilerConfig", "CompileDepth", "OpOverride", "PlacerOpOverride", "DataFormat", "MathFidelity",
+    "compile", "CompiledModel", "VerificationError", "load", "RuntimeModel", "TTIError", "op", "PyBudaModule",
+    "Parameter", "Tensor",
+    "CompilerConfig", "CompileDepth", "DeviceMode", "OpOverride", "PlacerOpOverride", "DataFormat", "MathFidelity",
     "set_configuration_options", "reset_configuration", "override_op_size", "override_t_stream_shape",
     "override_t_stream_dir", "override_op_placement", "override_u_kt", "override_input_buffer_multiplier",
     "override_dram_parameters", "override_multi_op_fracture_factor", "set_epoch_break", "set_chip_break",

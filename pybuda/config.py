@@ -39,7 +39,8 @@ __all__ = [
 
 # Enums
 class CompileDepth(enum.IntEnum):
-    """Compile stages in execution order; `compile_depth` stops compilation after the given stage."""
+    """The legacy compile stages in execution order. `compile_depth` takes one of them (each maps onto the stage of
+    `pybuda.stages` it ends at) or a stage name, and compilation stops after that stage."""
 
     INIT_COMPILE = 0
     GENERATE_INITIAL_GRAPH = 1
@@ -350,7 +351,7 @@ class CompilerConfig:
     enable_training: bool = False
     enable_recompute: bool = False
     match_subgraph_patterns: int | None = None
-    compile_depth: CompileDepth = CompileDepth.FULL
+    compile_depth: CompileDepth | str = CompileDepth.FULL
     verify: bool = False
     enable_consteval: bool = True
     compile_subgraphs: bool = False
@@ -547,6 +548,8 @@ def _validate_field(name: str, value: Any) -> Any:
     """Type-check, normalise and range/choice-check one CompilerConfig field value."""
     if name not in _FIELD_HINTS:
         raise AttributeError(f"CompilerConfig has no option {name!r}{_did_you_mean(name, _FIELD_HINTS)}")
+    if name == "compile_depth":
+        return _compile_depth(value)
     value = _check(name, value, _FIELD_HINTS[name])
     if value is None:
         return value
@@ -558,6 +561,20 @@ def _validate_field(name: str, value: Any) -> Any:
             bound = f"{lo}..{hi}" if hi is not None else f">= {lo}"
             raise ValueError(f"{name}: value {value!r} out of range; legal values: {bound}")
     return value
+
+
+_STAGE_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def _compile_depth(value: Any) -> CompileDepth | str:
+    """A CompileDepth (or its name, case-insensitive), else a stage name (lower-case identifier; compile checks
+    that its stage list has a stage of that name)."""
+    if isinstance(value, str) and not any(m.name.lower() == value.lower() for m in CompileDepth):
+        if not _STAGE_NAME.fullmatch(value):
+            raise ValueError(f"compile_depth: invalid value {value!r}; legal values: a stage name (lower-case, "
+                             f"e.g. 'lower') or a CompileDepth: {', '.join(m.name for m in CompileDepth)}")
+        return value
+    return _parse_enum("compile_depth", CompileDepth, value)
 
 
 def _jsonable(value: Any) -> Any:
@@ -1007,6 +1024,7 @@ EFFECTIVE_OPTIONS: frozenset[str] = frozenset({
     "amp_level",                                                          # 1 and 2
     "amp_properties", "configure_mixed_precision",                        # op_type, name_regex; fwd only
     "tvm_graph_store_path", "tvm_graph_load_path",
+    "device_mode",                                                        # TTI via compile(..., tti_path=)
 })
 
 

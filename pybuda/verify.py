@@ -5,8 +5,7 @@ import numpy as np
 
 from .ir import Graph, apply_tms
 from .ops import registry
-from .ops.tm import to4d
-from .passes.host_io import apply_host_transforms
+from .passes.host_io import apply_host_transforms, from_device_layout, to_device_layout
 
 
 def pcc(a: np.ndarray, b: np.ndarray) -> float:
@@ -47,16 +46,8 @@ def host_inputs(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndar
     """One sample's values for the graph's inputs (by name) in the layout the graph reads: host transforms
     applied, tile padded for a device graph."""
     device = is_device_graph(graph)
-    out = {}
-    for node in graph.inputs():
-        x = apply_host_transforms(feeds[node.name], node.tags.get("host_transforms", []))
-        if device:
-            padded = np.zeros(node.shape, dtype=np.float32)
-            x4 = x.reshape(to4d(x.shape))
-            padded[:, :, :x4.shape[2], :x4.shape[3]] = x4
-            x = padded
-        out[node.name] = x
-    return out
+    return {node.name: to_device_layout(feeds[node.name], node.tags.get("host_transforms", []),
+                                        node.shape if device else None) for node in graph.inputs()}
 
 
 def sample_feeds(host: Graph | None, sample: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -77,11 +68,7 @@ def host_outputs(graph: Graph, outputs: dict[str, np.ndarray]) -> list[np.ndarra
     for node in graph.outputs():
         x = outputs[node.name]
         if is_device_graph(graph):
-            logical = node.tags["logical_shape"]
-            _, z, r, c = to4d(logical)
-            samples = x.reshape(-1, *x.shape[-3:])[:, :z, :r, :c]
-            x = np.concatenate([apply_host_transforms(s.reshape(logical), node.tags.get("host_transforms", []))
-                                for s in samples], axis=0)
+            x = from_device_layout(x, node.tags["logical_shape"], node.tags.get("host_transforms", []))
         else:
             x = apply_host_transforms(x, node.tags.get("host_transforms", []))
         result.append(x)

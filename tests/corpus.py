@@ -1,9 +1,10 @@
 """Where the tests find the real netlist corpus: $PYBUDA_NETLIST_CORPUS, else the shared checkout next to the
-workspace (/work/shared/netlists/real)."""
+repository (<repository root>/../shared/netlists/real)."""
 import os
 from pathlib import Path
 
-REAL_DIR = Path(os.environ.get("PYBUDA_NETLIST_CORPUS", "/work/shared/netlists/real"))
+REPO_ROOT = Path(__file__).resolve().parent.parent
+REAL_DIR = Path(os.environ.get("PYBUDA_NETLIST_CORPUS", REPO_ROOT.parent / "shared" / "netlists" / "real"))
 REAL = f"{REAL_DIR}/"
 
 if not REAL_DIR.is_dir():

@@ -111,6 +111,7 @@ def test_effective_options_exact():
         "place_on_new_epoch", "input_queues_on_host", "output_queues_on_host", "enable_training",
         "enable_tvm_cpu_fallback", "cpu_fallback_ops", "add_cpu_fallback_ops", "remove_cpu_fallback_ops",
         "amp_level", "amp_properties", "configure_mixed_precision", "tvm_graph_store_path", "tvm_graph_load_path",
+        "device_mode",
     }
     fields = {f.name for f in dataclasses.fields(CompilerConfig)}
     helpers = set(C.__all__) | {"place_on_new_epoch"}
@@ -202,7 +203,7 @@ def test_device_config_validated():
     ("scheduler_policy", "BFS", ValueError, r"scheduler_policy.*'BFS'.*LongestPath"),
     ("graph_solver_self_cut_type", "Slow", ValueError, r"graph_solver_self_cut_type.*'Slow'.*FastCut"),
     ("dram_placement_algorithm", "NEAREST", ValueError, r"dram_placement_algorithm.*'NEAREST'.*CLOSEST"),
-    ("compile_depth", "balancer", ValueError, r"compile_depth.*'balancer'.*BALANCER_PASS"),
+    ("compile_depth", "balancer pass", ValueError, r"compile_depth.*'balancer pass'.*stage name.*BALANCER_PASS"),
     ("default_df_override", "Float8", ValueError, r"default_df_override.*'Float8'.*Bfp8_b"),
     ("default_math_fidelity", "HiFi5", ValueError, r"default_math_fidelity.*'HiFi5'.*HiFi4"),
     ("performance_trace", 1, TypeError, r"performance_trace.*int.*VERBOSE"),
@@ -241,6 +242,8 @@ def test_enum_names_are_parsed():
     assert cfg.max_pool_add_sub_surround_value == 5.0 and isinstance(cfg.max_pool_add_sub_surround_value, float)
     cfg.compile_depth = CompileDepth.GENERATE_NETLIST
     assert cfg.compile_depth is CompileDepth.GENERATE_NETLIST
+    cfg.compile_depth = "lower"          # a stage name (checked against the stage list by compile)
+    assert cfg.compile_depth == "lower" and cfg.to_dict()["compile_depth"] == "lower"
 
 
 def test_unknown_attribute_rejected_with_suggestion():
@@ -565,7 +568,7 @@ def test_env_amp_light_is_idempotent(monkeypatch: pytest.MonkeyPatch):
 
 @pytest.mark.parametrize("name, value, pattern", [
     ("PYBUDA_DEFAULT_DF", "Fp99", r"PYBUDA_DEFAULT_DF='Fp99': default_df_override"),
-    ("PYBUDA_COMPILE_DEPTH", "deep", r"PYBUDA_COMPILE_DEPTH='deep': compile_depth.*BALANCER_PASS"),
+    ("PYBUDA_COMPILE_DEPTH", "Deep!", r"PYBUDA_COMPILE_DEPTH='Deep!': compile_depth.*BALANCER_PASS"),
     ("PYBUDA_DISABLE_STABLE_SOFTMAX", "maybe", r"PYBUDA_DISABLE_STABLE_SOFTMAX='maybe': expected 0 or 1"),
     ("PYBUDA_AMP_LEVEL", "x", r"PYBUDA_AMP_LEVEL='x': expected an integer"),
     ("PYBUDA_BALANCER_POLICY_TYPE", "Fast", r"PYBUDA_BALANCER_POLICY_TYPE='Fast': balancer_policy"),

@@ -206,9 +206,15 @@ def test_cli_diff(tmp_path):
     assert status == 0 and "no differences" in out
 
 
-def test_console_script_entry_point(tmp_path):
-    p = tmp_path / "n.yaml"
-    p.write_text(BASE)
-    r = subprocess.run([sys.executable, "-m", "pybuda.tools.cli", "netlist", "validate", str(p)],
+@pytest.mark.parametrize("module", ["pybuda", "pybuda.tools.cli"])
+def test_console_script_entry_point(tmp_path, module):
+    """`python -m pybuda` works like the `pybuda` command (exit status included)."""
+    good, bad = tmp_path / "n.yaml", tmp_path / "bad.yaml"
+    good.write_text(BASE)
+    bad.write_text(BASE.replace("m_k: 2, u_kt: 2", "m_k: 1, u_kt: 2"))
+    r = subprocess.run([sys.executable, "-m", module, "netlist", "validate", str(good)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "OK" in r.stdout
+    r = subprocess.run([sys.executable, "-m", module, "netlist", "validate", str(bad)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "shape.matmul_in0" in r.stdout

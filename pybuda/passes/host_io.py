@@ -1,12 +1,13 @@
 """Move TMs that sit directly on graph inputs and outputs to the host (as the legacy runtime tensor
-transforms did): the device then reads and writes the already-transformed layout, and the compiled model
-applies the same registry ops to the host tensors before pushing and after popping."""
+transforms did): the device then reads and writes the already-transformed layout, and the runtime applies the
+same registry ops to the host tensors before pushing (`to_device_layout`) and after popping (`from_device_layout`)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..ir import Graph
 from ..ops import registry
+from ..ops.tm import to4d
 
 _INPUT_TMS = {"reshape", "transpose", "permute", "pad"}
 _OUTPUT_TMS = {"reshape", "transpose", "permute", "narrow"}
@@ -44,8 +45,28 @@ def hoist_io_transforms(graph: Graph, config=None) -> Graph:
     return graph
 
 
-def apply_host_transforms(value: np.ndarray, transforms: list) -> np.ndarray:
+def apply_host_transforms(value: np.ndarray, transforms: list | tuple) -> np.ndarray:
     """Apply recorded (op_type, attrs) transforms to one sample's array."""
     for op_type, attrs in transforms:
         value = registry.evaluate(op_type, [value], attrs)
     return value
+
+
+def to_device_layout(value: np.ndarray, transforms: list | tuple, device_shape: tuple | None = None) -> np.ndarray:
+    """One sample as a graph input reads it: host transforms applied, then tile padded with zeros into the
+    lowered input's 4-D `device_shape` (None: a graph before lowering, no padding)."""
+    value = apply_host_transforms(value, transforms)
+    if device_shape is None:
+        return value
+    padded = np.zeros(device_shape, dtype=np.float32)
+    x4 = value.reshape(to4d(value.shape))
+    padded[:, :, :x4.shape[2], :x4.shape[3]] = x4
+    return padded
+
+
+def from_device_layout(value: np.ndarray, logical_shape: tuple, transforms: list | tuple) -> np.ndarray:
+    """Device output entries (any number along axis 0) back in the framework layout: each sample's tile padding
+    removed, reshaped to `logical_shape`, host transforms applied; samples concatenated along axis 0."""
+    _, z, r, c = to4d(logical_shape)
+    samples = value.reshape(-1, *value.shape[-3:])[:, :z, :r, :c]
+    return np.concatenate([apply_host_transforms(s.reshape(logical_shape), transforms) for s in samples], axis=0)

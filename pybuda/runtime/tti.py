@@ -1,0 +1,125 @@
+"""TTI images: a compiled model in one file that runs without the framework model and without recompiling.
+
+A TTI image is a zip archive (no pickled objects):
+    pybuda-tti.json    {"format": "pybuda-tti", "version": 1, "arrays": {array name: entry}}
+    netlist.yaml       the netlist exactly as compile wrote it
+    manifest.json      the run manifest (model name, device, microbatch, inputs, outputs, queue feeds, host program)
+    arrays/NNNNN.npy   parameters, constants, sparse-matmul operands and host-program data (numpy .npy, stored)
+It is written atomically (a temporary file in the same directory, then a rename); entries carry fixed
+timestamps, so the same compiled model gives a byte-identical file. Reading checks every entry's CRC and
+raises `TTIError` naming the file and what is wrong.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from ..codegen.manifest import ManifestError, RunManifest
+from ..netlist import NetlistError
+from ..netlist import load as load_netlist
+from .model import RuntimeModel
+
+TTI_FORMAT = "pybuda-tti"
+TTI_VERSION = 1
+HEADER = "pybuda-tti.json"
+NETLIST = "netlist.yaml"
+MANIFEST = "manifest.json"
+_ZIP_MAGIC = b"PK\x03\x04"
+_TIMESTAMP = (1980, 1, 1, 0, 0, 0)
+
+
+class TTIError(ValueError):
+    """A file that is not a readable TTI image of this version; the message names the file and the problem."""
+
+
+def save_tti(path: str | Path, netlist_text: str, manifest: RunManifest, arrays: dict[str, np.ndarray]) -> Path:
+    """Write a TTI image of a netlist, its run manifest and the arrays the manifest names."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entries = {name: f"arrays/{i:05d}.npy" for i, name in enumerate(dict.fromkeys(manifest.array_names()))}
+    header = {"format": TTI_FORMAT, "version": TTI_VERSION, "arrays": entries}
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w") as zf:
+            for entry, text in ((HEADER, json.dumps(header, indent=1) + "\n"), (NETLIST, netlist_text),
+                                (MANIFEST, manifest.to_json())):
+                zf.writestr(_info(entry, zipfile.ZIP_DEFLATED), text.encode())
+            for name, entry in entries.items():
+                with zf.open(_info(entry, zipfile.ZIP_STORED), "w", force_zip64=True) as out:
+                    np.lib.format.write_array(out, np.ascontiguousarray(arrays[name]), allow_pickle=False)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def load(path: str | Path) -> RuntimeModel:
+    """The model saved in a TTI image, ready to run (`model(*inputs)`), with its netlist and estimate."""
+    path = Path(path)
+    netlist_text, manifest, arrays = read_tti(path)
+    try:
+        netlist = load_netlist(netlist_text)
+    except NetlistError as e:
+        raise TTIError(f"{path}: the netlist in the image does not load: {e}") from None
+    try:
+        model = RuntimeModel(netlist, netlist_text, manifest, arrays, source=path)
+    except ValueError as e:   # the manifest does not match the netlist, or names an unknown device
+        raise TTIError(f"{path}: {e}") from None
+    model.tti_path = path
+    return model
+
+
+def read_tti(path: str | Path) -> tuple[str, RunManifest, dict[str, np.ndarray]]:
+    """The netlist text, run manifest and arrays of a TTI image (TTIError if it is not one or is damaged)."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        magic = f.read(len(_ZIP_MAGIC))
+    if magic != _ZIP_MAGIC:
+        raise TTIError(f"{path}: not a pybuda TTI image ({'the file is empty' if not magic else 'not a zip archive'})")
+    try:
+        with zipfile.ZipFile(path) as zf:
+            present = set(zf.namelist())
+            if HEADER not in present:
+                raise TTIError(f"{path}: not a pybuda TTI image (a zip archive without {HEADER})")
+            header = json.loads(zf.read(HEADER))
+            if not isinstance(header, dict) or header.get("format") != TTI_FORMAT:
+                raise TTIError(f"{path}: not a pybuda TTI image ({HEADER} does not say format {TTI_FORMAT!r})")
+            if header.get("version") != TTI_VERSION:
+                raise TTIError(f"{path}: TTI format version {header.get('version')!r}; this pybuda reads version "
+                               f"{TTI_VERSION} (recompile the model and save it again)")
+            missing = [e for e in (NETLIST, MANIFEST, *header["arrays"].values()) if e not in present]
+            if missing:
+                raise TTIError(f"{path}: the TTI image is incomplete: no {', '.join(missing)}")
+            netlist_text = zf.read(NETLIST).decode()
+            manifest = RunManifest.from_json(zf.read(MANIFEST).decode())
+            arrays = {name: _read_array(zf, entry) for name, entry in header["arrays"].items()}
+    except TTIError:
+        raise
+    except ManifestError as e:
+        raise TTIError(f"{path}: {e}") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, UnicodeDecodeError, ValueError, KeyError, TypeError,
+            AttributeError) as e:
+        raise TTIError(f"{path}: the TTI image is truncated or corrupt ({type(e).__name__}: {e})") from None
+    return netlist_text, manifest, arrays
+
+
+def _info(entry: str, compression: int) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(entry, date_time=_TIMESTAMP)
+    info.compress_type = compression
+    return info
+
+
+def _read_array(zf: zipfile.ZipFile, entry: str) -> np.ndarray:
+    """One .npy entry; reading to its end makes zipfile check the CRC."""
+    with zf.open(entry) as f:
+        array = np.lib.format.read_array(f, allow_pickle=False)
+        if f.read(1):
+            raise ValueError(f"entry {entry}: bytes after the array data")
+    return array
