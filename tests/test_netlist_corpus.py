@@ -3,7 +3,6 @@ files the backend itself would reject, which are rejected naming the op and the 
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import pytest
 import yaml

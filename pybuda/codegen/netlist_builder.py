@@ -8,15 +8,14 @@ import numpy as np
 from ..balancer import Placement
 from ..balancer.op_model import (SPARSE_QUEUES, best_ublock, buda_op_type, netlist_inputs, op_attributes,
                                  sparse_queue_operands, sparse_tiles_df)
-from ..dataformat import DataFormat, MathFidelity
+from ..dataformat import NOC_ALIGN, DataFormat, MathFidelity
 from ..device import DeviceSpec
 from ..ir import Graph
 from ..netlist.model import (Devices, EndLoop, Execute, Graph as NetlistGraph, Loop, Netlist, Op, Param,
                              Program, Queue, QueueSettings, Var, VarInst)
+from ..netlist.sizes import QUEUE_HEADER_BYTES
 
 DRAM_BASE = 0x10000000     # first DRAM byte the allocator hands out on every channel
-QUEUE_HEADER_BYTES = 32
-ALIGN = 32
 
 
 def graph_name(arch: str, epoch: int) -> str:
@@ -50,12 +49,12 @@ class _Allocator:
         if end > self.device.dram_channel_bytes:
             raise ValueError(f"queue {name!r}: DRAM channel {ch} of {self.device.name} is full "
                              f"({self.device.dram_channel_bytes} bytes)")
-        self.next[ch] = -(-end // ALIGN) * ALIGN
+        self.next[ch] = -(-end // NOC_ALIGN) * NOC_ALIGN
         return (ch, addr)
 
     def host(self, nbytes: int) -> tuple:
         addr = self.host_next
-        self.host_next = -(-(addr + nbytes) // ALIGN) * ALIGN
+        self.host_next = -(-(addr + nbytes) // NOC_ALIGN) * NOC_ALIGN
         return (0, addr)
 
 

@@ -24,7 +24,7 @@ def main() -> None:
     got = compiled(x)
     sim_s = time.perf_counter() - start
     perf = compiled.perf
-    print(f"model:            MNIST CNN, microbatch 64, device e150 (grayskull, 10x12 cores)")
+    print("model:            MNIST CNN, microbatch 64, device e150 (grayskull, 10x12 cores)")
     print(f"compile:          {compile_s:.2f} s  ({', '.join(f'{k} {v:.2f}s' for k, v in compiled.stage_times.items())})")
     print(f"netlist:          {compiled.netlist_path}")
     print(f"epochs:           {len(perf.epochs)}")
