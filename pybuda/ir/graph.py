@@ -15,6 +15,7 @@ from typing import Any, Iterable
 import networkx as nx
 import numpy as np
 
+from ..arch.tms import tm_shape
 from ..dataformat import DataFormat
 
 KINDS = ("input", "parameter", "constant", "op", "output")
@@ -45,6 +46,11 @@ class Operand:
 
     src: str
     tms: tuple = ()
+
+
+def as_operand(value: "str | Operand") -> Operand:
+    """A node name as an Operand without TMs; an Operand as is."""
+    return value if isinstance(value, Operand) else Operand(value)
 
 
 class Graph:
@@ -80,20 +86,15 @@ class Graph:
         value = np.asarray(value, dtype=np.float32)
         return self._add(Node(name, "constant", value.shape, DataFormat.Float32, value=value))
 
-    def add_op(self, name: str, op_type: str, operands: list, attrs: dict | None = None,
-               shape: tuple | None = None, **node_fields: Any) -> str:
-        """Add an op; operands are names or Operand(src, tms). Shape is inferred by the registry if not given."""
-        from ..ops import registry  # late import: the registry depends on the IR
-
-        attrs = dict(attrs or {})
-        ops = [o if isinstance(o, Operand) else Operand(o) for o in operands]
+    def add_op(self, name: str, op_type: str, operands: list, attrs: dict | None = None, *, shape: tuple,
+               **node_fields: Any) -> str:
+        """Add an op of output `shape`; operands are names or Operand(src, tms). (`pybuda.ops.add_op` infers
+        the shape from the op registry.)"""
+        ops = [as_operand(o) for o in operands]
         for o in ops:
             if o.src not in self._g:
                 raise GraphError(f"op {name!r}: operand {o.src!r} is not a node of the graph")
-        if shape is None:
-            shape = registry.infer_shape(op_type, [self.operand_shape(o) for o in ops], attrs, name)
-        self._add(Node(name, "op", tuple(shape), node_fields.pop("df", DataFormat.Float32), op_type=op_type,
-                       attrs=attrs, **node_fields))
+        self._add(Node(name, "op", tuple(shape), op_type=op_type, attrs=dict(attrs or {}), **node_fields))
         for port, o in enumerate(ops):
             self._g.add_edge(o.src, name, key=port, tms=tuple(o.tms))
         return name
@@ -128,8 +129,6 @@ class Graph:
 
     def operand_shape(self, operand: Operand) -> tuple:
         """Producer shape after the operand's TMs."""
-        from ..arch.tms import tm_shape
-
         shape = self.node(operand.src).shape
         for tm in operand.tms:
             shape = tm_shape(shape if len(shape) >= 3 else (1,) * (3 - len(shape)) + shape, tm)
@@ -156,7 +155,7 @@ class Graph:
     # -- mutation --------------------------------------------------------------------------------
     def set_operand(self, name: str, port: int, operand: Operand | str) -> None:
         """Replace operand `port` of op `name`."""
-        operand = operand if isinstance(operand, Operand) else Operand(operand)
+        operand = as_operand(operand)
         for src, _, key in list(self._g.in_edges(name, keys=True)):
             if key == port:
                 self._g.remove_edge(src, name, key=key)

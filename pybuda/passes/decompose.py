@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Operand
-from ..ops import registry
+from ..ops import add_op, registry
 from .fuse_pad import fuse_into_conv
 
 
@@ -31,7 +31,7 @@ class DecomposeContext:
 
     def op(self, op_type: str, operands: list, attrs: dict | None = None) -> str:
         """Add an op; it remembers the framework op it came from (`original_op_type`, for mixed precision)."""
-        name = self.graph.add_op(self._name(op_type), op_type, list(operands), attrs or {})
+        name = add_op(self.graph, self._name(op_type), op_type, list(operands), attrs or {})
         self.graph.node(name).tags["original_op_type"] = self.node.tags.get("original_op_type", self.node.op_type)
         return name
 
@@ -68,8 +68,8 @@ def fuse_conv_bias(graph: Graph) -> None:
                 core = core[1:]
             if node.shape != cnode.shape or core not in ((cout,), (cout, 1, 1)):
                 continue
-            flat = graph.add_op(graph.unique_name(f"{bias}.flat"), "reshape", [bias], {"shape": [cout]})
-            fused = graph.add_op(graph.unique_name(f"{conv}.bias"), "conv2d", [*graph.operands(conv), flat],
+            flat = add_op(graph, graph.unique_name(f"{bias}.flat"), "reshape", [bias], {"shape": [cout]})
+            fused = add_op(graph, graph.unique_name(f"{conv}.bias"), "conv2d", [*graph.operands(conv), flat],
                                  dict(cnode.attrs))
             graph.replace_uses(name, fused)
             graph.remove_node(name)

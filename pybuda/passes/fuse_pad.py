@@ -12,13 +12,14 @@ conv-bias fusion and before the registry decompositions (which would turn the co
 from __future__ import annotations
 
 from ..ir import Graph
+from ..ops import add_op
 from ..ops.conv import _pads
 from ..ops.norm import build_scale_shift
 
 
 def _op(graph: Graph, base: str):
     def op(op_type: str, operands: list, attrs: dict | None = None) -> str:
-        return graph.add_op(graph.unique_name(f"{base}.{op_type}"), op_type, operands, attrs or {})
+        return add_op(graph, graph.unique_name(f"{base}.{op_type}"), op_type, operands, attrs or {})
     return op
 
 
@@ -67,15 +68,15 @@ def fuse_batchnorm_into_conv(graph: Graph) -> bool:
         cx, w, *bias = graph.operands(conv.name)
         cout = conv.shape[-3]
         # the folded parameters are named after the conv weight and the batchnorm bias (consteval keeps the names)
-        w_scaled = graph.add_op(graph.unique_name(f"{w.src}.folded"), "multiply",
+        w_scaled = add_op(graph, graph.unique_name(f"{w.src}.folded"), "multiply",
                                 [w, op("reshape", [scale], {"shape": [cout, 1, 1, 1]})])
         b_name = graph.unique_name(f"{beta.src}.folded")
         if bias:
-            b_new = graph.add_op(b_name, "add", [op("multiply", [bias[0], scale]), shift])
+            b_new = add_op(graph, b_name, "add", [op("multiply", [bias[0], scale]), shift])
         else:
             graph.rename(shift, b_name)
             b_new = b_name
-        fused = graph.add_op(graph.unique_name(f"{conv.name}.bn"), "conv2d", [cx, w_scaled, b_new], dict(conv.attrs))
+        fused = add_op(graph, graph.unique_name(f"{conv.name}.bn"), "conv2d", [cx, w_scaled, b_new], dict(conv.attrs))
         graph.replace_uses(name, fused)
         graph.remove_node(name)
         graph.remove_node(conv.name)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Operand
-from ..ops import registry
+from ..ops import add_op, registry
 from ..ops.common import norm_dim
 
 # TMs that commute with an elementwise unary op (pad and fill_padding do not: they write values).
@@ -46,8 +46,8 @@ def hoist_unary_above_tms(graph: Graph) -> bool:
             continue
         tm_node = graph.node(src)
         (tm_in,) = graph.operands(src)
-        new_u = graph.add_op(graph.unique_name(f"{name}.hoisted"), node.op_type, [tm_in], dict(node.attrs))
-        new_tm = graph.add_op(graph.unique_name(f"{src}.sunk"), tm_node.op_type, [new_u], dict(tm_node.attrs))
+        new_u = add_op(graph, graph.unique_name(f"{name}.hoisted"), node.op_type, [tm_in], dict(node.attrs))
+        new_tm = add_op(graph, graph.unique_name(f"{src}.sunk"), tm_node.op_type, [new_u], dict(tm_node.attrs))
         graph.replace_uses(name, new_tm)
         graph.remove_node(name)
         graph.remove_node(src)
@@ -130,9 +130,9 @@ def fold_transpose_flatten_into_matmul(graph: Graph) -> bool:
             w = graph.operands(user)[1].src
             n = graph.node(w).shape[-1]
             base = graph.unique_name(f"{user}.w_perm")
-            w3 = graph.add_op(base + ".r0", "reshape", [w], {"shape": [c, p, n]})
-            wt = graph.add_op(base + ".t", "transpose", [w3], {"dim0": 0, "dim1": 1})
-            graph.set_operand(user, 1, graph.add_op(base + ".r1", "reshape", [wt], {"shape": [p * c, n]}))
+            w3 = add_op(graph, base + ".r0", "reshape", [w], {"shape": [c, p, n]})
+            wt = add_op(graph, base + ".t", "transpose", [w3], {"dim0": 0, "dim1": 1})
+            graph.set_operand(user, 1, add_op(graph, base + ".r1", "reshape", [wt], {"shape": [p * c, n]}))
         changed = True
     return changed
 
@@ -234,10 +234,10 @@ def heads_to_slices(graph: Graph) -> bool:
             in_shape = graph.operand_shape(x)
             _, s, n, d = (1, *graph.node(src).shape)[-4:]
             if in_shape[-1] == n * d and int(np.prod(in_shape[:-1])) == int(np.prod(out[:-3])) * s:
-                y = graph.add_op(graph.unique_name(f"{name}.hslice"), "hslice", [x], {"factor": n})
+                y = add_op(graph, graph.unique_name(f"{name}.hslice"), "hslice", [x], {"factor": n})
                 if perm == [-2, -1, -3]:
-                    y = graph.add_op(graph.unique_name(f"{name}.kt"), "transpose", [y], {"dim0": -2, "dim1": -1})
-                graph.replace_uses(name, graph.add_op(graph.unique_name(f"{name}.heads"), "reshape", [y],
+                    y = add_op(graph, graph.unique_name(f"{name}.kt"), "transpose", [y], {"dim0": -2, "dim1": -1})
+                graph.replace_uses(name, add_op(graph, graph.unique_name(f"{name}.heads"), "reshape", [y],
                                                       {"shape": list(out)}))
                 graph.remove_node(name)
                 graph.remove_node(src)
@@ -251,8 +251,8 @@ def heads_to_slices(graph: Graph) -> bool:
             n, s, d = graph.node(name).shape[-2], graph.node(name).shape[-3], graph.node(name).shape[-1]
             if target[-1] == n * d and int(np.prod(target[:-1])) == int(np.prod(out[:-3])) * s:
                 (x,) = graph.operands(name)
-                stacked = graph.add_op(graph.unique_name(f"{reshape}.hstack"), "hstack", [x], {"factor": n})
-                graph.replace_uses(reshape, graph.add_op(graph.unique_name(f"{reshape}.merged"), "reshape",
+                stacked = add_op(graph, graph.unique_name(f"{reshape}.hstack"), "hstack", [x], {"factor": n})
+                graph.replace_uses(reshape, add_op(graph, graph.unique_name(f"{reshape}.merged"), "reshape",
                                                          [stacked], {"shape": list(target)}))
                 graph.remove_node(reshape)
                 graph.remove_node(name)
@@ -337,8 +337,8 @@ def narrow_before_reshape(graph: Graph) -> bool:
         (x,) = graph.operands(src)
         if graph.operand_shape(x)[-1] != graph.node(src).shape[-1]:
             continue
-        cut = graph.add_op(graph.unique_name(f"{name}.first"), "narrow", [x], dict(node.attrs, dim=-1))
-        graph.replace_uses(name, graph.add_op(graph.unique_name(f"{name}.view"), "reshape", [cut],
+        cut = add_op(graph, graph.unique_name(f"{name}.first"), "narrow", [x], dict(node.attrs, dim=-1))
+        graph.replace_uses(name, add_op(graph, graph.unique_name(f"{name}.view"), "reshape", [cut],
                                               {"shape": list(node.shape)}))
         graph.remove_node(name)
         if not graph.users(src):
@@ -372,12 +372,12 @@ def fold_column_slices_into_matmul(graph: Graph) -> bool:
         for user, _ in users:
             a = graph.node(user).attrs
             cut = {"dim": -1, "start": a["start"], "length": a["length"]}
-            ws = graph.add_op(graph.unique_name(f"{user}.w"), "narrow", [w.src], dict(cut))
-            y = graph.add_op(graph.unique_name(f"{user}.mm"), "matmul", [x, ws])
+            ws = add_op(graph, graph.unique_name(f"{user}.w"), "narrow", [w.src], dict(cut))
+            y = add_op(graph, graph.unique_name(f"{user}.mm"), "matmul", [x, ws])
             if bias is not None:
                 bshape = graph.node(bias).shape
-                b = graph.add_op(graph.unique_name(f"{user}.b"), "narrow", [bias], dict(cut)) if bshape[-1] > 1 else bias
-                y = graph.add_op(graph.unique_name(f"{user}.bias"), "add", [y, b])
+                b = add_op(graph, graph.unique_name(f"{user}.b"), "narrow", [bias], dict(cut)) if bshape[-1] > 1 else bias
+                y = add_op(graph, graph.unique_name(f"{user}.bias"), "add", [y, b])
             graph.replace_uses(user, y)
             graph.remove_node(user)
         changed = True
@@ -468,7 +468,7 @@ def _split_shared_tms(graph: Graph) -> bool:
             continue
         movers = [(u, p) for u, p in users if _wants_own_copy(graph, node, u)]
         for user, port in movers[1:] if len(movers) == len(users) else movers:
-            graph.set_operand(user, port, graph.add_op(graph.unique_name(f"{name}.copy"), node.op_type, [src],
+            graph.set_operand(user, port, add_op(graph, graph.unique_name(f"{name}.copy"), node.op_type, [src],
                                                        dict(node.attrs)))
             changed = True
     return changed
@@ -493,12 +493,12 @@ def hoist_binary_above_tms(graph: Graph) -> bool:
         new_operands = []
         for operand, pre in operands:
             for op_type, attrs in pre:
-                operand = graph.add_op(graph.unique_name(f"{name}.{op_type}"), op_type, [operand], attrs)
+                operand = add_op(graph, graph.unique_name(f"{name}.{op_type}"), op_type, [operand], attrs)
             new_operands.append(operand)
         node = graph.node(name)
         old_tms = [o.src for o in graph.operands(name) if graph.node(o.src).op_type in _COMMUTING_TMS]
-        new_b = graph.add_op(graph.unique_name(f"{name}.hoisted"), node.op_type, new_operands, dict(node.attrs))
-        new_tm = graph.add_op(graph.unique_name(f"{tm.name}.sunk"), tm.op_type, [new_b], dict(tm.attrs))
+        new_b = add_op(graph, graph.unique_name(f"{name}.hoisted"), node.op_type, new_operands, dict(node.attrs))
+        new_tm = add_op(graph, graph.unique_name(f"{tm.name}.sunk"), tm.op_type, [new_b], dict(tm.attrs))
         graph.replace_uses(name, new_tm)
         graph.remove_node(name)
         for n in dict.fromkeys(old_tms):
