@@ -24,8 +24,8 @@ def pcc(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def is_device_graph(graph: Graph) -> bool:
-    """True for a lowered (Buda) graph: its nodes carry device shapes and logical shapes in tags."""
-    return any("logical_shape" in n.tags for n in graph.nodes("input"))
+    """True for a lowered (Buda) graph: its nodes carry device shapes and logical shapes."""
+    return any(n.logical_shape is not None for n in graph.nodes("input"))
 
 
 def evaluate_sample(graph: Graph, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -49,7 +49,7 @@ def host_inputs(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndar
     device = is_device_graph(graph)
     out = {}
     for node in graph.inputs():
-        x = apply_host_transforms(feeds[node.name], node.tags.get("host_transforms", []))
+        x = apply_host_transforms(feeds[node.name], node.host_transforms)
         if device:
             padded = np.zeros(node.shape, dtype=np.float32)
             x4 = x.reshape(to4d(x.shape))
@@ -65,7 +65,7 @@ def sample_feeds(host: Graph | None, sample: dict[str, np.ndarray]) -> dict[str,
     if host is not None:
         outs = evaluate_sample(host, host_inputs(host, feeds))
         for node in host.outputs():
-            feeds[node.tags["device_input"]] = outs[node.name]
+            feeds[node.device_input] = outs[node.name]
     return feeds
 
 
@@ -77,13 +77,13 @@ def host_outputs(graph: Graph, outputs: dict[str, np.ndarray]) -> list[np.ndarra
     for node in graph.outputs():
         x = outputs[node.name]
         if is_device_graph(graph):
-            logical = node.tags["logical_shape"]
+            logical = node.logical_shape
             _, z, r, c = to4d(logical)
             samples = x.reshape(-1, *x.shape[-3:])[:, :z, :r, :c]
-            x = np.concatenate([apply_host_transforms(s.reshape(logical), node.tags.get("host_transforms", []))
+            x = np.concatenate([apply_host_transforms(s.reshape(logical), node.host_transforms)
                                 for s in samples], axis=0)
         else:
-            x = apply_host_transforms(x, node.tags.get("host_transforms", []))
+            x = apply_host_transforms(x, node.host_transforms)
         result.append(x)
     return result
 

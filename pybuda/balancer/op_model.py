@@ -90,7 +90,7 @@ def _l1_bytes(graph: Graph, name: str, grid, t, mblock, ublock, u_kt) -> int:
     out_tb = node.df.tile_bytes
     mblock_tiles = mblock[0] * mblock[1] * ublock[0] * ublock[1]
     total = 2 * mblock_tiles * out_tb
-    intermed = node.tags.get("intermed_df", node.df)
+    intermed = node.intermed_df or node.df
     if node.op_type == "matmul" and intermed != node.df:
         total += mblock_tiles * DataFormat.parse(intermed).tile_bytes
     if node.op_type == "sparse_matmul":
@@ -154,9 +154,9 @@ def legal_op_models(graph: Graph, name: str, device: DeviceSpec) -> list[OpModel
     node = graph.node(name)
     dims = op_dims(graph, name)
     t, rt, ct, k = dims["t"], dims["rt"], dims["ct"], dims["k"]
-    acc = DataFormat.parse(node.tags.get("acc_df", DataFormat.Float16_b))
+    acc = DataFormat.parse(node.acc_df or DataFormat.Float16_b)
     dest = device.dest_tiles_32b if acc in (DataFormat.Float32, DataFormat.Int32) else device.dest_tiles_16b
-    fidelity = node.tags.get("math_fidelity")
+    fidelity = node.math_fidelity
     models = []
     for gr in divisors(rt):
         if gr > device.grid_rows or (node.op_type == "reduce" and node.attrs["dim"] == "r" and gr != 1):

@@ -169,8 +169,8 @@ def _op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_o
               inputs=inputs, grid_transpose=True if p.transpose else None, t=m.t, mblock=tuple(m.mblock),
               ublock=tuple(m.ublock), tile_dim=(32, 32), buf_size_mb=2, ublock_order="r",
               in_df=[bgraph.node(o.src).df for o in bgraph.operands(name)], out_df=node.df,
-              intermed_df=node.tags["intermed_df"], acc_df=node.tags["acc_df"],
-              math_fidelity=MathFidelity.parse(node.tags["math_fidelity"]), input_tms=tms,
+              intermed_df=node.intermed_df, acc_df=node.acc_df,
+              math_fidelity=MathFidelity.parse(node.math_fidelity), input_tms=tms,
               attributes=_attributes(node, m))
 
 
@@ -193,8 +193,8 @@ def _sparse_op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, 
               mblock=tuple(m.mblock), ublock=tuple(m.ublock), tile_dim=(32, 32), buf_size_mb=2, ublock_order="r",
               in_df=[_sparse_queue_df(bgraph, sparse_q), bgraph.node(bgraph.operands(name)[0].src).df,
                      DataFormat.RawUInt32], out_df=node.df,
-              intermed_df=node.tags["intermed_df"], acc_df=node.tags["acc_df"],
-              math_fidelity=MathFidelity.parse(node.tags["math_fidelity"]),
+              intermed_df=node.intermed_df, acc_df=node.acc_df,
+              math_fidelity=MathFidelity.parse(node.math_fidelity),
               input_tms={1: tms[0]} if 0 in tms else {}, attributes=attrs)
 
 

@@ -16,7 +16,7 @@ import networkx as nx
 import numpy as np
 
 from ..arch.tms import tm_shape
-from ..dataformat import DataFormat
+from ..dataformat import DataFormat, MathFidelity
 
 KINDS = ("input", "parameter", "constant", "op", "output")
 
@@ -27,7 +27,8 @@ class GraphError(ValueError):
 
 @dataclasses.dataclass
 class Node:
-    """A graph node. `value` holds parameter/constant data; `attrs` the op's attributes."""
+    """A graph node. `value` holds parameter/constant data; `attrs` the op's attributes. The fields after
+    `order` are the compiler state that later stages read (None / empty where a stage has not set them)."""
 
     name: str
     kind: str
@@ -36,8 +37,21 @@ class Node:
     op_type: str | None = None
     attrs: dict = dataclasses.field(default_factory=dict)
     value: np.ndarray | None = None
-    tags: dict = dataclasses.field(default_factory=dict)
     order: int = 0
+    requires_grad: bool = False                # parameter: trained in the framework model
+    original_op_type: str | None = None        # op: the framework op it was decomposed or lowered from
+    logical_shape: tuple | None = None         # Buda graph: the framework shape inside the tile-padded `shape`
+    large_padding: bool = False                # Buda op: its padding holds a large fill (-1e6)
+    intermed_df: DataFormat | None = None      # Buda op: intermediate format
+    acc_df: DataFormat | None = None           # Buda op: accumulation format
+    math_fidelity: MathFidelity | None = None  # Buda op
+    host_transforms: tuple = ()                # input/output: (op_type, attrs) the host applies, in order
+    device_input: str | None = None            # host (CPU fallback) graph output: the device input it feeds
+
+    @property
+    def framework_op_type(self) -> str | None:
+        """The framework op an op comes from: `original_op_type`, else its own type."""
+        return self.original_op_type or self.op_type
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +94,7 @@ class Graph:
     def add_parameter(self, name: str, value: np.ndarray, requires_grad: bool = False) -> str:
         value = np.asarray(value, dtype=np.float32)
         return self._add(Node(name, "parameter", value.shape, DataFormat.Float32, value=value,
-                              tags={"requires_grad": requires_grad}))
+                              requires_grad=requires_grad))
 
     def add_constant(self, name: str, value: np.ndarray) -> str:
         value = np.asarray(value, dtype=np.float32)
@@ -208,7 +222,6 @@ class Graph:
         for name, data in self._g.nodes(data=True):
             node = copy.copy(data["node"])
             node.attrs = copy.deepcopy(node.attrs)
-            node.tags = dict(node.tags)
             g._g.add_node(name, node=node)
         for src, dst, key, data in self._g.edges(keys=True, data=True):
             g._g.add_edge(src, dst, key=key, tms=data["tms"])

@@ -58,7 +58,7 @@ def split_host_ops(graph: Graph, config) -> tuple[Graph | None, Graph]:
     device.remove_dead()
     # name the host outputs after the device inputs they feed
     for name, out in zip(crossing, list(host_graph.output_names)):
-        host_graph.node(out).tags["device_input"] = f"{name}.host" if f"{name}.host" in device else name
+        host_graph.node(out).device_input = f"{name}.host" if f"{name}.host" in device else name
     return host_graph, device
 
 

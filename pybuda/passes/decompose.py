@@ -31,9 +31,8 @@ class DecomposeContext:
 
     def op(self, op_type: str, operands: list, attrs: dict | None = None) -> str:
         """Add an op; it remembers the framework op it came from (`original_op_type`, for mixed precision)."""
-        name = add_op(self.graph, self._name(op_type), op_type, list(operands), attrs or {})
-        self.graph.node(name).tags["original_op_type"] = self.node.tags.get("original_op_type", self.node.op_type)
-        return name
+        return add_op(self.graph, self._name(op_type), op_type, list(operands), attrs or {},
+                      original_op_type=self.node.framework_op_type)
 
     def constant(self, value: np.ndarray, hint: str = "constant") -> str:
         return self.graph.add_constant(self._name(hint), value)
