@@ -166,23 +166,51 @@ class Graph:
     def output_source(self, output_name: str) -> str:
         return self.operands(output_name)[0].src
 
-    # -- mutation --------------------------------------------------------------------------------
-    def set_operand(self, name: str, port: int, operand: Operand | str) -> None:
-        """Replace operand `port` of op `name`."""
-        operand = as_operand(operand)
-        for src, _, key in list(self._g.in_edges(name, keys=True)):
-            if key == port:
-                self._g.remove_edge(src, name, key=key)
-        self._g.add_edge(operand.src, name, key=port, tms=tuple(operand.tms))
+    def producer(self, name: str, port: int = 0) -> Node:
+        """The node feeding operand `port` of `name`."""
+        return self.node(self.operands(name)[port].src)
 
-    def replace_uses(self, old: str, new: str, extra_tms: tuple = ()) -> None:
-        """Make every user of `old` read `new` instead (keeping their TMs, after `extra_tms`)."""
+    # -- mutation --------------------------------------------------------------------------------
+    def set_operand(self, name: str, port: int, operand: Operand | str, prune: bool = False) -> None:
+        """Make operand `port` of op `name` read `operand`; with `prune`, the previous producer is removed if
+        that leaves it without users."""
+        operand = self._existing(operand)
+        previous = [src for src, _, key in self._g.in_edges(name, keys=True) if key == port]
+        for src in previous:
+            self._g.remove_edge(src, name, key=port)
+        self._g.add_edge(operand.src, name, key=port, tms=tuple(operand.tms))
+        if prune:
+            self._prune(previous)
+
+    def replace(self, old: str, value: Operand | str, prune: bool = False) -> None:
+        """Substitute node `old` by `value` (a node name or an Operand): every user of `old` reads `value` (its
+        TMs first, then the user's own) and `old` is removed; with `prune`, so are the producers of `old` that
+        this leaves without users."""
+        value = self._existing(value)
+        if value.src == old:
+            raise GraphError(f"cannot replace {old!r} by itself")
+        producers = [o.src for o in self.operands(old)]
         for dst, port in self.users(old):
             tms = self._g.edges[old, dst, port]["tms"]
             self._g.remove_edge(old, dst, key=port)
-            self._g.add_edge(new, dst, key=port, tms=tuple(extra_tms) + tuple(tms))
+            self._g.add_edge(value.src, dst, key=port, tms=tuple(value.tms) + tuple(tms))
+        self.remove_node(old)
+        if prune:
+            self._prune(producers)
+
+    def _existing(self, operand: Operand | str) -> Operand:
+        operand = as_operand(operand)
+        self.node(operand.src)
+        return operand
+
+    def _prune(self, names: Iterable[str]) -> None:
+        """Remove the op, parameter and constant nodes among `names` that have no users."""
+        for name in dict.fromkeys(names):
+            if name in self._g and self.node(name).kind in ("op", "parameter", "constant") and not self.users(name):
+                self.remove_node(name)
 
     def remove_node(self, name: str) -> None:
+        self.node(name)
         if name in self.input_names:
             self.input_names.remove(name)
         if name in self.output_names:

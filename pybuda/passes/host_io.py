@@ -26,8 +26,7 @@ def hoist_io_transforms(graph: Graph, config=None) -> Graph:
                 break
             inp.host_transforms = (*inp.host_transforms, (node.op_type, dict(node.attrs)))
             inp.shape = node.shape
-            graph.replace_uses(user, inp.name)
-            graph.remove_node(user)
+            graph.replace(user, inp.name)
     for out in graph.outputs():
         while True:
             (operand,) = graph.operands(out.name)
@@ -36,8 +35,7 @@ def hoist_io_transforms(graph: Graph, config=None) -> Graph:
                     or len(graph.users(node.name)) != 1:
                 break
             out.host_transforms = ((node.op_type, dict(node.attrs)), *out.host_transforms)
-            graph.set_operand(out.name, 0, graph.operands(node.name)[0])
-            graph.remove_node(node.name)
+            graph.replace(node.name, graph.operands(node.name)[0])
     return graph
 
 
