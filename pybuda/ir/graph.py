@@ -186,6 +186,7 @@ class Graph:
         """Substitute node `old` by `value` (a node name or an Operand): every user of `old` reads `value` (its
         TMs first, then the user's own) and `old` is removed; with `prune`, so are the producers of `old` that
         this leaves without users."""
+        self.node(old)
         value = self._existing(value)
         if value.src == old:
             raise GraphError(f"cannot replace {old!r} by itself")

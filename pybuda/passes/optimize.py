@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node, Operand
+from ..ir import Graph, Node
 from ..ops import add_op, registry
 from ..ops.common import norm_dim
 from .rewrite import ANY, Pattern, fixpoint, rewrite

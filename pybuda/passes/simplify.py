@@ -67,10 +67,10 @@ def _finite(graph: Graph, name: str) -> bool:
     return memo[name]
 
 
-INFINITY = Pattern(node_kinds=CONSTANT.node_kinds, where=lambda graph, node: not np.isfinite(node.value).any())
+_INFINITE = Pattern(node_kinds=CONSTANT.node_kinds, where=lambda graph, node: not np.isfinite(node.value).any())
 
 
-@rewrite(Pattern(("equal", "not_equal"), operands=(ANY, INFINITY)))
+@rewrite(Pattern(("equal", "not_equal"), operands=(ANY, _INFINITE)))
 def fold_infinity_tests(graph: Graph, node: Node) -> bool:
     """equal/not_equal(x, +-inf) on a value x that is finite, or finite plus a constant, is a constant (the masking
     guards of scaled-dot-product attention)."""
