@@ -99,6 +99,23 @@ def test_sweep_visits_in_topological_order_one_rewrite_after_the_other_and_fixpo
     assert betweens == [["relu", "sqrt"], ["sqrt"]]  # sweep 1: relu dropped, exp -> relu; sweep 2: that relu dropped
 
 
+def test_sweep_state_is_fresh_for_every_sweep():
+    g = Graph("g")
+    x = g.add_input("x", (4,))
+    g.add_output("out", add_op(g, "b", "exp", [add_op(g, "a", "exp", [x])]))
+    seen = []
+
+    @rewrite(Pattern("exp"), sweep_state=list)
+    def note(graph, node, state):
+        state.append(node.name)
+        seen.append(list(state))
+        return False
+
+    note(g)
+    note(g)
+    assert seen == [["a"], ["a", "b"], ["a"], ["a", "b"]]
+
+
 # ---- optimize rewrites ---------------------------------------------------------------------------
 
 def test_hoist_unary_above_tms():

@@ -8,7 +8,7 @@ did. `sweep` visits the graph once per rewrite, in the declared order; `fixpoint
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Collection, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 from ..ir import Graph, Node
 from ..ops import registry
@@ -71,19 +71,23 @@ CONSTANT = Pattern(node_kinds=("parameter", "constant"))
 
 @dataclasses.dataclass(frozen=True)
 class Rewrite:
-    """`fn` applied at every node that matches `pattern`; calling a Rewrite runs one sweep of it alone."""
+    """`fn` applied at every node that matches `pattern`; calling a Rewrite runs one sweep of it alone.
+
+    With `sweep_state`, `fn(graph, node, state)` also gets the object `sweep_state()` made for the current sweep
+    (e.g. a memo of facts that the sweep's own edits leave true)."""
 
     name: str
     pattern: Pattern
-    fn: Callable[[Graph, Node], bool]
+    fn: Callable[..., bool]
+    sweep_state: Callable[[], Any] | None = None
 
     def __call__(self, graph: Graph) -> bool:
         return sweep(graph, [self])
 
 
-def rewrite(pattern: Pattern) -> Callable[[Callable[[Graph, Node], bool]], Rewrite]:
+def rewrite(pattern: Pattern, sweep_state: Callable[[], Any] | None = None) -> Callable[[Callable[..., bool]], Rewrite]:
     """Decorator: the function becomes a Rewrite of `pattern`, named after it."""
-    return lambda fn: Rewrite(fn.__name__, pattern, fn)
+    return lambda fn: Rewrite(fn.__name__, pattern, fn, sweep_state)
 
 
 def sweep(graph: Graph, rewrites: Sequence[Rewrite]) -> bool:
@@ -92,11 +96,12 @@ def sweep(graph: Graph, rewrites: Sequence[Rewrite]) -> bool:
     is visited as that node). True if any application changed the graph."""
     changed = False
     for rw in rewrites:
+        state = () if rw.sweep_state is None else (rw.sweep_state(),)
         for name in graph.topo_order():
             if name in graph:
                 node = graph.node(name)
                 if rw.pattern.matches(graph, node):
-                    changed |= bool(rw.fn(graph, node))
+                    changed |= bool(rw.fn(graph, node, *state))
     return changed
 
 

@@ -40,10 +40,9 @@ def consteval(graph: Graph, node: Node) -> bool:
     return True
 
 
-def _finite(graph: Graph, name: str) -> bool:
+def _finite(graph: Graph, name: str, memo: dict[str, bool]) -> bool:
     """Whether a value can hold no inf/nan: computed from finite inputs, parameters and constants without division
-    or log (softmax, sigmoid and tanh are finite whatever they read)."""
-    memo: dict[str, bool] = {}
+    or log (softmax, sigmoid and tanh are finite whatever they read). `memo` holds the answers for other nodes."""
     stack = [name]
     while stack:
         node = graph.node(stack[-1])
@@ -70,17 +69,18 @@ def _finite(graph: Graph, name: str) -> bool:
 _INFINITE = Pattern(node_kinds=CONSTANT.node_kinds, where=lambda graph, node: not np.isfinite(node.value).any())
 
 
-@rewrite(Pattern(("equal", "not_equal"), operands=(ANY, _INFINITE)))
-def fold_infinity_tests(graph: Graph, node: Node) -> bool:
+@rewrite(Pattern(("equal", "not_equal"), operands=(ANY, _INFINITE)), sweep_state=dict)
+def fold_infinity_tests(graph: Graph, node: Node, memo: dict[str, bool]) -> bool:
     """equal/not_equal(x, +-inf) on a value x that is finite, or finite plus a constant, is a constant (the masking
-    guards of scaled-dot-product attention)."""
+    guards of scaled-dot-product attention). The finiteness memo lasts one sweep: a node's answer is computed when
+    the tests above it have been visited, and folding later tests does not change it."""
     x, inf = graph.producer(node.name, 0), graph.producer(node.name, 1)
-    if _finite(graph, x.name):
+    if _finite(graph, x.name, memo):
         value = np.zeros(node.shape, dtype=np.float32)
     elif x.kind == "op" and x.op_type == "add":
         a, b = graph.producer(x.name, 0), graph.producer(x.name, 1)
         const, other = (b, a) if b.kind in ("constant", "parameter") else (a, b)
-        if const.kind not in ("constant", "parameter") or not _finite(graph, other.name):
+        if const.kind not in ("constant", "parameter") or not _finite(graph, other.name, memo):
             return False
         value = np.broadcast_to((const.value == inf.value).astype(np.float32), node.shape).copy()
     else:
