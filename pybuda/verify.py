@@ -23,8 +23,8 @@ def pcc(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def is_device_graph(graph: Graph) -> bool:
-    """True for a lowered (Buda) graph: its nodes carry device shapes and logical shapes in tags."""
-    return any("logical_shape" in n.tags for n in graph.nodes("input"))
+    """True for a lowered (Buda) graph: its nodes carry device shapes and logical shapes."""
+    return any(n.logical_shape is not None for n in graph.nodes("input"))
 
 
 def evaluate_sample(graph: Graph, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -46,7 +46,7 @@ def host_inputs(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndar
     """One sample's values for the graph's inputs (by name) in the layout the graph reads: host transforms
     applied, tile padded for a device graph."""
     device = is_device_graph(graph)
-    return {node.name: to_device_layout(feeds[node.name], node.tags.get("host_transforms", []),
+    return {node.name: to_device_layout(feeds[node.name], node.host_transforms,
                                         node.shape if device else None) for node in graph.inputs()}
 
 
@@ -56,7 +56,7 @@ def sample_feeds(host: Graph | None, sample: dict[str, np.ndarray]) -> dict[str,
     if host is not None:
         outs = evaluate_sample(host, host_inputs(host, feeds))
         for node in host.outputs():
-            feeds[node.tags["device_input"]] = outs[node.name]
+            feeds[node.device_input] = outs[node.name]
     return feeds
 
 
@@ -68,9 +68,9 @@ def host_outputs(graph: Graph, outputs: dict[str, np.ndarray]) -> list[np.ndarra
     for node in graph.outputs():
         x = outputs[node.name]
         if is_device_graph(graph):
-            x = from_device_layout(x, node.tags["logical_shape"], node.tags.get("host_transforms", []))
+            x = from_device_layout(x, node.logical_shape, node.host_transforms)
         else:
-            x = apply_host_transforms(x, node.tags.get("host_transforms", []))
+            x = apply_host_transforms(x, node.host_transforms)
         result.append(x)
     return result
 

@@ -10,7 +10,7 @@ from pybuda.balancer import BalancerError
 from pybuda.config import CompilerConfig
 from pybuda.device import get_device
 from pybuda.ir import Graph
-from pybuda.ops import registry
+from pybuda.ops import add_op, registry
 from pybuda.ops.conv import conv_picker
 from pybuda.passes.data_formats import assign_data_formats
 from pybuda.passes.decompose import decompose
@@ -30,7 +30,7 @@ def _single_op_graph(op_type, shapes, attrs, params=()):
             names.append(g.add_parameter(f"p{i}", RNG.standard_normal(s).astype(np.float32)))
         else:
             names.append(g.add_input(f"x{i}", s))
-    g.add_output("out", g.add_op("op", op_type, names, attrs))
+    g.add_output("out", add_op(g, "op", op_type, names, attrs))
     return g
 
 
@@ -131,7 +131,7 @@ def test_shape_errors_name_the_op():
     g = Graph("g")
     a, b = g.add_input("a", (4, 8)), g.add_input("b", (9, 4))
     with pytest.raises(registry.OpError, match="'bad'.*inner dimensions"):
-        g.add_op("bad", "matmul", [a, b])
+        add_op(g, "bad", "matmul", [a, b])
 
 
 def test_large_conv_picker_is_a_sparse_matmul():

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import pybuda
 from pybuda.config import CompilerConfig
 from pybuda.ir import Graph
-from pybuda.ops import registry
+from pybuda.ops import add_op, registry
 from pybuda.passes.data_formats import assign_data_formats
 from pybuda.passes.decompose import decompose
 from pybuda.passes.fuse_pad import fuse_into_conv
@@ -32,7 +32,7 @@ def _graph(op_type, inputs, params, attrs):
     """One op reading graph inputs `inputs` (name -> shape) and parameters `params` (name -> array), in order."""
     g = Graph("g")
     operands = [g.add_input(n, s) for n, s in inputs.items()] + [g.add_parameter(n, v) for n, v in params.items()]
-    g.add_output("out", g.add_op("op", op_type, operands, attrs))
+    g.add_output("out", add_op(g, "op", op_type, operands, attrs))
     return g
 
 
@@ -144,11 +144,11 @@ def test_average_pools_match_torch(op_type, attrs, image, reference):
 def test_pad_and_batchnorm_fold_into_the_conv():
     g = Graph("g")
     x = g.add_input("x", (1, 4, 8, 8))
-    pad = g.add_op("pad", "constant_pad", [x], {"pad_width": [0, 0, 0, 0, 0, 1, 0, 1], "value": 0.0})
-    conv = g.add_op("conv", "conv2d", [pad, g.add_parameter("w", RNG.standard_normal((6, 4, 3, 3))),
+    pad = add_op(g, "pad", "constant_pad", [x], {"pad_width": [0, 0, 0, 0, 0, 1, 0, 1], "value": 0.0})
+    conv = add_op(g, "conv", "conv2d", [pad, g.add_parameter("w", RNG.standard_normal((6, 4, 3, 3))),
                                        g.add_parameter("b", RNG.standard_normal(6))], {"stride": 2, "padding": 0})
     bn_params = [g.add_parameter(n, RNG.uniform(0.5, 1.5, 6)) for n in ("gamma", "beta", "mean", "var")]
-    g.add_output("out", g.add_op("bn", "batchnorm", [conv, *bn_params], {"dim": -3, "epsilon": 1e-5}))
+    g.add_output("out", add_op(g, "bn", "batchnorm", [conv, *bn_params], {"dim": -3, "epsilon": 1e-5}))
     feeds = {"x": RNG.standard_normal((1, 4, 8, 8)).astype(np.float32)}
     expected = _golden(g, feeds)
     fused = fuse_into_conv(g.copy())
@@ -167,13 +167,13 @@ def test_residual_add_and_channel_scale_move_into_the_conv_layout():
     TM is left on device (the residual add and the scale happen on (spatial, channel) matrices)."""
     g = Graph("g")
     x = g.add_input("x", (1, 8, 6, 6))
-    a = g.add_op("a", "conv2d", [x, g.add_parameter("wa", RNG.standard_normal((8, 8, 3, 3)))], {"padding": 1})
-    b = g.add_op("b", "conv2d", [a, g.add_parameter("wb", RNG.standard_normal((8, 8, 3, 3)))], {"padding": 1})
-    s = g.add_op("s", "add", [b, a])
-    s = g.add_op("scale", "multiply", [s, g.add_parameter("k", RNG.standard_normal((8, 1, 1)))])
-    r = g.add_op("r", "relu", [s])
+    a = add_op(g, "a", "conv2d", [x, g.add_parameter("wa", RNG.standard_normal((8, 8, 3, 3)))], {"padding": 1})
+    b = add_op(g, "b", "conv2d", [a, g.add_parameter("wb", RNG.standard_normal((8, 8, 3, 3)))], {"padding": 1})
+    s = add_op(g, "s", "add", [b, a])
+    s = add_op(g, "scale", "multiply", [s, g.add_parameter("k", RNG.standard_normal((8, 1, 1)))])
+    r = add_op(g, "r", "relu", [s])
     g.add_output("out0", r)
-    g.add_output("out1", g.add_op("mean", "adaptive_avg_pool2d", [r], {"output_size": [1, 1]}))
+    g.add_output("out1", add_op(g, "mean", "adaptive_avg_pool2d", [r], {"output_size": [1, 1]}))
     feeds = {"x": RNG.standard_normal((1, 8, 6, 6)).astype(np.float32)}
     expected = host_outputs(g, evaluate_sample(g, host_inputs(g, feeds)))
     opt = hoist_io_transforms(optimize(decompose(g.copy())))

@@ -219,7 +219,7 @@ def _footprint_and_prologue(graph: Graph, name: str, geom: OpGeometry, inputs: l
     whole (the identity matmul reads them in place); every other input streams through a backend-sized buffer,
     and parameters and constants, smallest first, are also held whole while they fit."""
     node = graph.node(name)
-    intermed = DataFormat.parse(node.tags.get("intermed_df", node.df))
+    intermed = node.intermed_df or node.df
     slices = [prologue_tiles_per_core(geom, k, i.src_tiles) * i.df.tile_bytes for k, i in enumerate(inputs)]
     buffers = [InputBuffer(i.df.tile_bytes, prologue_tiles=prologue_tiles_per_core(geom, k, i.src_tiles)
                            if i.kind == "sparse" else 0) for k, i in enumerate(inputs)]
@@ -241,9 +241,9 @@ def legal_op_models(graph: Graph, name: str, device: DeviceSpec) -> list[OpModel
     node = graph.node(name)
     dims = op_dims(graph, name)
     t, rt, ct, k = dims["t"], dims["rt"], dims["ct"], dims["k"]
-    acc = DataFormat.parse(node.tags.get("acc_df", DataFormat.Float16_b))
+    acc = DataFormat.parse(node.acc_df or DataFormat.Float16_b)
     dest = device.dest_tiles_32b if acc in (DataFormat.Float32, DataFormat.Int32) else device.dest_tiles_16b
-    fidelity = MathFidelity.parse(node.tags.get("math_fidelity", MathFidelity.HiFi4))
+    fidelity = node.math_fidelity or MathFidelity.HiFi4
     inner = node.op_type in ("matmul", "sparse_matmul", "reduce")
     dim = node.attrs.get("dim") if node.op_type == "reduce" else None
     operands = operand_inputs(graph, name)

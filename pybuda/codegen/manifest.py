@@ -11,7 +11,7 @@ Per queue (by netlist queue name) one `QueueFeed`:
 The host program (CPU fallback: ops run on the host before the device) is a list of registry ops in evaluation
 order; its outputs are named after the device feeds they compute.
 
-`build_manifest` is the one place that reads the compiler's node tags for this; `RunManifest.to_json` /
+`build_manifest` is the one place that reads the compiler's io node fields for this; `RunManifest.to_json` /
 `from_json` are its file form (op attributes keep tuples, numpy scalars and arrays exactly).
 """
 from __future__ import annotations
@@ -161,11 +161,11 @@ def build_manifest(name: str, device: str, microbatch: int, inputs: list[ModelIn
         feeds[queue] = QueueFeed(queue.rsplit(".", 1)[1], array=queue)
     for node in bgraph.inputs():
         feeds[node.name] = QueueFeed("input", feed=node.name, host_transforms=_transforms(node, "input"),
-                                     logical_shape=tuple(node.tags["logical_shape"]), device_shape=node.shape)
+                                     logical_shape=tuple(node.logical_shape), device_shape=node.shape)
     outputs = tuple(out.name for out in bgraph.outputs())
     for position, out in enumerate(bgraph.outputs()):
         feeds[out.name] = QueueFeed("output", position=position, host_transforms=_transforms(out, "output"),
-                                    logical_shape=tuple(out.tags["logical_shape"]), device_shape=out.shape)
+                                    logical_shape=tuple(out.logical_shape), device_shape=out.shape)
     missing = [q for q, queue in netlist.queues.items() if queue.input == "HOST" and q not in feeds]
     if missing:
         raise ManifestError(f"netlist queues fed by the host with no known data (compiler bug): {', '.join(missing)}")
@@ -176,7 +176,7 @@ def build_manifest(name: str, device: str, microbatch: int, inputs: list[ModelIn
 
 
 def _transforms(node, where: str) -> tuple:
-    transforms = tuple((op_type, attrs) for op_type, attrs in node.tags.get("host_transforms", []))
+    transforms = tuple((op_type, attrs) for op_type, attrs in node.host_transforms)
     for op_type, attrs in transforms:
         encode(attrs, f"host transform {op_type!r} of {where} {node.name!r}")
     return transforms
@@ -197,7 +197,7 @@ def _host_program(host: Graph, arrays: dict[str, np.ndarray]) -> HostProgram:
                               tuple(HostOperand(o.src, tuple(o.tms)) for o in host.operands(name))))
         else:
             (operand,) = host.operands(name)
-            outputs[node.tags["device_input"]] = HostOperand(operand.src, tuple(operand.tms))
+            outputs[node.device_input] = HostOperand(operand.src, tuple(operand.tms))
     return HostProgram(tuple(inputs), values, tuple(ops), outputs)
 
 

@@ -21,6 +21,7 @@ from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
 from ..ir import Graph
+from ..ops import add_op
 from . import relax_cnn
 
 REMEDY = "add it to cpu_fallback_ops (not available yet for this op) or report the op name"
@@ -163,7 +164,7 @@ class _Importer:
         return self.graph.node(node).shape
 
     def emit(self, op_type: str, operands: list[str], attrs: dict | None = None) -> str:
-        return self.graph.add_op(self._fresh(op_type), op_type, operands, attrs or {})
+        return add_op(self.graph, self._fresh(op_type), op_type, operands, attrs or {})
 
     def constant(self, value: np.ndarray) -> str:
         return self.graph.add_constant(self._fresh("const"), value)

@@ -15,7 +15,8 @@ from typing import Any, Iterable
 import networkx as nx
 import numpy as np
 
-from ..dataformat import DataFormat
+from ..arch.tms import tm_shape
+from ..dataformat import DataFormat, MathFidelity
 
 KINDS = ("input", "parameter", "constant", "op", "output")
 
@@ -26,7 +27,8 @@ class GraphError(ValueError):
 
 @dataclasses.dataclass
 class Node:
-    """A graph node. `value` holds parameter/constant data; `attrs` the op's attributes."""
+    """A graph node. `value` holds parameter/constant data; `attrs` the op's attributes. The fields after
+    `order` are the compiler state that later stages read (None / empty where a stage has not set them)."""
 
     name: str
     kind: str
@@ -35,8 +37,21 @@ class Node:
     op_type: str | None = None
     attrs: dict = dataclasses.field(default_factory=dict)
     value: np.ndarray | None = None
-    tags: dict = dataclasses.field(default_factory=dict)
     order: int = 0
+    requires_grad: bool = False                # parameter: trained in the framework model
+    original_op_type: str | None = None        # op: the framework op it was decomposed or lowered from
+    logical_shape: tuple | None = None         # Buda graph: the framework shape inside the tile-padded `shape`
+    large_padding: bool = False                # Buda op: its padding holds a large fill (-1e6)
+    intermed_df: DataFormat | None = None      # Buda op: intermediate format
+    acc_df: DataFormat | None = None           # Buda op: accumulation format
+    math_fidelity: MathFidelity | None = None  # Buda op
+    host_transforms: tuple = ()                # input/output: (op_type, attrs) the host applies, in order
+    device_input: str | None = None            # host (CPU fallback) graph output: the device input it feeds
+
+    @property
+    def framework_op_type(self) -> str | None:
+        """The framework op an op comes from: `original_op_type`, else its own type."""
+        return self.original_op_type or self.op_type
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +60,11 @@ class Operand:
 
     src: str
     tms: tuple = ()
+
+
+def as_operand(value: "str | Operand") -> Operand:
+    """A node name as an Operand without TMs; an Operand as is."""
+    return value if isinstance(value, Operand) else Operand(value)
 
 
 class Graph:
@@ -74,26 +94,21 @@ class Graph:
     def add_parameter(self, name: str, value: np.ndarray, requires_grad: bool = False) -> str:
         value = np.asarray(value, dtype=np.float32)
         return self._add(Node(name, "parameter", value.shape, DataFormat.Float32, value=value,
-                              tags={"requires_grad": requires_grad}))
+                              requires_grad=requires_grad))
 
     def add_constant(self, name: str, value: np.ndarray) -> str:
         value = np.asarray(value, dtype=np.float32)
         return self._add(Node(name, "constant", value.shape, DataFormat.Float32, value=value))
 
-    def add_op(self, name: str, op_type: str, operands: list, attrs: dict | None = None,
-               shape: tuple | None = None, **node_fields: Any) -> str:
-        """Add an op; operands are names or Operand(src, tms). Shape is inferred by the registry if not given."""
-        from ..ops import registry  # late import: the registry depends on the IR
-
-        attrs = dict(attrs or {})
-        ops = [o if isinstance(o, Operand) else Operand(o) for o in operands]
+    def add_op(self, name: str, op_type: str, operands: list, attrs: dict | None = None, *, shape: tuple,
+               **node_fields: Any) -> str:
+        """Add an op of output `shape`; operands are names or Operand(src, tms). (`pybuda.ops.add_op` infers
+        the shape from the op registry.)"""
+        ops = [as_operand(o) for o in operands]
         for o in ops:
             if o.src not in self._g:
                 raise GraphError(f"op {name!r}: operand {o.src!r} is not a node of the graph")
-        if shape is None:
-            shape = registry.infer_shape(op_type, [self.operand_shape(o) for o in ops], attrs, name)
-        self._add(Node(name, "op", tuple(shape), node_fields.pop("df", DataFormat.Float32), op_type=op_type,
-                       attrs=attrs, **node_fields))
+        self._add(Node(name, "op", tuple(shape), op_type=op_type, attrs=dict(attrs or {}), **node_fields))
         for port, o in enumerate(ops):
             self._g.add_edge(o.src, name, key=port, tms=tuple(o.tms))
         return name
@@ -128,8 +143,6 @@ class Graph:
 
     def operand_shape(self, operand: Operand) -> tuple:
         """Producer shape after the operand's TMs."""
-        from ..arch.tms import tm_shape
-
         shape = self.node(operand.src).shape
         for tm in operand.tms:
             shape = tm_shape(shape if len(shape) >= 3 else (1,) * (3 - len(shape)) + shape, tm)
@@ -153,23 +166,52 @@ class Graph:
     def output_source(self, output_name: str) -> str:
         return self.operands(output_name)[0].src
 
-    # -- mutation --------------------------------------------------------------------------------
-    def set_operand(self, name: str, port: int, operand: Operand | str) -> None:
-        """Replace operand `port` of op `name`."""
-        operand = operand if isinstance(operand, Operand) else Operand(operand)
-        for src, _, key in list(self._g.in_edges(name, keys=True)):
-            if key == port:
-                self._g.remove_edge(src, name, key=key)
-        self._g.add_edge(operand.src, name, key=port, tms=tuple(operand.tms))
+    def producer(self, name: str, port: int = 0) -> Node:
+        """The node feeding operand `port` of `name`."""
+        return self.node(self.operands(name)[port].src)
 
-    def replace_uses(self, old: str, new: str, extra_tms: tuple = ()) -> None:
-        """Make every user of `old` read `new` instead (keeping their TMs, after `extra_tms`)."""
+    # -- mutation --------------------------------------------------------------------------------
+    def set_operand(self, name: str, port: int, operand: Operand | str, prune: bool = False) -> None:
+        """Make operand `port` of op `name` read `operand`; with `prune`, the previous producer is removed if
+        that leaves it without users."""
+        operand = self._existing(operand)
+        previous = [src for src, _, key in self._g.in_edges(name, keys=True) if key == port]
+        for src in previous:
+            self._g.remove_edge(src, name, key=port)
+        self._g.add_edge(operand.src, name, key=port, tms=tuple(operand.tms))
+        if prune:
+            self._prune(previous)
+
+    def replace(self, old: str, value: Operand | str, prune: bool = False) -> None:
+        """Substitute node `old` by `value` (a node name or an Operand): every user of `old` reads `value` (its
+        TMs first, then the user's own) and `old` is removed; with `prune`, so are the producers of `old` that
+        this leaves without users."""
+        self.node(old)
+        value = self._existing(value)
+        if value.src == old:
+            raise GraphError(f"cannot replace {old!r} by itself")
+        producers = [o.src for o in self.operands(old)]
         for dst, port in self.users(old):
             tms = self._g.edges[old, dst, port]["tms"]
             self._g.remove_edge(old, dst, key=port)
-            self._g.add_edge(new, dst, key=port, tms=tuple(extra_tms) + tuple(tms))
+            self._g.add_edge(value.src, dst, key=port, tms=tuple(value.tms) + tuple(tms))
+        self.remove_node(old)
+        if prune:
+            self._prune(producers)
+
+    def _existing(self, operand: Operand | str) -> Operand:
+        operand = as_operand(operand)
+        self.node(operand.src)
+        return operand
+
+    def _prune(self, names: Iterable[str]) -> None:
+        """Remove the op, parameter and constant nodes among `names` that have no users."""
+        for name in dict.fromkeys(names):
+            if name in self._g and self.node(name).kind in ("op", "parameter", "constant") and not self.users(name):
+                self.remove_node(name)
 
     def remove_node(self, name: str) -> None:
+        self.node(name)
         if name in self.input_names:
             self.input_names.remove(name)
         if name in self.output_names:
@@ -209,7 +251,6 @@ class Graph:
         for name, data in self._g.nodes(data=True):
             node = copy.copy(data["node"])
             node.attrs = copy.deepcopy(node.attrs)
-            node.tags = dict(node.tags)
             g._g.add_node(name, node=node)
         for src, dst, key, data in self._g.edges(keys=True, data=True):
             g._g.add_edge(src, dst, key=key, tms=data["tms"])

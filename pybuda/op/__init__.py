@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..module import Parameter, Tensor
+from ..ops import add_op
 
 
 def _graph_of(operands):
@@ -30,7 +31,7 @@ def _op(op_type: str, name: str, operands: list, attrs: dict | None = None) -> T
     graph = _graph_of(operands)
     nodes = [_node(graph, o) for o in operands]
     name = name or graph.unique_name(f"{op_type}_{len(graph.op_names())}")
-    return Tensor(graph, graph.add_op(name, op_type, nodes, attrs or {}))
+    return Tensor(graph, add_op(graph, name, op_type, nodes, attrs or {}))
 
 
 def Matmul(name: str, a, b) -> Tensor:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
+
+from ..ir import Graph, GraphError, as_operand
 
 
 class OpError(ValueError):
@@ -44,7 +46,6 @@ def register(opdef: OpDef) -> OpDef:
 
 def get(op_type: str) -> OpDef:
     """The OpDef of `op_type`; OpError naming close matches if unknown."""
-    _ensure_loaded()
     try:
         return _REGISTRY[op_type]
     except KeyError:
@@ -54,7 +55,6 @@ def get(op_type: str) -> OpDef:
 
 
 def names() -> list[str]:
-    _ensure_loaded()
     return sorted(_REGISTRY)
 
 
@@ -74,11 +74,14 @@ def evaluate(op_type: str, values: list, attrs: dict) -> np.ndarray:
     return np.asarray(get(op_type).eval(values, attrs), dtype=np.float32)
 
 
-_LOADED = False
-
-
-def _ensure_loaded() -> None:
-    global _LOADED
-    if not _LOADED:
-        _LOADED = True
-        from . import eltwise, matmul, sparse_matmul, reduce, nn, tm, conv, logic, index, norm, pool, clip, pad  # noqa: F401  (registration side effects)
+def add_op(graph: Graph, name: str, op_type: str, operands: list, attrs: dict | None = None,
+           **node_fields: Any) -> str:
+    """Add op `name` to `graph` with the output shape the registry infers; operands are names or Operands."""
+    operands = [as_operand(o) for o in operands]
+    attrs = dict(attrs or {})
+    try:
+        shapes = [graph.operand_shape(o) for o in operands]
+    except GraphError as e:
+        raise GraphError(f"op {name!r}: {e}") from None
+    shape = infer_shape(op_type, shapes, attrs, name)
+    return graph.add_op(name, op_type, operands, attrs, shape=shape, **node_fields)

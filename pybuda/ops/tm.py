@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arch.tms import apply_tm
 from .common import ceil_tile, norm_dim
 from .registry import OpDef, OpError, register
 
@@ -130,8 +131,6 @@ def _stack_shape(kind):
 
 
 def _stack_eval(kind):
-    from ..arch.tms import apply_tm
-
     def ev(values, attrs):
         x = values[0]
         x3 = x.reshape((1,) * (3 - x.ndim) + x.shape) if x.ndim < 3 else x

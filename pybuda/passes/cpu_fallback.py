@@ -45,12 +45,11 @@ def split_host_ops(graph: Graph, config) -> tuple[Graph | None, Graph]:
             crossing.append(name)
     host_graph = _host_graph(graph, host, crossing)
     device = graph.copy()
+    device_inputs = {name: device.add_input(device.unique_name(f"{name}.host"), graph.node(name).shape)
+                     for name in crossing}
     for name in crossing:
-        node = device.node(name)
-        new = device.unique_name(f"{name}.host")
-        device.add_input(new, node.shape)
-        device.replace_uses(name, new)
-    for name in sorted(host, key=lambda n: graph.node(n).order):
+        device.replace(name, device_inputs[name])
+    for name in sorted(host - set(crossing), key=lambda n: graph.node(n).order):
         device.remove_node(name)
     for inp in list(device.input_names):
         if not device.users(inp):
@@ -58,7 +57,7 @@ def split_host_ops(graph: Graph, config) -> tuple[Graph | None, Graph]:
     device.remove_dead()
     # name the host outputs after the device inputs they feed
     for name, out in zip(crossing, list(host_graph.output_names)):
-        host_graph.node(out).tags["device_input"] = f"{name}.host" if f"{name}.host" in device else name
+        host_graph.node(out).device_input = device_inputs[name]
     return host_graph, device
 
 

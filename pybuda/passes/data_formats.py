@@ -26,13 +26,13 @@ def accumulate_format(df: DataFormat, arch: str) -> DataFormat:
 def _set(node, out=None, intermed=None, acc=None, fidelity=None) -> None:
     if out is not None:
         node.df = DataFormat.parse(out)
-        node.tags["intermed_df"] = node.df
+        node.intermed_df = node.df
     if intermed is not None:
-        node.tags["intermed_df"] = DataFormat.parse(intermed)
+        node.intermed_df = DataFormat.parse(intermed)
     if acc is not None:
-        node.tags["acc_df"] = DataFormat.parse(acc)
+        node.acc_df = DataFormat.parse(acc)
     if fidelity is not None:
-        node.tags["math_fidelity"] = MathFidelity.parse(fidelity)
+        node.math_fidelity = MathFidelity.parse(fidelity)
 
 
 def _amp(bgraph: Graph, level: int) -> None:
@@ -42,7 +42,7 @@ def _amp(bgraph: Graph, level: int) -> None:
         raise ValueError(f"amp_level={level} is not defined; legal: 0 (off), 1 (mixed B formats), 2 (mixed A formats)")
     low, high = (DataFormat.Bfp8_b, DataFormat.Float16_b) if level == 1 else (DataFormat.Bfp8, DataFormat.Float16)
     for node in bgraph.nodes("op"):
-        origin = node.tags.get("original_op_type", node.op_type)
+        origin = node.framework_op_type
         if origin in ("softmax", "layernorm", "log_softmax"):
             _set(node, out=high, acc=high)
         elif node.op_type == "matmul" and origin == "matmul":
@@ -56,7 +56,7 @@ def _amp(bgraph: Graph, level: int) -> None:
 def _matches(rule, node) -> bool:
     """op_type names the framework op a device op comes from (a conv2d's matmuls match "conv2d", a softmax's
     internal matmuls do not match "matmul"); name_regex must match the whole device op name."""
-    if rule.op_type and rule.op_type != node.tags.get("original_op_type", node.op_type):
+    if rule.op_type and rule.op_type != node.framework_op_type:
         return False
     if rule.name_regex and not re.fullmatch(rule.name_regex, node.name):
         return False
@@ -85,21 +85,21 @@ def _apply_rules(bgraph: Graph, rules: list) -> None:
 def _legalize(bgraph: Graph, arch: str) -> None:
     """Backend format rules (netlist-format.md §3.4) that mixed precision could break."""
     for node in bgraph.nodes("op"):
-        acc = node.tags["acc_df"]
+        acc = node.acc_df
         if arch == "grayskull" and acc in (DataFormat.Float32, DataFormat.Int32):
             raise ValueError(f"op {node.name!r}: accumulate format {acc.value} is not supported on grayskull (no "
                              "32-bit dest); legal: Float16, Float16_b")
         if node.op_type in ("matmul", "sparse_matmul"):
-            if node.tags["intermed_df"] in BFP_ACC_FORBIDDEN:
-                node.tags["intermed_df"] = acc
+            if node.intermed_df in BFP_ACC_FORBIDDEN:
+                node.intermed_df = acc
             if acc == DataFormat.Float32:
-                node.tags["intermed_df"] = acc
+                node.intermed_df = acc
         else:
-            node.tags["intermed_df"] = node.df
-        if node.tags.get("large_padding") and node.df.is_bfp:
+            node.intermed_df = node.df
+        if node.large_padding and node.df.is_bfp:
             # padding filled with -1e6 shares exponent blocks with real values: keep a per-value exponent
             node.df = DataFormat.Float16_b if node.df.exponent_family == "b" else DataFormat.Float16
-            node.tags["intermed_df"] = node.df
+            node.intermed_df = node.df
 
 
 def assign_data_formats(bgraph: Graph, config, arch: str) -> Graph:
@@ -110,7 +110,7 @@ def assign_data_formats(bgraph: Graph, config, arch: str) -> Graph:
     for node in bgraph.nodes():
         node.df = df
         if node.kind == "op":
-            node.tags.update(intermed_df=df, acc_df=acc, math_fidelity=fidelity)
+            node.intermed_df, node.acc_df, node.math_fidelity = df, acc, fidelity
     if config.amp_level:
         _amp(bgraph, int(config.amp_level))
     _apply_rules(bgraph, config.amp_properties)

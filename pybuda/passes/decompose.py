@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Operand
-from ..ops import registry
-from .fuse_pad import fuse_into_conv
+from ..ir import Graph, Node, Operand, as_operand
+from ..ops import add_op, registry
+from .fuse_pad import CONV_FOLDS
+from .rewrite import Pattern, Rewrite, fixpoint, rewrite, sweep
+from .simplify import simplify
 
 
 class DecomposeContext:
@@ -31,79 +33,65 @@ class DecomposeContext:
 
     def op(self, op_type: str, operands: list, attrs: dict | None = None) -> str:
         """Add an op; it remembers the framework op it came from (`original_op_type`, for mixed precision)."""
-        name = self.graph.add_op(self._name(op_type), op_type, list(operands), attrs or {})
-        self.graph.node(name).tags["original_op_type"] = self.node.tags.get("original_op_type", self.node.op_type)
-        return name
+        return add_op(self.graph, self._name(op_type), op_type, list(operands), attrs or {},
+                      original_op_type=self.node.framework_op_type)
 
     def constant(self, value: np.ndarray, hint: str = "constant") -> str:
         return self.graph.add_constant(self._name(hint), value)
 
-    def replace(self, result) -> None:
-        """Route every user of the decomposed node to `result` (a node name or an Operand)."""
-        src = result.src if isinstance(result, Operand) else result
-        tms = result.tms if isinstance(result, Operand) else ()
-        if self.graph.operand_shape(Operand(src, tms)) != self.node.shape:
+    def replace(self, result: str | Operand) -> None:
+        """Substitute the decomposed node by `result` (a node name or an Operand) of the same shape."""
+        result = as_operand(result)
+        if self.graph.operand_shape(result) != self.node.shape:
             raise registry.OpError(f"decomposition of {self.node.name!r} ({self.node.op_type}) produced shape "
-                                   f"{self.graph.operand_shape(Operand(src, tms))}, expected {self.node.shape}")
-        self.graph.replace_uses(self.node.name, src, extra_tms=tms)
+                                   f"{self.graph.operand_shape(result)}, expected {self.node.shape}")
+        self.graph.replace(self.node.name, result)
         self.replaced = True
 
 
-def fuse_conv_bias(graph: Graph) -> None:
+@rewrite(Pattern("add"))
+def fuse_conv_bias(graph: Graph, node: Node) -> bool:
     """conv2d(x, w) + b  ->  conv2d(x, w, b) when b is a per-channel parameter/constant (legacy fuse_conv2d_bias),
     so the bias is added inside the convolution's matmul layout instead of on the NCHW view."""
-    for name in graph.topo_order():
-        node = graph.node(name) if name in graph else None
-        if node is None or node.kind != "op" or node.op_type != "add":
+    for conv_port in (0, 1):
+        conv, bias = graph.producer(node.name, conv_port), graph.producer(node.name, 1 - conv_port)
+        if conv.kind != "op" or conv.op_type != "conv2d" or len(graph.operands(conv.name)) != 2 \
+                or len(graph.users(conv.name)) != 1 or bias.kind not in ("parameter", "constant"):
             continue
-        for conv_port in (0, 1):
-            conv, bias = (o.src for o in (graph.operands(name)[conv_port], graph.operands(name)[1 - conv_port]))
-            cnode, bnode = graph.node(conv), graph.node(bias)
-            if cnode.kind != "op" or cnode.op_type != "conv2d" or len(graph.operands(conv)) != 2 \
-                    or len(graph.users(conv)) != 1 or bnode.kind not in ("parameter", "constant"):
-                continue
-            cout = cnode.shape[-3]
-            core = tuple(bnode.shape)
-            while core and core[0] == 1 and len(core) > 1:
-                core = core[1:]
-            if node.shape != cnode.shape or core not in ((cout,), (cout, 1, 1)):
-                continue
-            flat = graph.add_op(graph.unique_name(f"{bias}.flat"), "reshape", [bias], {"shape": [cout]})
-            fused = graph.add_op(graph.unique_name(f"{conv}.bias"), "conv2d", [*graph.operands(conv), flat],
-                                 dict(cnode.attrs))
-            graph.replace_uses(name, fused)
-            graph.remove_node(name)
-            graph.remove_node(conv)
-            graph.rename(fused, conv)
-            break
+        cout = conv.shape[-3]
+        core = tuple(bias.shape)
+        while core and core[0] == 1 and len(core) > 1:
+            core = core[1:]
+        if node.shape != conv.shape or core not in ((cout,), (cout, 1, 1)):
+            continue
+        flat = add_op(graph, graph.unique_name(f"{bias.name}.flat"), "reshape", [bias.name], {"shape": [cout]})
+        fused = add_op(graph, graph.unique_name(f"{conv.name}.bias"), "conv2d", [*graph.operands(conv.name), flat],
+                       dict(conv.attrs))
+        graph.replace(node.name, fused, prune=True)
+        graph.rename(fused, conv.name)
+        return True
+    return False
+
+
+def _decompose_op(config) -> Rewrite:
+    """The rewrite that applies the registry decomposition of an op."""
+    def apply(graph: Graph, node: Node) -> bool:
+        ctx = DecomposeContext(graph, node.name, config)
+        try:
+            registry.get(node.op_type).decompose(ctx)
+        except registry.OpError as e:
+            if repr(node.name) in str(e):
+                raise
+            raise registry.OpError(f"op {node.name!r} ({node.op_type}): {e}") from None
+        return ctx.replaced
+    return Rewrite("decompose_op", Pattern(where=lambda g, n: registry.get(n.op_type).decompose is not None), apply)
 
 
 def decompose(graph: Graph, config=None) -> Graph:
-    """Decompose every op with a registry decomposition until none is left (after a consteval sweep and
-    conv-bias fusion, as the legacy post-initial-graph passes do)."""
-    from .optimize import simplify
-
+    """Decompose every op with a registry decomposition until none is left (after the value folds and the folds
+    into convolutions, as the legacy post-initial-graph passes do)."""
     simplify(graph, config)
-    fuse_conv_bias(graph)
-    fuse_into_conv(graph)  # zero pads -> conv padding, batchnorm -> conv weights (passes/fuse_pad.py)
-    changed = True
-    while changed:
-        changed = False
-        for name in graph.topo_order():
-            if name not in graph or graph.node(name).kind != "op":
-                continue
-            opdef = registry.get(graph.node(name).op_type)
-            if opdef.decompose is None:
-                continue
-            ctx = DecomposeContext(graph, name, config)
-            try:
-                opdef.decompose(ctx)
-            except registry.OpError as e:
-                if repr(name) in str(e):
-                    raise
-                raise registry.OpError(f"op {name!r} ({graph.node(name).op_type}): {e}") from None
-            if ctx.replaced:
-                graph.remove_node(name)
-                changed = True
+    sweep(graph, [fuse_conv_bias, *CONV_FOLDS])  # zero pads -> conv padding, batchnorm -> conv weights (fuse_pad.py)
+    fixpoint(graph, [_decompose_op(config)])
     graph.remove_dead()
     return graph

@@ -11,81 +11,68 @@ conv-bias fusion and before the registry decompositions (which would turn the co
 """
 from __future__ import annotations
 
-from ..ir import Graph
+from ..ir import Graph, Node
+from ..ops import add_op
 from ..ops.conv import _pads
 from ..ops.norm import build_scale_shift
+from .rewrite import Pattern, rewrite, sweep
 
 
-def _op(graph: Graph, base: str):
+def _zero_pad_of_hw(graph: Graph, pad: Node) -> bool:
+    widths = [int(p) for p in pad.attrs["pad_width"]]
+    return not float(pad.attrs.get("value", 0.0)) and not any(widths[:-4]) and all(p >= 0 for p in widths)
+
+
+@rewrite(Pattern("conv2d", operands=[Pattern("constant_pad", where=_zero_pad_of_hw)]))
+def fuse_pad_into_conv(graph: Graph, node: Node) -> bool:
+    """conv2d(constant_pad(x, zeros on H and W)) -> conv2d(x) with the pad added to the conv's padding."""
+    pad = graph.producer(node.name)
+    top, bottom, left, right = [int(p) for p in pad.attrs["pad_width"]][-4:]
+    pt, pl, pb, pr = _pads(node.attrs.get("padding", 0))
+    node.attrs["padding"] = [pt + top, pl + left, pb + bottom, pr + right]
+    graph.set_operand(node.name, 0, graph.operands(pad.name)[0], prune=True)
+    return True
+
+
+def _on_channels(graph: Graph, node: Node) -> bool:
+    dim = int(node.attrs.get("dim", -3))
+    return (dim if dim < 0 else dim - len(node.shape)) == -3
+
+
+@rewrite(Pattern("batchnorm", where=_on_channels, operands=[Pattern("conv2d", single_user=True)]))
+def fuse_batchnorm_into_conv(graph: Graph, node: Node) -> bool:
+    """batchnorm(conv2d(x, w[, b])) -> conv2d(x, w * scale, b * scale + shift), built as ops on the parameters."""
+    x, gamma, beta, mean, var = graph.operands(node.name)
+    conv = graph.node(x.src)
+    base = f"{node.name}.fold"
+
     def op(op_type: str, operands: list, attrs: dict | None = None) -> str:
-        return graph.add_op(graph.unique_name(f"{base}.{op_type}"), op_type, operands, attrs or {})
-    return op
+        return add_op(graph, graph.unique_name(f"{base}.{op_type}"), op_type, operands, attrs or {})
+
+    scale, shift = build_scale_shift(op, lambda v: graph.add_constant(graph.unique_name(f"{base}.eps"), v),
+                                     gamma, beta, mean, var, float(node.attrs.get("epsilon", 1e-5)))
+    cx, w, *bias = graph.operands(conv.name)
+    cout = conv.shape[-3]
+    # the folded parameters are named after the conv weight and the batchnorm bias (consteval keeps the names)
+    w_scaled = add_op(graph, graph.unique_name(f"{w.src}.folded"), "multiply",
+                      [w, op("reshape", [scale], {"shape": [cout, 1, 1, 1]})])
+    b_name = graph.unique_name(f"{beta.src}.folded")
+    if bias:
+        b_new = add_op(graph, b_name, "add", [op("multiply", [bias[0], scale]), shift])
+    else:
+        graph.rename(shift, b_name)
+        b_new = b_name
+    fused = add_op(graph, graph.unique_name(f"{conv.name}.bn"), "conv2d", [cx, w_scaled, b_new], dict(conv.attrs))
+    graph.replace(node.name, fused, prune=True)
+    graph.rename(fused, conv.name)
+    return True
 
 
-def fuse_pad_into_conv(graph: Graph) -> bool:
-    changed = False
-    for name in graph.topo_order():
-        if name not in graph:
-            continue
-        node = graph.node(name)
-        if node.kind != "op" or node.op_type != "conv2d":
-            continue
-        operand = graph.operands(name)[0]
-        pad = graph.node(operand.src)
-        if operand.tms or pad.kind != "op" or pad.op_type != "constant_pad" or float(pad.attrs.get("value", 0.0)):
-            continue
-        widths = [int(p) for p in pad.attrs["pad_width"]]
-        if any(widths[:-4]) or any(p < 0 for p in widths):
-            continue
-        top, bottom, left, right = widths[-4:]
-        pt, pl, pb, pr = _pads(node.attrs.get("padding", 0))
-        node.attrs["padding"] = [pt + top, pl + left, pb + bottom, pr + right]
-        graph.set_operand(name, 0, graph.operands(pad.name)[0])
-        if not graph.users(pad.name):
-            graph.remove_node(pad.name)
-        changed = True
-    return changed
-
-
-def fuse_batchnorm_into_conv(graph: Graph) -> bool:
-    changed = False
-    for name in graph.topo_order():
-        if name not in graph:
-            continue
-        node = graph.node(name)
-        if node.kind != "op" or node.op_type != "batchnorm":
-            continue
-        dim = int(node.attrs.get("dim", -3))
-        x, gamma, beta, mean, var = graph.operands(name)
-        conv = graph.node(x.src)
-        if (dim if dim < 0 else dim - len(node.shape)) != -3 or x.tms or conv.kind != "op" \
-                or conv.op_type != "conv2d" or len(graph.users(conv.name)) != 1:
-            continue
-        op = _op(graph, f"{name}.fold")
-        scale, shift = build_scale_shift(op, lambda v: graph.add_constant(graph.unique_name(f"{name}.fold.eps"), v),
-                                         gamma, beta, mean, var, float(node.attrs.get("epsilon", 1e-5)))
-        cx, w, *bias = graph.operands(conv.name)
-        cout = conv.shape[-3]
-        # the folded parameters are named after the conv weight and the batchnorm bias (consteval keeps the names)
-        w_scaled = graph.add_op(graph.unique_name(f"{w.src}.folded"), "multiply",
-                                [w, op("reshape", [scale], {"shape": [cout, 1, 1, 1]})])
-        b_name = graph.unique_name(f"{beta.src}.folded")
-        if bias:
-            b_new = graph.add_op(b_name, "add", [op("multiply", [bias[0], scale]), shift])
-        else:
-            graph.rename(shift, b_name)
-            b_new = b_name
-        fused = graph.add_op(graph.unique_name(f"{conv.name}.bn"), "conv2d", [cx, w_scaled, b_new], dict(conv.attrs))
-        graph.replace_uses(name, fused)
-        graph.remove_node(name)
-        graph.remove_node(conv.name)
-        graph.rename(fused, conv.name)
-        changed = True
-    return changed
+# Pads first: a pad sits in front of the convolution, the batchnorm after it.
+CONV_FOLDS = (fuse_pad_into_conv, fuse_batchnorm_into_conv)
 
 
 def fuse_into_conv(graph: Graph) -> Graph:
-    """Both folds (pads first: a pad sits in front of the convolution, the batchnorm after it)."""
-    fuse_pad_into_conv(graph)
-    fuse_batchnorm_into_conv(graph)
+    """One sweep of each fold."""
+    sweep(graph, CONV_FOLDS)
     return graph

@@ -14,9 +14,8 @@ _OUTPUT_TMS = {"reshape", "transpose", "permute", "narrow"}
 
 
 def hoist_io_transforms(graph: Graph, config=None) -> Graph:
-    """Fold input-side and output-side TM chains into `tags["host_transforms"]` of the io nodes."""
+    """Fold input-side and output-side TM chains into the `host_transforms` of the io nodes."""
     for inp in graph.inputs():
-        inp.tags.setdefault("host_transforms", [])
         while True:
             users = graph.users(inp.name)
             if len(users) != 1:
@@ -26,22 +25,18 @@ def hoist_io_transforms(graph: Graph, config=None) -> Graph:
             if node.kind != "op" or node.op_type not in _INPUT_TMS or graph.operands(user)[0].tms \
                     or len(graph.operands(user)) != 1:
                 break
-            inp.tags["host_transforms"].append((node.op_type, dict(node.attrs)))
+            inp.host_transforms = (*inp.host_transforms, (node.op_type, dict(node.attrs)))
             inp.shape = node.shape
-            graph.replace_uses(user, inp.name)
-            graph.remove_node(user)
+            graph.replace(user, inp.name)
     for out in graph.outputs():
-        out.tags.setdefault("host_transforms", [])
         while True:
             (operand,) = graph.operands(out.name)
             node = graph.node(operand.src)
             if operand.tms or node.kind != "op" or node.op_type not in _OUTPUT_TMS \
                     or len(graph.users(node.name)) != 1:
                 break
-            out.tags["host_transforms"].insert(0, (node.op_type, dict(node.attrs)))
-            graph.set_operand(out.name, 0, graph.operands(node.name)[0])
-            graph.remove_node(node.name)
-        out.tags["device_shape"] = graph.operand_shape(graph.operands(out.name)[0])
+            out.host_transforms = ((node.op_type, dict(node.attrs)), *out.host_transforms)
+            graph.replace(node.name, graph.operands(node.name)[0])
     return graph
 
 

@@ -78,18 +78,16 @@ class LowerContext:
         if shape != expected:
             raise OpError(f"lowering of {self.node.name!r} ({self.node.op_type}) built {buda_type} {name!r} with "
                           f"device shape {shape}, expected {expected} for logical shape {logical}")
-        tags = {"logical_shape": logical, "pybuda_op": self.node.name,
-                "original_op_type": self.node.tags.get("original_op_type", self.node.op_type)}
-        if any(v for _, v in filled):
-            tags["large_padding"] = True  # a block-float format would flush the real values of a shared block
-        self.graph.add_op(name, buda_type, [o.operand for o in operands], attrs, shape=shape, tags=tags)
+        # large_padding: a block-float format would flush the real values that share a block with the fill
+        self.graph.add_op(name, buda_type, [o.operand for o in operands], attrs, shape=shape, logical_shape=logical,
+                          original_op_type=self.node.framework_op_type, large_padding=any(v for _, v in filled))
         return Lowered(name, (), logical, tuple(pad_zero), frozenset(replicated), frozenset(filled))
 
     def constant_padded(self, value4d: np.ndarray, logical_shape: tuple, name_hint: str = "constant",
                         kind: str = "constant") -> Lowered:
         name = self.graph.unique_name(f"{self.node.name}.{name_hint}")
         (self.graph.add_parameter if kind == "parameter" else self.graph.add_constant)(name, value4d)
-        self.graph.node(name).tags["logical_shape"] = tuple(logical_shape)
+        self.graph.node(name).logical_shape = tuple(logical_shape)
         r, c = to4d(logical_shape)[2:]
         pad_rows_zero = not np.any(value4d[..., r:, :])
         pad_cols_zero = not np.any(value4d[..., :, c:])
@@ -154,7 +152,7 @@ class LowerContext:
             name = f"{x.src}.brcst_{''.join(sorted(axes))}"
             if name not in self.graph:
                 (self.graph.add_parameter if src.kind == "parameter" else self.graph.add_constant)(name, value)
-                self.graph.node(name).tags["logical_shape"] = src.tags.get("logical_shape", x.shape)
+                self.graph.node(name).logical_shape = src.logical_shape if src.logical_shape is not None else x.shape
             return Lowered(name, (), x.shape, ("r" not in axes and x.pad_zero[0], "c" not in axes and x.pad_zero[1]),
                            x.replicated | axes)
         z = to4d(x.shape)[1]
@@ -228,12 +226,12 @@ def lower(graph: Graph, config=None) -> Graph:
     for name in graph.topo_order():
         node = graph.node(name)
         if node.kind == "input":
-            bgraph.add_input(name, padded4(node.shape))
-            bgraph.node(name).tags.update(node.tags, logical_shape=node.shape)
+            inp = bgraph.node(bgraph.add_input(name, padded4(node.shape)))
+            inp.logical_shape, inp.host_transforms = node.shape, node.host_transforms
             values[name] = Lowered(name, (), node.shape)
         elif node.kind in ("parameter", "constant"):
             (bgraph.add_parameter if node.kind == "parameter" else bgraph.add_constant)(name, pad_value(node.value))
-            bgraph.node(name).tags["logical_shape"] = node.shape
+            bgraph.node(name).logical_shape = node.shape
             values[name] = Lowered(name, (), node.shape)
         elif node.kind == "op":
             opdef = registry.get(node.op_type)
@@ -253,6 +251,6 @@ def lower(graph: Graph, config=None) -> Graph:
             if v.tms or bgraph.node(v.src).kind != "op":
                 ctx = LowerContext(bgraph, graph.node(graph.operands(name)[0].src), [v], config)
                 v = ctx.op("nop", [v], {}, v.pad_zero, v.replicated, logical_shape=v.shape, aux="output_nop")
-            bgraph.add_output(name, v.src)
-            bgraph.node(name).tags.update(node.tags, logical_shape=v.shape)
+            out = bgraph.node(bgraph.add_output(name, v.src))
+            out.logical_shape, out.host_transforms = v.shape, node.host_transforms
     return bgraph

@@ -1,390 +1,227 @@
-"""Optimize (PyBuda IR): move elementwise ops above TMs, cancel inverse TMs, fold a transpose feeding a
-flatten into the constant weights of the matmul it feeds, and evaluate parameter-only subgraphs (consteval).
+"""Optimize (PyBuda IR): layout rewrites, each a pattern plus a function (`rewrite.py`), run in the order of
+`REWRITES` to a fixpoint with the value folds of `simplify.py` after every sweep that changed the graph, then
+consteval. Permutes are canonicalized and attention heads become hslice/hstack, elementwise ops move above TMs,
+inverse TMs cancel, and a transpose feeding a flatten or a column slice of a matmul output is folded into the
+matmul's constant weights.
 
 All rewrites preserve the graph's golden outputs; `compile(..., verify=True)` checks that after the stage."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Operand
-from ..ops import registry
+from ..ir import Graph, Node
+from ..ops import add_op, registry
 from ..ops.common import norm_dim
+from .rewrite import ANY, Pattern, fixpoint, rewrite
+from .simplify import consteval, is_const_like, simplify
 
 # TMs that commute with an elementwise unary op (pad and fill_padding do not: they write values).
 _COMMUTING_TMS = {"reshape", "transpose", "permute", "narrow", "hslice", "hstack", "vslice", "vstack"}
-
-
-def _live_ops(graph: Graph, types=None):
-    """Op nodes in topological order, skipping those a rewrite removed meanwhile; optionally of some types."""
-    for name in graph.topo_order():
-        if name in graph:
-            node = graph.node(name)
-            if node.kind == "op" and (types is None or node.op_type in types):
-                yield name, node
+_PERMUTES = ("transpose", "permute")
 
 
 def _single_user(graph: Graph, name: str) -> bool:
     return len(graph.users(name)) == 1
 
 
-def _plain_operand(graph: Graph, op: str, port: int = 0) -> str | None:
-    """Producer of operand `port` if the edge carries no TMs."""
-    operand = graph.operands(op)[port]
-    return None if operand.tms else operand.src
+def _swaps_last_two(graph: Graph, node: Node) -> bool:
+    return node.op_type == "transpose" and {norm_dim(int(node.attrs["dim0"]), len(node.shape)),
+                                            norm_dim(int(node.attrs["dim1"]), len(node.shape))} == {-2, -1}
 
 
-def hoist_unary_above_tms(graph: Graph) -> bool:
+def _on_last_dim(graph: Graph, node: Node) -> bool:
+    return norm_dim(int(node.attrs["dim"]), len(node.shape)) == -1
+
+
+def _sink_tm(graph: Graph, op: Node, tm: Node, operands: list) -> None:
+    """Replace `op` (which reads TM node `tm`) by tm(op(operands)); both ops keep their names."""
+    new_op = add_op(graph, graph.unique_name(f"{op.name}.hoisted"), op.op_type, operands, dict(op.attrs))
+    new_tm = add_op(graph, graph.unique_name(f"{tm.name}.sunk"), tm.op_type, [new_op], dict(tm.attrs))
+    graph.replace(op.name, new_tm, prune=True)
+    graph.rename(new_op, op.name)
+    graph.rename(new_tm, tm.name)
+
+
+@rewrite(Pattern(op_kind="unary", operands=[Pattern(_COMMUTING_TMS, single_user=True)]))
+def hoist_unary_above_tms(graph: Graph, node: Node) -> bool:
     """u(tm(x)) -> tm(u(x)) for elementwise unary u, so that TM pairs around it can cancel."""
-    changed = False
-    for name, node in _live_ops(graph):
-        if registry.get(node.op_type).kind != "unary" or len(graph.operands(name)) != 1:
-            continue
-        src = _plain_operand(graph, name)
-        if src is None or graph.node(src).kind != "op" or graph.node(src).op_type not in _COMMUTING_TMS:
-            continue
-        if not _single_user(graph, src):
-            continue
-        tm_node = graph.node(src)
-        (tm_in,) = graph.operands(src)
-        new_u = graph.add_op(graph.unique_name(f"{name}.hoisted"), node.op_type, [tm_in], dict(node.attrs))
-        new_tm = graph.add_op(graph.unique_name(f"{src}.sunk"), tm_node.op_type, [new_u], dict(tm_node.attrs))
-        graph.replace_uses(name, new_tm)
-        graph.remove_node(name)
-        graph.remove_node(src)
-        graph.rename(new_u, name)
-        graph.rename(new_tm, src)
-        changed = True
-    return changed
-
-
-def _is_swap_of_last_two(node) -> bool:
-    if node.op_type == "transpose":
-        return {norm_dim(int(node.attrs["dim0"]), len(node.shape)),
-                norm_dim(int(node.attrs["dim1"]), len(node.shape))} == {-2, -1}
-    return False
-
-
-def cancel_tms(graph: Graph) -> bool:
-    """Merge reshape chains, drop identity reshapes and cancel back-to-back transposes of the same dims."""
-    changed = False
-    for name, node in _live_ops(graph, ("reshape", "transpose")):
-        src = _plain_operand(graph, name)
-        if node.op_type == "reshape" and graph.operand_shape(graph.operands(name)[0]) == node.shape and src:
-            graph.replace_uses(name, src)
-            graph.remove_node(name)
-            changed = True
-            continue
-        if src is None or graph.node(src).kind != "op" or not _single_user(graph, src):
-            continue
-        prev = graph.node(src)
-        if node.op_type == "reshape" and prev.op_type == "reshape":
-            graph.set_operand(name, 0, graph.operands(src)[0])
-            graph.remove_node(src)
-            changed = True
-        elif node.op_type == "transpose" and prev.op_type == "transpose" and _is_swap_of_last_two(node) \
-                and _is_swap_of_last_two(prev):
-            graph.replace_uses(name, graph.operands(src)[0].src, extra_tms=graph.operands(src)[0].tms)
-            graph.remove_node(name)
-            graph.remove_node(src)
-            changed = True
-    return changed
-
-
-def _is_const_like(graph: Graph, name: str) -> bool:
-    """True if `name` is computed from parameters and constants only (iterative: graphs are deep)."""
-    stack, seen = [name], set()
-    while stack:
-        node = graph.node(stack.pop())
-        if node.kind in ("parameter", "constant") or node.name in seen:
-            continue
-        if node.kind != "op":
-            return False
-        seen.add(node.name)
-        stack.extend(o.src for o in graph.operands(node.name))
+    tm = graph.producer(node.name)
+    _sink_tm(graph, node, tm, graph.operands(tm.name))
     return True
 
 
-def fold_transpose_flatten_into_matmul(graph: Graph) -> bool:
+@rewrite(Pattern(("reshape", "transpose"), operands=[ANY]))
+def cancel_tms(graph: Graph, node: Node) -> bool:
+    """Drop an identity reshape, merge a reshape into the reshape it reads, cancel back-to-back transposes of the
+    last two dims."""
+    (operand,) = graph.operands(node.name)
+    if node.op_type == "reshape" and graph.operand_shape(operand) == node.shape:
+        graph.replace(node.name, operand)
+        return True
+    src = graph.node(operand.src)
+    if src.kind != "op" or not _single_user(graph, src.name):
+        return False
+    if node.op_type == src.op_type == "reshape":
+        graph.replace(src.name, graph.operands(src.name)[0])
+        return True
+    if _swaps_last_two(graph, node) and _swaps_last_two(graph, src):
+        graph.replace(node.name, graph.operands(src.name)[0], prune=True)
+        return True
+    return False
+
+
+@rewrite(Pattern("reshape", operands=[Pattern("transpose", single_user=True, where=_swaps_last_two)],
+                 users=Pattern("matmul")))
+def fold_transpose_flatten_into_matmul(graph: Graph, node: Node) -> bool:
     """flatten(transpose(X)) @ W  ->  flatten(X) @ W' with W' the rows of W permuted to match.
 
     X (..., P, C) -> transpose -> (..., C, P) -> reshape -> (..., C*P) -> matmul operand 0, W constant-like."""
-    changed = False
-    for name, node in _live_ops(graph, ("reshape",)):
-        if not graph.users(name):
-            continue
-        src = _plain_operand(graph, name)
-        if src is None or graph.node(src).kind != "op" or not _is_swap_of_last_two(graph.node(src)) \
-                or not _single_user(graph, src):
-            continue
-        *lead, c, p = graph.node(src).shape
-        if node.shape[-1] != c * p or int(np.prod(node.shape[:-1])) != int(np.prod(lead)):
-            continue
-        users = graph.users(name)
-        if not all(port == 0 and graph.node(u).op_type == "matmul" and _is_const_like(graph, graph.operands(u)[1].src)
-                   and not graph.operands(u)[1].tms for u, port in users):
-            continue
-        (x,) = graph.operands(src)
-        graph.set_operand(name, 0, x)
-        graph.remove_node(src)
-        for user, _ in users:
-            w = graph.operands(user)[1].src
-            n = graph.node(w).shape[-1]
-            base = graph.unique_name(f"{user}.w_perm")
-            w3 = graph.add_op(base + ".r0", "reshape", [w], {"shape": [c, p, n]})
-            wt = graph.add_op(base + ".t", "transpose", [w3], {"dim0": 0, "dim1": 1})
-            graph.set_operand(user, 1, graph.add_op(base + ".r1", "reshape", [wt], {"shape": [p * c, n]}))
-        changed = True
-    return changed
+    transpose = graph.producer(node.name)
+    *lead, c, p = transpose.shape
+    if node.shape[-1] != c * p or int(np.prod(node.shape[:-1])) != int(np.prod(lead)):
+        return False
+    users = graph.users(node.name)
+    if not all(port == 0 and is_const_like(graph, graph.operands(u)[1].src) and not graph.operands(u)[1].tms
+               for u, port in users):
+        return False
+    graph.replace(transpose.name, graph.operands(transpose.name)[0])
+    for user, _ in users:
+        w = graph.operands(user)[1].src
+        n = graph.node(w).shape[-1]
+        base = graph.unique_name(f"{user}.w_perm")
+        w3 = add_op(graph, base + ".r0", "reshape", [w], {"shape": [c, p, n]})
+        wt = add_op(graph, base + ".t", "transpose", [w3], {"dim0": 0, "dim1": 1})
+        graph.set_operand(user, 1, add_op(graph, base + ".r1", "reshape", [wt], {"shape": [p * c, n]}))
+    return True
 
 
-def consteval(graph: Graph) -> bool:
-    """Replace every op whose operands are all parameters/constants by its value.
-
-    The result keeps the parameter's name when it replaces a chain that started from one parameter,
-    so netlist queues carry the model's parameter names."""
-    changed = False
-    for name, node in _live_ops(graph):
-        operands = graph.operands(name)
-        srcs = [graph.node(o.src) for o in operands]
-        if any(s.kind not in ("parameter", "constant") or o.tms for s, o in zip(srcs, operands)):
-            continue
-        value = registry.evaluate(node.op_type, [s.value for s in srcs], node.attrs)
-        params = [s for s in srcs if s.kind == "parameter"]
-        reuse = params[0].name if len(params) == 1 and _single_user(graph, params[0].name) else None
-        new_name = graph.unique_name(f"{name}.const")
-        if params:
-            graph.add_parameter(new_name, value)
-        else:
-            graph.add_constant(new_name, value)
-        graph.replace_uses(name, new_name)
-        graph.remove_node(name)
-        for s in {s.name for s in srcs}:
-            if s in graph and not graph.users(s):
-                graph.remove_node(s)
-        if reuse and reuse not in graph:
-            graph.rename(new_name, reuse)
-        changed = True
-    return changed
-
-
-def _permute_axes(graph: Graph, name: str) -> list[int] | None:
-    node = graph.node(name)
-    rank = len(graph.operand_shape(graph.operands(name)[0]))
+def _permute_axes(graph: Graph, node: Node) -> list[int] | None:
+    """The axes of a permute or transpose as a permutation (non-negative), None for other nodes."""
+    if node.kind != "op" or node.op_type not in _PERMUTES:
+        return None
+    rank = len(graph.operand_shape(graph.operands(node.name)[0]))
     if node.op_type == "permute":
         return [int(a) % rank for a in node.attrs["axes"]]
-    if node.op_type == "transpose":
-        axes = list(range(rank))
-        d0, d1 = int(node.attrs["dim0"]) % rank, int(node.attrs["dim1"]) % rank
-        axes[d0], axes[d1] = axes[d1], axes[d0]
-        return axes
-    return None
+    axes = list(range(rank))
+    d0, d1 = int(node.attrs["dim0"]) % rank, int(node.attrs["dim1"]) % rank
+    axes[d0], axes[d1] = axes[d1], axes[d0]
+    return axes
 
 
-def canonicalize_permutes(graph: Graph) -> bool:
-    """Compose chained permutes/transposes into one; drop identities; write a swap of two dims as transpose."""
-    changed = False
-    for name, node in _live_ops(graph):
-        axes = _permute_axes(graph, name)
-        if axes is None:
-            continue
-        node = graph.node(name)
-        src = _plain_operand(graph, name)
-        if src and graph.node(src).kind == "op" and _single_user(graph, src) and _permute_axes(graph, src):
-            inner = _permute_axes(graph, src)
-            axes = [inner[a] for a in axes]
-            graph.set_operand(name, 0, graph.operands(src)[0])
-            graph.remove_node(src)
-            changed = True
-        moved = [i for i, a in enumerate(axes) if a != i]
-        if not moved:
-            graph.replace_uses(name, graph.operands(name)[0].src, extra_tms=graph.operands(name)[0].tms)
-            graph.remove_node(name)
-            changed = True
-        elif len(moved) == 2 and (node.op_type != "transpose" or changed):
-            node.op_type, node.attrs = "transpose", {"dim0": moved[0] - len(axes), "dim1": moved[1] - len(axes)}
-            changed = True
-        elif len(moved) > 2 and (node.op_type != "permute" or changed):
-            node.op_type, node.attrs = "permute", {"axes": axes}
-            changed = True
-    return changed
+@rewrite(Pattern(_PERMUTES))
+def canonicalize_permutes(graph: Graph, node: Node) -> bool:
+    """Compose a permute/transpose with the one it reads (if it is its only reader) and drop identities; a swap of
+    two dims is written transpose(dim0 < dim1, both negative), any other permutation permute(axes >= 0)."""
+    axes = _permute_axes(graph, node)
+    (operand,) = graph.operands(node.name)
+    composed = not operand.tms and _single_user(graph, operand.src) and _permute_axes(graph, graph.node(operand.src))
+    if composed:
+        axes = [composed[a] for a in axes]
+        graph.replace(operand.src, graph.operands(operand.src)[0])
+    moved = [i for i, a in enumerate(axes) if a != i]
+    if not moved:
+        graph.replace(node.name, graph.operands(node.name)[0])
+        return True
+    if len(moved) == 2:
+        op_type, attrs = "transpose", {"dim0": moved[0] - len(axes), "dim1": moved[1] - len(axes)}
+    else:
+        op_type, attrs = "permute", {"axes": axes}
+    if (node.op_type, node.attrs) == (op_type, attrs):
+        return bool(composed)
+    node.op_type, node.attrs = op_type, attrs
+    return True
 
 
-def _last3(graph: Graph, name: str) -> list[int] | None:
-    """The permutation of the last three dims (as negative indices) if a permute/transpose moves only those."""
-    axes = _permute_axes(graph, name)
+def _heads_perm(graph: Graph, node: Node) -> list[int] | None:
+    """The permutation of the last three dims (as negative indices) if the node moves only those."""
+    axes = _permute_axes(graph, node)
     if axes is None or len(axes) < 3 or axes[:-3] != list(range(len(axes) - 3)):
         return None
     return [a - len(axes) for a in axes[-3:]]
 
 
-def heads_to_slices(graph: Graph) -> bool:
+@rewrite(Pattern(_PERMUTES, where=lambda graph, node: _heads_perm(graph, node) in ([-2, -3, -1], [-2, -1, -3])))
+def heads_to_slices(graph: Graph, node: Node) -> bool:
     """Attention heads as the legacy netlists express them:
     reshape (.., S, H) -> (.., S, n, d) then swap(-3, -2)  ==  hslice(n) (+ a free rank reshape),
     the same followed by swap(-2, -1) (keys transposed)  ==  hslice(n) + transpose, and
     swap(-3, -2) of (.., n, S, d) then reshape -> (.., S, n*d)  ==  hstack(n)."""
-    changed = False
-    for name, node in _live_ops(graph):
-        perm = _last3(graph, name)
-        if perm not in ([-2, -3, -1], [-2, -1, -3]):
-            continue
-        out = graph.node(name).shape
-        src = _plain_operand(graph, name)
-        if src and graph.node(src).op_type == "reshape" and _single_user(graph, src):
-            (x,) = graph.operands(src)
-            in_shape = graph.operand_shape(x)
-            _, s, n, d = (1, *graph.node(src).shape)[-4:]
-            if in_shape[-1] == n * d and int(np.prod(in_shape[:-1])) == int(np.prod(out[:-3])) * s:
-                y = graph.add_op(graph.unique_name(f"{name}.hslice"), "hslice", [x], {"factor": n})
-                if perm == [-2, -1, -3]:
-                    y = graph.add_op(graph.unique_name(f"{name}.kt"), "transpose", [y], {"dim0": -2, "dim1": -1})
-                graph.replace_uses(name, graph.add_op(graph.unique_name(f"{name}.heads"), "reshape", [y],
-                                                      {"shape": list(out)}))
-                graph.remove_node(name)
-                graph.remove_node(src)
-                changed = True
-                continue
-        users = graph.users(name)
-        if perm == [-2, -3, -1] and len(users) == 1 and graph.node(users[0][0]).op_type == "reshape" and \
-                not graph.operands(users[0][0])[0].tms:
-            reshape = users[0][0]
-            target = graph.node(reshape).shape
-            n, s, d = graph.node(name).shape[-2], graph.node(name).shape[-3], graph.node(name).shape[-1]
-            if target[-1] == n * d and int(np.prod(target[:-1])) == int(np.prod(out[:-3])) * s:
-                (x,) = graph.operands(name)
-                stacked = graph.add_op(graph.unique_name(f"{reshape}.hstack"), "hstack", [x], {"factor": n})
-                graph.replace_uses(reshape, graph.add_op(graph.unique_name(f"{reshape}.merged"), "reshape",
-                                                         [stacked], {"shape": list(target)}))
-                graph.remove_node(reshape)
-                graph.remove_node(name)
-                changed = True
-    return changed
+    perm = _heads_perm(graph, node)
+    out = node.shape
+    src = graph.producer(node.name)
+    (x,) = graph.operands(node.name)
+    if not x.tms and src.op_type == "reshape" and _single_user(graph, src.name):
+        (x,) = graph.operands(src.name)
+        in_shape = graph.operand_shape(x)
+        _, s, n, d = (1, *src.shape)[-4:]
+        if in_shape[-1] == n * d and int(np.prod(in_shape[:-1])) == int(np.prod(out[:-3])) * s:
+            y = add_op(graph, graph.unique_name(f"{node.name}.hslice"), "hslice", [x], {"factor": n})
+            if perm == [-2, -1, -3]:
+                y = add_op(graph, graph.unique_name(f"{node.name}.kt"), "transpose", [y], {"dim0": -2, "dim1": -1})
+            heads = add_op(graph, graph.unique_name(f"{node.name}.heads"), "reshape", [y], {"shape": list(out)})
+            graph.replace(node.name, heads, prune=True)
+            return True
+    users = graph.users(node.name)
+    if perm != [-2, -3, -1] or len(users) != 1 or graph.node(users[0][0]).op_type != "reshape" or \
+            graph.operands(users[0][0])[0].tms:
+        return False
+    reshape = users[0][0]
+    target = graph.node(reshape).shape
+    n, s, d = node.shape[-2], node.shape[-3], node.shape[-1]
+    if target[-1] != n * d or int(np.prod(target[:-1])) != int(np.prod(out[:-3])) * s:
+        return False
+    (x,) = graph.operands(node.name)
+    stacked = add_op(graph, graph.unique_name(f"{reshape}.hstack"), "hstack", [x], {"factor": n})
+    merged = add_op(graph, graph.unique_name(f"{reshape}.merged"), "reshape", [stacked], {"shape": list(target)})
+    graph.replace(reshape, merged, prune=True)
+    return True
 
 
-def _finite(graph: Graph, name: str, memo: dict) -> bool:
-    """Whether a value can hold no inf/nan, for values computed from finite inputs without division or log."""
-    if name not in memo:
-        node = graph.node(name)
-        if node.kind in ("parameter", "constant"):
-            memo[name] = bool(np.isfinite(node.value).all())
-        elif node.kind == "input":
-            memo[name] = True
-        else:
-            creates_inf = node.op_type in ("log", "reciprocal", "divide") or \
-                (node.op_type == "power" and float(node.attrs["exponent"]) < 0)
-            bounded = node.op_type in ("softmax", "sigmoid", "tanh")  # finite whatever the input (-inf -> 0)
-            memo[name] = bounded or (not creates_inf and all(_finite(graph, o.src, memo) for o in graph.operands(name)))
-    return memo[name]
+def _keeps_last_dim(graph: Graph, node: Node) -> bool:
+    return graph.operand_shape(graph.operands(node.name)[0])[-1] == node.shape[-1]
 
 
-def fold_infinity_tests(graph: Graph) -> bool:
-    """equal/not_equal(x, +-inf) on a value that is finite, or finite plus a constant, is a constant
-    (the masking guards of scaled-dot-product attention)."""
-    changed, memo = False, {}
-    for name, node in _live_ops(graph, ("equal", "not_equal")):
-        x, c = (graph.node(o.src) for o in graph.operands(name))
-        if c.kind not in ("constant", "parameter") or np.isfinite(c.value).any() or graph.operands(name)[0].tms:
-            continue
-        if _finite(graph, x.name, memo):
-            value = np.zeros(node.shape, dtype=np.float32)
-        elif x.kind == "op" and x.op_type == "add":
-            a, b = (graph.node(o.src) for o in graph.operands(x.name))
-            const, other = (b, a) if b.kind in ("constant", "parameter") else (a, b)
-            if const.kind not in ("constant", "parameter") or not _finite(graph, other.name, memo):
-                continue
-            value = np.broadcast_to((const.value == c.value).astype(np.float32), node.shape).copy()
-        else:
-            continue
-        if node.op_type == "not_equal":
-            value = 1.0 - value
-        const_name = graph.add_constant(graph.unique_name(f"{name}.folded"), value)
-        graph.replace_uses(name, const_name)
-        graph.remove_node(name)
-        changed = True
-    return changed
-
-
-def bypass_trivial(graph: Graph) -> bool:
-    """where(all-true/all-false constant, a, b) -> a/b; x + 0 -> x; x * 1 -> x (when shapes allow)."""
-    changed = False
-    for name, node in _live_ops(graph, ("where", "add", "multiply")):
-        ops = graph.operands(name)
-        nodes = [graph.node(o.src) for o in ops]
-        keep = None
-        if node.op_type == "where" and nodes[0].kind == "constant" and not ops[0].tms:
-            cond = nodes[0].value
-            keep = ops[1] if np.all(cond != 0) else ops[2] if np.all(cond == 0) else None
-        elif node.op_type in ("add", "multiply"):
-            neutral = 0.0 if node.op_type == "add" else 1.0
-            for i in (0, 1):
-                if nodes[i].kind == "constant" and not ops[i].tms and np.all(nodes[i].value == neutral):
-                    keep = ops[1 - i]
-        if keep is not None and graph.operand_shape(keep) == node.shape:
-            graph.replace_uses(name, keep.src, extra_tms=keep.tms)
-            graph.remove_node(name)
-            changed = True
-    return changed
-
-
-def narrow_before_reshape(graph: Graph) -> bool:
+@rewrite(Pattern("narrow", where=_on_last_dim, operands=[Pattern("reshape", where=_keeps_last_dim)]))
+def narrow_before_reshape(graph: Graph, node: Node) -> bool:
     """narrow(reshape(x), last dim) -> reshape(narrow(x, last dim)) when the reshape keeps the last dim."""
-    changed = False
-    for name, node in _live_ops(graph, ("narrow",)):
-        if norm_dim(int(node.attrs["dim"]), len(node.shape)) != -1:
-            continue
-        src = _plain_operand(graph, name)
-        if src is None or graph.node(src).op_type != "reshape":
-            continue
-        (x,) = graph.operands(src)
-        if graph.operand_shape(x)[-1] != graph.node(src).shape[-1]:
-            continue
-        cut = graph.add_op(graph.unique_name(f"{name}.first"), "narrow", [x], dict(node.attrs, dim=-1))
-        graph.replace_uses(name, graph.add_op(graph.unique_name(f"{name}.view"), "reshape", [cut],
-                                              {"shape": list(node.shape)}))
-        graph.remove_node(name)
-        if not graph.users(src):
-            graph.remove_node(src)
-        changed = True
-    return changed
+    (x,) = graph.operands(graph.producer(node.name).name)
+    cut = add_op(graph, graph.unique_name(f"{node.name}.first"), "narrow", [x], dict(node.attrs, dim=-1))
+    view = add_op(graph, graph.unique_name(f"{node.name}.view"), "reshape", [cut], {"shape": list(node.shape)})
+    graph.replace(node.name, view, prune=True)
+    return True
 
 
-def fold_column_slices_into_matmul(graph: Graph) -> bool:
+@rewrite(Pattern(("add", "matmul"), users=Pattern("narrow", where=_on_last_dim)))
+def fold_column_slices_into_matmul(graph: Graph, node: Node) -> bool:
     """narrow(x @ W [+ b], last dim) -> x @ W[..., s] [+ b[s]] for constant W and b: a split of a fused
     projection (e.g. GPT-2's qkv) becomes separate projections instead of a data-moving slice."""
-    changed = False
-    for name, node in _live_ops(graph, ("add", "matmul")):
-        if not graph.users(name):
-            continue
-        users = graph.users(name)
-        if not all(graph.node(u).op_type == "narrow" and norm_dim(int(graph.node(u).attrs["dim"]),
-                   len(node.shape)) == -1 and not graph.operands(u)[0].tms for u, _ in users):
-            continue
-        if node.op_type == "add":
-            ops = graph.operands(name)
-            mm = next((o.src for o in ops if graph.node(o.src).op_type == "matmul" and not o.tms), None)
-            bias = next((o.src for o in ops if o.src != mm), None)
-            if mm is None or not _is_const_like(graph, bias) or len(graph.users(mm)) != 1:
-                continue
-        else:
-            mm, bias = name, None
-        x, w = graph.operands(mm)
-        if not _is_const_like(graph, w.src) or w.tms:
-            continue
-        for user, _ in users:
-            a = graph.node(user).attrs
-            cut = {"dim": -1, "start": a["start"], "length": a["length"]}
-            ws = graph.add_op(graph.unique_name(f"{user}.w"), "narrow", [w.src], dict(cut))
-            y = graph.add_op(graph.unique_name(f"{user}.mm"), "matmul", [x, ws])
-            if bias is not None:
-                bshape = graph.node(bias).shape
-                b = graph.add_op(graph.unique_name(f"{user}.b"), "narrow", [bias], dict(cut)) if bshape[-1] > 1 else bias
-                y = graph.add_op(graph.unique_name(f"{user}.bias"), "add", [y, b])
-            graph.replace_uses(user, y)
-            graph.remove_node(user)
-        changed = True
-    return changed
+    if node.op_type == "add":
+        operands = graph.operands(node.name)
+        mm = next((o.src for o in operands if graph.node(o.src).op_type == "matmul" and not o.tms), None)
+        bias = next((o.src for o in operands if o.src != mm), None)
+        if mm is None or not is_const_like(graph, bias) or not _single_user(graph, mm):
+            return False
+    else:
+        mm, bias = node.name, None
+    x, w = graph.operands(mm)
+    if not is_const_like(graph, w.src) or w.tms:
+        return False
+    for user, _ in graph.users(node.name):
+        a = graph.node(user).attrs
+        cut = {"dim": -1, "start": a["start"], "length": a["length"]}
+        ws = add_op(graph, graph.unique_name(f"{user}.w"), "narrow", [w.src], dict(cut))
+        y = add_op(graph, graph.unique_name(f"{user}.mm"), "matmul", [x, ws])
+        if bias is not None:
+            if graph.node(bias).shape[-1] > 1:
+                b = add_op(graph, graph.unique_name(f"{user}.b"), "narrow", [bias], dict(cut))
+            else:
+                b = bias
+            y = add_op(graph, graph.unique_name(f"{user}.bias"), "add", [y, b])
+        graph.replace(user, y)
+    return True
 
 
-def _tm_preimage(tm, in_shape: tuple, c_shape: tuple) -> list | None:
+def _tm_preimage(tm: Node, in_shape: tuple, c_shape: tuple) -> list | None:
     """Ops (op_type, attrs) turning a constant c that broadcasts against tm's output into c' that broadcasts
     the same way against tm's input (so b(tm(x), c) == tm(b(x, c'))), or None if there is none."""
     rank = len(tm.shape)
@@ -433,7 +270,7 @@ def _binary_hoist_plan(graph: Graph, name: str, shared_ok: bool = False):
         if a.op_type == b.op_type and a.attrs == b.attrs and graph.operand_shape(xa) == graph.operand_shape(xb):
             return a, [(xa, []), (xb, [])]
     for i in (0, 1):
-        if is_tm[i] and _is_const_like(graph, ops[1 - i].src):
+        if is_tm[i] and is_const_like(graph, ops[1 - i].src):
             (x,) = graph.operands(nodes[i].name)
             pre = _tm_preimage(nodes[i], graph.operand_shape(x), nodes[1 - i].shape)
             if pre is not None:
@@ -442,7 +279,7 @@ def _binary_hoist_plan(graph: Graph, name: str, shared_ok: bool = False):
     return None
 
 
-def _wants_own_copy(graph: Graph, tm, user: str) -> bool:
+def _wants_own_copy(graph: Graph, tm: Node, user: str) -> bool:
     """Whether a user of TM node `tm` would move or cancel it if it were its only reader: a graph output (host
     transform), an elementwise unary op, a TM that merges with it, a binary op that can be hoisted above it."""
     node = graph.node(user)
@@ -452,82 +289,58 @@ def _wants_own_copy(graph: Graph, tm, user: str) -> bool:
         return False
     if registry.get(node.op_type).kind == "unary" and len(graph.operands(user)) == 1:
         return True
-    if (tm.op_type, node.op_type) == ("reshape", "reshape") or \
-            {tm.op_type, node.op_type} <= {"transpose", "permute"}:
+    if (tm.op_type, node.op_type) == ("reshape", "reshape") or {tm.op_type, node.op_type} <= set(_PERMUTES):
         return True
     return _binary_hoist_plan(graph, user, shared_ok=True) is not None
 
 
-def _split_shared_tms(graph: Graph) -> bool:
-    """Copy a TM node read by several users once per user that would move or cancel it as its only reader."""
-    changed = False
-    for name, node in _live_ops(graph, _COMMUTING_TMS):
-        users = graph.users(name)
-        (src,) = graph.operands(name)
-        if len(users) < 2 or _is_const_like(graph, src.src):
-            continue
-        movers = [(u, p) for u, p in users if _wants_own_copy(graph, node, u)]
-        for user, port in movers[1:] if len(movers) == len(users) else movers:
-            graph.set_operand(user, port, graph.add_op(graph.unique_name(f"{name}.copy"), node.op_type, [src],
-                                                       dict(node.attrs)))
-            changed = True
-    return changed
+@rewrite(Pattern(_COMMUTING_TMS, where=lambda graph, node: len(graph.users(node.name)) > 1
+                 and not is_const_like(graph, graph.operands(node.name)[0].src)))
+def split_shared_tms(graph: Graph, node: Node) -> bool:
+    """Copy a TM node read by several users once per user that would move or cancel it as its only reader (a TM
+    it merges with, an elementwise op, an output): a convolution output read by the next convolution, a residual
+    add and a model output then has one TM chain per reader, each free to cancel or go to the host."""
+    users = graph.users(node.name)
+    (src,) = graph.operands(node.name)
+    movers = [(u, p) for u, p in users if _wants_own_copy(graph, node, u)]
+    copied = movers[1:] if len(movers) == len(users) else movers
+    for user, port in copied:
+        copy = add_op(graph, graph.unique_name(f"{node.name}.copy"), node.op_type, [src], dict(node.attrs))
+        graph.set_operand(user, port, copy)
+    return bool(copied)
 
 
-def hoist_binary_above_tms(graph: Graph) -> bool:
+@rewrite(Pattern(op_kind="binary"))
+def hoist_binary_above_tms(graph: Graph, node: Node) -> bool:
     """b(tm(x), tm(y)) -> tm(b(x, y)) for an elementwise binary b whose operands come through the same TM
     (same type, attributes and input shape, no broadcast), and b(tm(x), c) -> tm(b(x, c')) for a constant c
     (c' = c through the inverse TM, folded by consteval). A residual add of two convolution outputs, or a
     per-channel scale and shift of one, then happens in the (spatial, channel) layout, and the layout TMs
-    around it cancel.
-
-    First, a TM node read by several users is copied for each user that would move or cancel it (a TM it merges
-    with, an elementwise op, an output): a convolution output read by the next convolution, a residual add and a
-    model output then has one TM chain per reader, each free to cancel or go to the host."""
-    changed = _split_shared_tms(graph)
-    for name in graph.topo_order():
-        plan = _binary_hoist_plan(graph, name) if name in graph else None
-        if plan is None:
-            continue
-        tm, operands = plan
-        new_operands = []
-        for operand, pre in operands:
-            for op_type, attrs in pre:
-                operand = graph.add_op(graph.unique_name(f"{name}.{op_type}"), op_type, [operand], attrs)
-            new_operands.append(operand)
-        node = graph.node(name)
-        old_tms = [o.src for o in graph.operands(name) if graph.node(o.src).op_type in _COMMUTING_TMS]
-        new_b = graph.add_op(graph.unique_name(f"{name}.hoisted"), node.op_type, new_operands, dict(node.attrs))
-        new_tm = graph.add_op(graph.unique_name(f"{tm.name}.sunk"), tm.op_type, [new_b], dict(tm.attrs))
-        graph.replace_uses(name, new_tm)
-        graph.remove_node(name)
-        for n in dict.fromkeys(old_tms):
-            if not graph.users(n):
-                graph.remove_node(n)
-        graph.rename(new_b, name)
-        graph.rename(new_tm, tm.name)
-        changed = True
-    return changed
+    around it cancel."""
+    plan = _binary_hoist_plan(graph, node.name)
+    if plan is None:
+        return False
+    tm, operands = plan
+    new_operands = []
+    for operand, pre in operands:
+        for op_type, attrs in pre:
+            operand = add_op(graph, graph.unique_name(f"{node.name}.{op_type}"), op_type, [operand], attrs)
+        new_operands.append(operand)
+    _sink_tm(graph, node, tm, new_operands)
+    return True
 
 
-def simplify(graph: Graph, config=None) -> None:
-    """Constant evaluation with the value-based folds (infinity tests, trivial where/add/multiply) to a fixpoint."""
-    while True:
-        changed = fold_infinity_tests(graph) | bypass_trivial(graph)
-        if config is None or config.enable_consteval:
-            changed |= consteval(graph)
-        if not changed:
-            return
+# The declared order of one optimize sweep.
+REWRITES = (canonicalize_permutes, heads_to_slices, hoist_unary_above_tms, cancel_tms,
+            fold_transpose_flatten_into_matmul, narrow_before_reshape, fold_column_slices_into_matmul,
+            split_shared_tms, hoist_binary_above_tms)
 
 
 def optimize(graph: Graph, config=None) -> Graph:
-    """Run the rewrites to a fixpoint, then consteval (unless disabled)."""
-    while (canonicalize_permutes(graph) | heads_to_slices(graph) | hoist_unary_above_tms(graph)
-           | cancel_tms(graph) | fold_transpose_flatten_into_matmul(graph) | narrow_before_reshape(graph)
-           | fold_column_slices_into_matmul(graph) | hoist_binary_above_tms(graph)):
-        simplify(graph, config)
+    """Run the rewrites to a fixpoint (simplifying after every sweep that changed the graph), then consteval
+    (unless disabled) and dead-code removal."""
+    fixpoint(graph, REWRITES, between=lambda g: simplify(g, config))
     if config is None or config.enable_consteval:
-        while consteval(graph):
-            pass
+        fixpoint(graph, [consteval])
     graph.remove_dead()
     return graph

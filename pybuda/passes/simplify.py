@@ -1,0 +1,120 @@
+"""Value folds (PyBuda IR), run by decompose and between the optimize sweeps: evaluate ops that read only
+parameters and constants (consteval), fold the infinity tests of values that cannot be infinite, and bypass
+where/add/multiply that leave an operand unchanged."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node
+from ..ops import registry
+from .rewrite import ANY, CONSTANT, Pattern, fixpoint, rewrite
+
+
+def is_const_like(graph: Graph, name: str) -> bool:
+    """True if `name` is computed from parameters and constants only (iterative: graphs are deep)."""
+    stack, seen = [name], set()
+    while stack:
+        node = graph.node(stack.pop())
+        if node.kind in ("parameter", "constant") or node.name in seen:
+            continue
+        if node.kind != "op":
+            return False
+        seen.add(node.name)
+        stack.extend(o.src for o in graph.operands(node.name))
+    return True
+
+
+@rewrite(Pattern(all_operands=CONSTANT))
+def consteval(graph: Graph, node: Node) -> bool:
+    """An op reading only parameters and constants becomes its value. A parameter read by this op alone gives its
+    name to the result, so netlist queues carry the model's parameter names."""
+    srcs = [graph.node(o.src) for o in graph.operands(node.name)]
+    value = registry.evaluate(node.op_type, [s.value for s in srcs], node.attrs)
+    params = [s for s in srcs if s.kind == "parameter"]
+    keep = params[0].name if len(params) == 1 and len(graph.users(params[0].name)) == 1 else None
+    add = graph.add_parameter if params else graph.add_constant
+    folded = add(graph.unique_name(f"{node.name}.const"), value)
+    graph.replace(node.name, folded, prune=True)
+    if keep:
+        graph.rename(folded, keep)
+    return True
+
+
+def _finite(graph: Graph, name: str, memo: dict[str, bool]) -> bool:
+    """Whether a value can hold no inf/nan: computed from finite inputs, parameters and constants without division
+    or log (softmax, sigmoid and tanh are finite whatever they read). `memo` holds the answers for other nodes."""
+    stack = [name]
+    while stack:
+        node = graph.node(stack[-1])
+        if node.name in memo:
+            pass
+        elif node.kind in ("parameter", "constant"):
+            memo[node.name] = bool(np.isfinite(node.value).all())
+        elif node.kind == "input" or node.op_type in ("softmax", "sigmoid", "tanh"):
+            memo[node.name] = True
+        elif node.op_type in ("log", "reciprocal", "divide") or \
+                (node.op_type == "power" and float(node.attrs["exponent"]) < 0):
+            memo[node.name] = False
+        else:
+            srcs = [o.src for o in graph.operands(node.name)]
+            pending = [s for s in srcs if s not in memo]
+            if pending:
+                stack.extend(pending)
+                continue
+            memo[node.name] = all(memo[s] for s in srcs)
+        stack.pop()
+    return memo[name]
+
+
+_INFINITE = Pattern(node_kinds=CONSTANT.node_kinds, where=lambda graph, node: not np.isfinite(node.value).any())
+
+
+@rewrite(Pattern(("equal", "not_equal"), operands=(ANY, _INFINITE)), sweep_state=dict)
+def fold_infinity_tests(graph: Graph, node: Node, memo: dict[str, bool]) -> bool:
+    """equal/not_equal(x, +-inf) on a value x that is finite, or finite plus a constant, is a constant (the masking
+    guards of scaled-dot-product attention). The finiteness memo lasts one sweep: a node's answer is computed when
+    the tests above it have been visited, and folding later tests does not change it."""
+    x, inf = graph.producer(node.name, 0), graph.producer(node.name, 1)
+    if _finite(graph, x.name, memo):
+        value = np.zeros(node.shape, dtype=np.float32)
+    elif x.kind == "op" and x.op_type == "add":
+        a, b = graph.producer(x.name, 0), graph.producer(x.name, 1)
+        const, other = (b, a) if b.kind in ("constant", "parameter") else (a, b)
+        if const.kind not in ("constant", "parameter") or not _finite(graph, other.name, memo):
+            return False
+        value = np.broadcast_to((const.value == inf.value).astype(np.float32), node.shape).copy()
+    else:
+        return False
+    if node.op_type == "not_equal":
+        value = 1.0 - value
+    graph.replace(node.name, graph.add_constant(graph.unique_name(f"{node.name}.folded"), value))
+    return True
+
+
+@rewrite(Pattern(("where", "add", "multiply")))
+def bypass_trivial(graph: Graph, node: Node) -> bool:
+    """where(all-true/all-false constant, a, b) -> a/b; x + 0 -> x; x * 1 -> x (when the shapes allow)."""
+    operands = graph.operands(node.name)
+    srcs = [graph.node(o.src) for o in operands]
+    keep = None
+    if node.op_type == "where" and srcs[0].kind == "constant" and not operands[0].tms:
+        cond = srcs[0].value
+        keep = operands[1] if np.all(cond != 0) else operands[2] if np.all(cond == 0) else None
+    elif node.op_type in ("add", "multiply"):
+        neutral = 0.0 if node.op_type == "add" else 1.0
+        for i in (0, 1):
+            if srcs[i].kind == "constant" and not operands[i].tms and np.all(srcs[i].value == neutral):
+                keep = operands[1 - i]
+    if keep is None or graph.operand_shape(keep) != node.shape:
+        return False
+    graph.replace(node.name, keep)
+    return True
+
+
+def simplify(graph: Graph, config=None) -> Graph:
+    """The folds to a fixpoint (consteval unless `enable_consteval` is off)."""
+    folds = [fold_infinity_tests, bypass_trivial]
+    if config is None or config.enable_consteval:
+        folds.append(consteval)
+    fixpoint(graph, folds)
+    return graph
