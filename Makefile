@@ -21,7 +21,9 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m pybuda.tools.demo
 
+# the layered import contract (.importlinter) first, then the tests
 test: $(STAMP)
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -n 2 tests
 
 # the full-size model zoo (BERT-base/large, GPT-2, ViT-B/16 on e150 and n150): slow, not part of `make test`

@@ -17,6 +17,6 @@ setup(
         "ml_dtypes",
         "rich",
     ],
-    extras_require={"test": ["pytest", "pytest-xdist", "hypothesis", "transformers"]},
+    extras_require={"test": ["pytest", "pytest-xdist", "hypothesis", "transformers", "import-linter"]},
     entry_points={"console_scripts": ["pybuda=pybuda.tools.cli:main"]},
 )

@@ -5,6 +5,7 @@ import numpy as np
 import torch
 
 from .ir import Graph
+from .ops import add_op
 
 
 def to_numpy(value) -> np.ndarray:
@@ -54,16 +55,13 @@ class Tensor:
         return self.graph.node(self.name).shape
 
     def __add__(self, other):
-        from . import op
-        return op.Add("", self, other)
+        return traced_op("add", "", [self, other])
 
     def __sub__(self, other):
-        from . import op
-        return op.Subtract("", self, other)
+        return traced_op("subtract", "", [self, other])
 
     def __mul__(self, other):
-        from . import op
-        return op.Multiply("", self, other)
+        return traced_op("multiply", "", [self, other])
 
     __radd__ = __add__
     __rmul__ = __mul__
@@ -125,3 +123,30 @@ class PyBudaModule:
 
     def __call__(self, *acts):
         return self.forward(*acts)
+
+
+def _graph_of(operands):
+    for o in operands:
+        if isinstance(o, Tensor):
+            return o.graph
+    raise TypeError("an op needs at least one traced Tensor operand (an activation or the output of an op)")
+
+
+def _node(graph, value) -> str:
+    if isinstance(value, Tensor):
+        return value.name
+    if isinstance(value, Parameter):
+        if value.name not in graph:
+            graph.add_parameter(value.name, value.numpy(), requires_grad=value.requires_grad)
+        return value.name
+    if isinstance(value, (int, float)):
+        return graph.add_constant(graph.unique_name("constant"), np.array(float(value), dtype=np.float32))
+    raise TypeError(f"unsupported operand {value!r}: expected a Tensor, a Parameter or a number")
+
+
+def traced_op(op_type: str, name: str, operands: list, attrs: dict | None = None) -> Tensor:
+    """Trace op `op_type` on traced Tensors, Parameters or numbers (name "" for an automatic one)."""
+    graph = _graph_of(operands)
+    nodes = [_node(graph, o) for o in operands]
+    name = name or graph.unique_name(f"{op_type}_{len(graph.op_names())}")
+    return Tensor(graph, add_op(graph, name, op_type, nodes, attrs or {}))

@@ -2,36 +2,7 @@
 operands (traced Tensors, Parameters or Python numbers), then attributes; it returns a traced Tensor."""
 from __future__ import annotations
 
-import numpy as np
-
-from ..module import Parameter, Tensor
-from ..ops import add_op
-
-
-def _graph_of(operands):
-    for o in operands:
-        if isinstance(o, Tensor):
-            return o.graph
-    raise TypeError("an op needs at least one traced Tensor operand (an activation or the output of an op)")
-
-
-def _node(graph, value) -> str:
-    if isinstance(value, Tensor):
-        return value.name
-    if isinstance(value, Parameter):
-        if value.name not in graph:
-            graph.add_parameter(value.name, value.numpy(), requires_grad=value.requires_grad)
-        return value.name
-    if isinstance(value, (int, float)):
-        return graph.add_constant(graph.unique_name("constant"), np.array(float(value), dtype=np.float32))
-    raise TypeError(f"unsupported operand {value!r}: expected a Tensor, a Parameter or a number")
-
-
-def _op(op_type: str, name: str, operands: list, attrs: dict | None = None) -> Tensor:
-    graph = _graph_of(operands)
-    nodes = [_node(graph, o) for o in operands]
-    name = name or graph.unique_name(f"{op_type}_{len(graph.op_names())}")
-    return Tensor(graph, add_op(graph, name, op_type, nodes, attrs or {}))
+from ..module import Tensor, traced_op as _op
 
 
 def Matmul(name: str, a, b) -> Tensor:
