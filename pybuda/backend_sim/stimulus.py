@@ -15,11 +15,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from pybuda.arch.tms import TMError, shape_after_tms
 from pybuda.dataformat import DataFormat
 from pybuda.netlist import Netlist, Op, Queue
 
 from .errors import SimulatorError
-from .executor import Simulator, apply_edge_tms
+from .executor import Simulator
 from .kernels.common import TILE
 from .kernels.sparse import random_operands
 from .loading import program_of
@@ -201,9 +202,12 @@ def lowered_constant(name: str, shape: tuple[int, int, int], operand: int) -> np
 
 
 def _post_tm_shape(nl: Netlist, op: Op, k: int) -> tuple[int, int, int]:
-    tiles = nl.producer(op.inputs[k]).shape
-    x = np.zeros((1,) + tuple(d * TILE if i else d for i, d in enumerate(tiles)), dtype=np.float32)
-    return apply_edge_tms(x, op.tms(k), f"op {op.name!r} input {k}").shape[1:]
+    """(t, R, C) in elements of op input `k` after the edge's TMs."""
+    try:
+        t, rt, ct = shape_after_tms(nl.producer(op.inputs[k]).shape, op.tms(k))
+    except TMError as e:
+        raise SimulatorError(f"op {op.name!r} input {k}: {e}") from None
+    return (t, rt * TILE, ct * TILE)
 
 
 def run_random(netlist: Any, *, seed: int = 0, program: str | None = None, params: Mapping[str, Any] | None = None,

@@ -13,12 +13,12 @@ import hashlib
 import inspect
 import os
 import pickle
-import tempfile
 import warnings
 from pathlib import Path
 
 import torch
 
+from ..files import write_atomically
 from ..ir import Graph
 
 DEFAULT_DIR = Path("generated_modules") / "tvm_cache"
@@ -97,13 +97,6 @@ def cached_import(model: torch.nn.Module, sample_inputs: tuple, config, importer
             warnings.warn(f"TVM cache entry {load_path} is unusable ({type(e).__name__}: {e}); rebuilding it",
                           stacklevel=2)
     graph = importer(model, sample_inputs)
-    store_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{store_path.name}.", dir=store_path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump({"format": FORMAT_VERSION, "key": key, "graph": _strip(graph)}, f)
-        os.replace(tmp, store_path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_atomically(store_path, lambda f: pickle.dump({"format": FORMAT_VERSION, "key": key,
+                                                        "graph": _strip(graph)}, f))
     return graph

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import tempfile
 from pathlib import Path
 
 import yaml
@@ -20,8 +19,9 @@ from yaml.representer import SafeRepresenter
 from yaml.resolver import Resolver
 
 from ..dataformat import DataFormat, MathFidelity
-from .model import (Attributes, EndLoop, EndProgram, Execute, FusedOp, FusedSubOp, Loop, Netlist, Op, Param,
-                    Queue, QueueAlloc, QueueSettings, Var, VarInst)
+from ..files import write_atomically
+from .model import (Attributes, EndLoop, EndProgram, Execute, FusedOp, FusedSubOp, Loop, Netlist, Op, Param, Queue,
+                    QueueAlloc, QueueSettings, Var, VarInst)
 
 
 class HexInt(int):
@@ -348,16 +348,5 @@ def dump_netlist(n: Netlist) -> str:
 
 def write_netlist(netlist: Netlist, path: str | os.PathLike, header: str = "") -> Path:
     """Write `netlist` to `path` atomically: a temporary file in the same directory, then a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = (header.rstrip("\n") + "\n\n" if header else "") + dump_netlist(netlist)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return write_atomically(path, lambda f: f.write(text), binary=False)

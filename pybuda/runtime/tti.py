@@ -12,8 +12,6 @@ raises `TTIError` naming the file and what is wrong.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import zipfile
 import zlib
 from pathlib import Path
@@ -21,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..codegen.manifest import ManifestError, RunManifest
+from ..files import write_atomically
 from ..netlist import NetlistError
 from ..netlist import load as load_netlist
 from .model import RuntimeModel
@@ -40,24 +39,19 @@ class TTIError(ValueError):
 
 def save_tti(path: str | Path, netlist_text: str, manifest: RunManifest, arrays: dict[str, np.ndarray]) -> Path:
     """Write a TTI image of a netlist, its run manifest and the arrays the manifest names."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     entries = {name: f"arrays/{i:05d}.npy" for i, name in enumerate(dict.fromkeys(manifest.array_names()))}
     header = {"format": TTI_FORMAT, "version": TTI_VERSION, "arrays": entries}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w") as zf:
+
+    def write(f) -> None:
+        with zipfile.ZipFile(f, "w") as zf:
             for entry, text in ((HEADER, json.dumps(header, indent=1) + "\n"), (NETLIST, netlist_text),
                                 (MANIFEST, manifest.to_json())):
                 zf.writestr(_info(entry, zipfile.ZIP_DEFLATED), text.encode())
             for name, entry in entries.items():
                 with zf.open(_info(entry, zipfile.ZIP_STORED), "w", force_zip64=True) as out:
                     np.lib.format.write_array(out, np.ascontiguousarray(arrays[name]), allow_pickle=False)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+
+    return write_atomically(path, write)
 
 
 def load(path: str | Path) -> RuntimeModel:
