@@ -186,3 +186,10 @@ def test_epoch_cost_is_fill_pipeline_prologue_epilogue():
     loop = epoch_timing(e150, [OpLoad("x", 1, 10, preds=("y",)), OpLoad("y", 1, 20, preds=("x",))], 1)
     assert loop.fill_cycles == 20
     assert program_cycles(e150, [(100.5, 2), (10.0, 1)], switches=1) == 211 + e150.epoch_switch_cycles
+
+
+def test_inner_dim():
+    from pybuda.arch.operands import inner_dim
+    assert inner_dim("matmul") == (0, 2) and inner_dim("matmul", identity=True) == (1, 1)
+    assert inner_dim("reduce", dim="r") == (0, 1) and inner_dim("reduce", dim="c") == (0, 2)
+    assert inner_dim("reduce", dim="z") is None and inner_dim("add") is None

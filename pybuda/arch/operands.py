@@ -84,6 +84,17 @@ class OpGeometry:
         return (self.t, self.grid[0] * self.mblock[0] * self.ublock[0], self.grid[1] * self.mblock[1] * self.ublock[1])
 
 
+def inner_dim(op_type: str, *, identity: bool = False, dim: str | None = None) -> tuple[int, int] | None:
+    """(input index, axis: 1 = rows, 2 = columns of its (t, rt, ct)) that carries the inner dimension K an op
+    accumulates over in m_k steps of u_kt tiles: matmul input 0's columns (an identity matmul: its activations'
+    rows), reduce r/c its rows/columns; None for ops without one."""
+    if op_type == "matmul":
+        return (1, 1) if identity else (0, 2)
+    if op_type == "reduce" and dim in ("r", "c"):
+        return (0, 1 if dim == "r" else 2)
+    return None
+
+
 def expected_input(op: OpGeometry, index: int) -> tuple[tuple | None, str | None]:
     """(t, rt, ct) the op expects on input `index` after the edge's TMs and the rule that says so; (None, None)
     when the backend does not constrain that input's shape."""

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..arch.cycles import kernel_cycles
 from ..arch.l1 import InputBuffer, footprint
-from ..arch.operands import OpGeometry, prologue_tiles_per_core
+from ..arch.operands import OpGeometry, inner_dim, prologue_tiles_per_core
 from ..dataformat import DataFormat, MathFidelity
 from ..device import DeviceSpec
 from ..ir import Graph
@@ -90,19 +90,24 @@ def buda_op_type(op_type: str) -> str:
     return "matmul" if op_type == "sparse_matmul" else op_type
 
 
-def op_dims(graph: Graph, name: str) -> dict:
-    """Tile geometry an op's models are built from: output (t, rt, ct) and the inner dim K for matmul/reduce."""
+def _inner_dim(graph: Graph, name: str) -> tuple[int, int] | None:
+    """(graph operand, axis) carrying the op's inner dimension K (`pybuda.arch.operands.inner_dim`)."""
     node = graph.node(name)
-    t, rt, ct = tiles_of(node.shape)
+    sparse = node.op_type == "sparse_matmul"
+    spec = inner_dim(buda_op_type(node.op_type), identity=sparse, dim=node.attrs.get("dim"))
+    if spec is None:
+        return None
+    index, axis = spec
+    return (index - 1 if sparse else index), axis     # a sparse matmul's graph operand 0 is netlist input 1
+
+
+def op_dims(graph: Graph, name: str) -> dict:
+    """Tile geometry an op's models are built from: output (t, rt, ct) and the inner dim K (1 if none)."""
+    t, rt, ct = tiles_of(graph.node(name).shape)
     dims = {"t": t, "rt": rt, "ct": ct, "k": 1}
-    if node.op_type in ("matmul", "sparse_matmul", "reduce"):
-        _, in_rt, in_ct = tiles_of(graph.operand_shape(graph.operands(name)[0]))
-        if node.op_type == "sparse_matmul":
-            dims["k"] = in_rt
-        elif node.op_type == "reduce" and node.attrs["dim"] == "r":
-            dims["k"] = in_rt
-        else:
-            dims["k"] = in_ct
+    inner = _inner_dim(graph, name)
+    if inner is not None:
+        dims["k"] = tiles_of(graph.operand_shape(graph.operands(name)[inner[0]]))[inner[1]]
     return dims
 
 
@@ -166,7 +171,7 @@ def op_attributes(graph: Graph, name: str, model: OpModel, exact: bool = True) -
                           sparse_ublock_idx_bits=enc.sparse_ublock_idx_bits if enc else None,
                           indices_len=fig.nz_tiles_per_core, act_t=1 if model.t > 1 else None)
     out = dict(node.attrs)
-    if node.op_type in ("matmul", "reduce"):
+    if _inner_dim(graph, name) is not None:
         out.update(m_k=model.m_k, u_kt=model.u_kt)
     if node.op_type == "matmul":
         out["min_buffer_input"] = 0
@@ -244,20 +249,20 @@ def legal_op_models(graph: Graph, name: str, device: DeviceSpec) -> list[OpModel
     acc = DataFormat.parse(node.acc_df or DataFormat.Float16_b)
     dest = device.dest_tiles_32b if acc in (DataFormat.Float32, DataFormat.Int32) else device.dest_tiles_16b
     fidelity = node.math_fidelity or MathFidelity.HiFi4
-    inner = node.op_type in ("matmul", "sparse_matmul", "reduce")
-    dim = node.attrs.get("dim") if node.op_type == "reduce" else None
+    inner = _inner_dim(graph, name)
+    split = inner[1] if inner is not None and node.op_type == "reduce" else None   # K is never split over cores
     operands = operand_inputs(graph, name)
     models = []
     for gr in divisors(rt):
-        if gr > device.grid_rows or (dim == "r" and gr != 1):
+        if gr > device.grid_rows or (split == 1 and gr != 1):
             continue
         for gc in divisors(ct):
-            if gc > device.grid_cols or (dim == "c" and gc != 1):
+            if gc > device.grid_cols or (split == 2 and gc != 1):
                 continue
             ublock = best_ublock(rt // gr, ct // gc, dest)
             mblock = (rt // gr // ublock[0], ct // gc // ublock[1])
-            for u_kt in (divisors(k)[::-1] if inner else (1,)):
-                m_k = k // u_kt if inner else 1
+            for u_kt in (divisors(k)[::-1] if inner is not None else (1,)):
+                m_k = k // u_kt
                 model = OpModel((gr, gc), t, mblock, ublock, m_k, u_kt)
                 if node.op_type == "sparse_matmul":
                     unique, _ = _sparse_bounds(node.attrs["sparse"], gr, t)
