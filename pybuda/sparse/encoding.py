@@ -89,7 +89,7 @@ class SparseOperands:
     num_index_tiles: int
     sparse_tile_ptr_bits: int
     sparse_ublock_idx_bits: int
-    nz_tiles_per_core: int          # the most encoded tiles of any grid row (the cycle model's sparse_indices)
+    nz_tiles_per_core: int          # the most encoded tiles of any grid row (the cycle model's indices_len)
 
 
 def _first_occurrence(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
