@@ -144,14 +144,17 @@ def _longest_chain(loads: Sequence[OpLoad], ops: Sequence[OpTiming]) -> float:
     cycles = {o.name: o.limiter_cycles for o in ops}
     preds = {load.name: [p for p in load.preds if p in cycles and p != load.name] for load in loads}
     best: dict[str, float] = {}
-    remaining = [load.name for load in loads]
+    remaining = [load.name for load in loads]      # usually in topological order already: one pass
     while remaining:
-        ready = [n for n in remaining if all(p in best for p in preds[n])]
-        if not ready:
+        waiting = []
+        for n in remaining:
+            if all(p in best for p in preds[n]):
+                best[n] = cycles[n] + max((best[p] for p in preds[n]), default=0.0)
+            else:
+                waiting.append(n)
+        if len(waiting) == len(remaining):
             return max(cycles.values())
-        for n in ready:
-            best[n] = cycles[n] + max((best[p] for p in preds[n]), default=0.0)
-        remaining = [n for n in remaining if n not in best]
+        remaining = waiting
     return max(best.values())
 
 

@@ -1,11 +1,11 @@
 """Balancing policy: pick one op model per op and cut epochs.
 
-Each legal model of an op gets a stand-alone score: its cost per input alone in an epoch of the microbatch
-(`pybuda.arch.perf`: limiter cycles, with its prologue amortised). The policy searches a common cycle target T
-(as the legacy NLP/Ribbon policies do, but searched rather than fixed): for each candidate T every op takes the
-model with the fewest cores whose score is <= T (or its best model), the placer packs the ops, and the plan is
-costed by the one backend model exactly as the simulator will cost the netlist written from it
-(`plan_cost.plan_cost`). The T with the least cost wins. Overrides (grid size, start, transpose, epoch breaks)
+The policy searches a common cycle target T (as the legacy NLP/Ribbon policies do, but searched rather than
+fixed): for each candidate T every op takes the model with the fewest cores whose score is <= T (or its best
+model), the placer packs the ops, and the plan is costed by the one backend model exactly as the simulator will
+cost the netlist written from it (`plan_cost.PlanCoster`). Two scores rank an op's models: its cost per input
+alone in an epoch of the microbatch (limiter cycles with its prologue amortised) and its kernel cycles; the
+plan with the least cost over both target searches wins. Overrides (grid size, start, transpose, epoch breaks)
 are constraints of every candidate plan."""
 from __future__ import annotations
 
@@ -85,11 +85,7 @@ def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int)
     schedule = [n for n in graph.topo_order() if graph.node(n).kind == "op"]
     grid_overrides, starts, transposed, breaks = _overrides(config, schedule)
     coster = PlanCoster(graph, device, IoLinks.from_config(config), microbatch)
-    candidates: dict[str, list[tuple[float, OpModel]]] = {}
-    for name in schedule:
-        entries = [(coster.standalone(name, m), m) for m in _models_for(graph, name, device, grid_overrides.get(name))]
-        entries.sort(key=lambda e: (e[1].cores, e[0], e[1].grid))
-        candidates[name] = entries
+    models = {name: _models_for(graph, name, device, grid_overrides.get(name)) for name in schedule}
     params = {name: [o.src for o in graph.operands(name) if graph.node(o.src).kind in ("parameter", "constant")]
               for name in schedule}
 
@@ -106,12 +102,15 @@ def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int)
                          estimated_cycles=cost.cycles, epoch_timings=cost.epochs)
 
     plans: dict[tuple, Placement] = {}
-    for target in _targets([e[0] for entries in candidates.values() for e in entries]):
-        chosen = {}
-        for name in schedule:
-            fits = [e for e in candidates[name] if e[0] <= target]
-            chosen[name] = (fits[0] if fits else min(candidates[name], key=lambda e: (e[0], e[1].cores)))[1]
-        key = tuple(chosen[n] for n in schedule)
-        if key not in plans:
-            plans[key] = plan(chosen)
+    for score in (coster.standalone, lambda name, m: float(m.cycles)):
+        candidates = {name: sorted(((score(name, m), m) for m in models[name]),
+                                   key=lambda e: (e[1].cores, e[0], e[1].grid)) for name in schedule}
+        for target in _targets([e[0] for entries in candidates.values() for e in entries]):
+            chosen = {}
+            for name in schedule:
+                fits = [e for e in candidates[name] if e[0] <= target]
+                chosen[name] = (fits[0] if fits else min(candidates[name], key=lambda e: (e[0], e[1].cores)))[1]
+            key = tuple(chosen[n] for n in schedule)
+            if key not in plans:
+                plans[key] = plan(chosen)
     return min(plans.values(), key=lambda p: p.estimated_cycles)
