@@ -17,45 +17,42 @@ from ..passes.host_io import from_device_layout, to_device_layout
 
 def run(netlists: list[Netlist], manifest: RunManifest, arrays: dict[str, np.ndarray],
         batch: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """Outputs (model order, framework layout) of one microbatch of model inputs (by name, float32)."""
-    values = dict(batch)
+    """Outputs (model order, framework layout) of one microbatch of model inputs (by name, float32). Values
+    are kept per sample (a value need not have the microbatch as its leading dim)."""
+    samples = [{name: x[i:i + 1] for name, x in batch.items()} for i in range(manifest.microbatch)]
     for part in manifest.parts:
         if isinstance(part, HostProgram):
-            values.update(_run_host(part, arrays, values, manifest.microbatch))
+            for values in samples:
+                values.update(_run_host(part, arrays, values))
         else:
-            values.update(_run_device(netlists[part.netlist], part, manifest, arrays, values))
-    return [values[name] for name in manifest.outputs]
+            _run_device(netlists[part.netlist], part, manifest.device, arrays, samples)
+    return [np.concatenate([values[name] for values in samples], axis=0) for name in manifest.outputs]
 
 
-def _run_device(netlist: Netlist, part: DevicePart, manifest: RunManifest, arrays: dict[str, np.ndarray],
-                values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The values a device part writes (batched, framework layout)."""
-    sim = Simulator(netlist, device=manifest.device)
-    n = manifest.microbatch
+def _run_device(netlist: Netlist, part: DevicePart, device: str, arrays: dict[str, np.ndarray],
+                samples: list[dict[str, np.ndarray]]) -> None:
+    """Run a device part on every sample; adds the values it writes to each sample's values."""
+    sim = Simulator(netlist, device=device)
     for queue, feed in part.queues.items():
         if feed.array is not None:
             sim.push(queue, arrays[feed.array])
         elif feed.kind == "input":
-            sim.push(queue, np.stack([to_device_layout(values[feed.feed][i:i + 1], feed.host_transforms,
-                                                       feed.device_shape).reshape(feed.device_shape[-3:])
-                                      for i in range(n)]))
+            sim.push(queue, np.stack([to_device_layout(values[feed.feed], feed.host_transforms, feed.device_shape)
+                                      .reshape(feed.device_shape[-3:]) for values in samples]))
     sim.run(p_loop_count=1)
-    return {feed.feed: from_device_layout(np.stack([sim.pop(queue) for _ in range(n)]), feed.logical_shape,
-                                          feed.host_transforms)
-            for queue, feed in part.queues.items() if feed.kind == "output"}
+    for queue, feed in part.queues.items():
+        if feed.kind == "output":
+            for values in samples:
+                values[feed.feed] = from_device_layout(sim.pop(queue), feed.logical_shape, feed.host_transforms)
 
 
-def _run_host(host: HostProgram, arrays: dict[str, np.ndarray], values: dict[str, np.ndarray],
-              n: int) -> dict[str, np.ndarray]:
-    """The values a host program writes (batched), evaluated one sample at a time."""
-    samples = []
-    for i in range(n):
-        local = {name: values[name][i:i + 1] for name in host.inputs}
-        local.update({name: arrays[array] for name, array in host.arrays.items()})
-        for op in host.ops:
-            local[op.name] = registry.evaluate(op.op_type, [_value(local, o) for o in op.operands], op.attrs)
-        samples.append({name: _value(local, operand) for name, operand in host.outputs.items()})
-    return {name: np.concatenate([s[name] for s in samples], axis=0) for name in host.outputs}
+def _run_host(host: HostProgram, arrays: dict[str, np.ndarray], sample: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The values a host program writes for one sample."""
+    values = {name: sample[name] for name in host.inputs}
+    values.update({name: arrays[array] for name, array in host.arrays.items()})
+    for op in host.ops:
+        values[op.name] = registry.evaluate(op.op_type, [_value(values, o) for o in op.operands], op.attrs)
+    return {name: _value(values, operand) for name, operand in host.outputs.items()}
 
 
 def _value(values: dict[str, np.ndarray], operand: HostOperand) -> np.ndarray:
