@@ -101,7 +101,8 @@ class CompiledModel:
         return self.runtime
 
     def __call__(self, *inputs):
-        """Run the netlist in the backend simulator on a microbatch of torch tensors; returns torch tensors."""
+        """Run the model's parts (host ops on the CPU, netlists in the backend simulator) on a microbatch of torch
+        tensors; returns torch tensors."""
         runtime = self._require_runtime()
         if self.config.device_mode is DeviceMode.CompileOnly:
             raise RuntimeError(f"model {self.name!r} was compiled with device_mode CompileOnly: it was saved to "

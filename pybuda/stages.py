@@ -6,6 +6,8 @@ A `Stage` is a function `CompileState -> CompileState` with the graph level it r
     buda        the lowered Buda graph: 4-D tile-padded tensors, Buda op types, edge TMs
     placed      the Buda graph plus the balancer's placement (op models, epochs, grid locations)
     netlist     the netlist written and validated, its run manifest and arrays built
+After `cpu_fallback` the model is a list of host and device segments (`CompileState.segments`); the stages after it
+work on every device segment, and `graph` is the first device segment's graph.
 `pybuda.compile` runs `STAGES` (or a list given to it) with `run_stages`, which checks that each stage's required
 level is the one the stages before it leave. Adding a stage (autograd, t-streaming, fusion, fork-join) is one
 entry of the list; `compile_depth` names a stage (or a legacy `CompileDepth`, mapped by `Stage.legacy`).
@@ -132,16 +134,17 @@ def optimize_stage(state: CompileState) -> CompileState:
 def cpu_fallback_stage(state: CompileState) -> CompileState:
     """Partition the graph into host segments (the ops of `cpu_fallback_ops` and the ops they take along) and
     device segments; the stages after it work on every device segment."""
-    segments = partition(state.graph, state.config)
-    return dataclasses.replace(state, segments=segments,
-                               graph=next((s.graph for s in segments if s.on_device), None))
+    return _with_segments(state, partition(state.graph, state.config))
 
 
 def _on_device(state: CompileState, fn: Callable[[Graph], Graph]) -> CompileState:
     """The state with `fn` applied to every device segment's graph."""
-    segments = tuple(s.with_graph(fn(s.graph)) if s.on_device else s for s in state.parts())
-    return dataclasses.replace(state, segments=segments,
-                               graph=next((s.graph for s in segments if s.on_device), None))
+    return _with_segments(state, tuple(s.with_graph(fn(s.graph)) if s.on_device else s for s in state.parts()))
+
+
+def _with_segments(state: CompileState, segments: tuple[Segment, ...]) -> CompileState:
+    """The state holding `segments`; `graph` becomes the first device segment's (None: all on the host)."""
+    return dataclasses.replace(state, segments=segments, graph=next((s.graph for s in segments if s.on_device), None))
 
 
 def host_io_stage(state: CompileState) -> CompileState:

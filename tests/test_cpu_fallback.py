@@ -106,6 +106,10 @@ def test_middle_fallback_splits_the_device_graph_and_the_estimate_covers_both_pa
     assert set(host.graph.input_names) == set(first.graph.output_names)
     assert set(second.graph.input_names) == set(host.graph.output_names)
     assert [n.op_type for n in host.graph.nodes("op")] == ["cumsum"]
+    # the crossing values are queues: outputs of the first netlist, inputs of the second
+    nl0, nl1 = compiled.runtime.netlists
+    assert all(nl0.queues[v].input != "HOST" for v in host.graph.input_names)
+    assert all(nl1.queues[v].input == "HOST" for v in host.graph.output_names)
     perf = compiled.perf
     each = [estimate(nl, device="n150") for nl in compiled.runtime.netlists]
     assert len(each) == 2 and all(e.total_cycles > 0 for e in each)
@@ -156,14 +160,28 @@ def test_all_host_model_runs_without_a_netlist(tmp_path):
     assert np.array_equal(loaded(x).numpy(), got)
 
 
-def test_following_the_no_lowering_advice_compiles(tmp_path):
+class CrossTileReshape(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(32, 32)
+        self.b = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return self.b(self.a(x).reshape(1, 16, 16))
+
+
+@pytest.mark.parametrize("build, shape, message, advice", [
+    (CumsumMiddle, (2, 8, 32), "has no device lowering", r"by adding '(\w+)' to cpu_fallback_ops"),
+    (CrossTileReshape, (1, 8, 32), "moves data across tiles", r"add '(\w+)' to cpu_fallback_ops"),
+])
+def test_following_the_advice_of_the_error_compiles(build, shape, message, advice, tmp_path):
     torch.manual_seed(0)
-    model, x = CumsumMiddle().eval(), torch.randn(2, 8, 32)
-    with pytest.raises(pybuda.ops.registry.OpError, match="has no device lowering") as err:
+    model, x = build().eval(), torch.randn(*shape)
+    with pytest.raises(pybuda.ops.registry.OpError, match=message) as err:
         _compile(model, x, tmp_path / "a", set())
-    advised = re.search(r"by adding '(\w+)' to cpu_fallback_ops", str(err.value)).group(1)
-    assert advised == "cumsum" and "not supported" not in str(err.value)
+    advised = re.search(advice, str(err.value)).group(1)
     compiled = _compile(model, x, tmp_path / "b", {advised})
+    assert "host" in _kinds(compiled)[1:-1]   # the op sat between device ops
     _check_against_torch(compiled, model, x)
 
 

@@ -76,8 +76,8 @@ class RuntimeModel:
         return self._perf
 
     def __call__(self, *inputs):
-        """Run the netlist in the backend simulator on a microbatch of inputs (torch tensors or numpy arrays);
-        returns torch tensors (one tensor for a single-output model, else a tuple)."""
+        """Run the parts (netlists in the backend simulator, fallback ops on the host) on a microbatch of inputs
+        (torch tensors or numpy arrays); returns torch tensors (one tensor for a single-output model, else a tuple)."""
         names = self.input_names
         if len(inputs) != len(names):
             raise ValueError(f"model {self.name!r} takes {len(names)} inputs ({', '.join(names)}), got {len(inputs)}")
