@@ -83,6 +83,11 @@ class CompiledModel:
         return self.runtime.netlist if self.runtime else None
 
     @property
+    def netlists(self) -> list:
+        """The typed model of every netlist file, one per device part, in run order."""
+        return self.runtime.netlists if self.runtime else []
+
+    @property
     def manifest(self):
         """The run manifest: what feeds every host-facing queue of the netlist (None before the netlist stage)."""
         return self.runtime.manifest if self.runtime else None

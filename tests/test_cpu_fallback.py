@@ -90,7 +90,7 @@ def test_fallback_op_runs_on_the_host_at_any_position(position, tmp_path):
     _check_against_torch(compiled, model, x)
     host_types = {n.framework_op_type for s in compiled.segments if not s.on_device for n in s.graph.nodes("op")}
     assert fallback <= host_types
-    device_types = {op.type for nl in compiled.runtime.netlists for op in nl.ops.values()}
+    device_types = {op.type for nl in compiled.netlists for op in nl.ops.values()}
     assert not fallback & device_types
     assert len(compiled.netlist_paths) == kinds.count("device") and compiled.netlist_path == compiled.netlist_paths[0]
     assert all(p.exists() for p in compiled.netlist_paths)
@@ -107,11 +107,11 @@ def test_middle_fallback_splits_the_device_graph_and_the_estimate_covers_both_pa
     assert set(second.graph.input_names) == set(host.graph.output_names)
     assert [n.op_type for n in host.graph.nodes("op")] == ["cumsum"]
     # the crossing values are queues: outputs of the first netlist, inputs of the second
-    nl0, nl1 = compiled.runtime.netlists
+    nl0, nl1 = compiled.netlists
     assert all(nl0.queues[v].input != "HOST" for v in host.graph.input_names)
     assert all(nl1.queues[v].input == "HOST" for v in host.graph.output_names)
     perf = compiled.perf
-    each = [estimate(nl, device="n150") for nl in compiled.runtime.netlists]
+    each = [estimate(nl, device="n150") for nl in compiled.netlists]
     assert len(each) == 2 and all(e.total_cycles > 0 for e in each)
     assert perf.total_cycles == sum(e.total_cycles for e in each)
     assert len(perf.epochs) == sum(len(e.epochs) for e in each)
@@ -138,7 +138,7 @@ def test_tti_round_trip_of_host_mid_and_host_post_models(build, fallback, tmp_pa
     got = _check_against_torch(compiled, model, x)
     path = compiled.save(tmp_path / "model.tti")
     loaded = pybuda.load(path)
-    assert loaded.netlists == compiled.runtime.netlists
+    assert loaded.netlists == compiled.netlists
     assert loaded.netlist_texts == [p.read_text() for p in compiled.netlist_paths]
     assert [type(p).__name__ for p in loaded.manifest.parts] == \
         ["HostProgram" if s.kind == "host" else "DevicePart" for s in compiled.segments]

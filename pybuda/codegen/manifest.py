@@ -1,5 +1,5 @@
 """The run manifest: where the data of every host-facing netlist queue comes from, so that a runtime runs the
-netlist from the netlist, this manifest and named arrays alone (`pybuda.runtime`), without the compiler's graphs.
+netlists from the netlists, this manifest and named arrays alone (`pybuda.runtime`), without the compiler's graphs.
 
 The model runs as `parts`, in order, over named values (the model inputs, then what each part writes; the model
 outputs are values too): a `HostProgram` (CPU fallback ops, a list of registry ops in evaluation order) or a
@@ -88,9 +88,6 @@ class HostProgram:
     ops: tuple
     outputs: dict
 
-    def op_names(self) -> list[str]:
-        return [op.name for op in self.ops]
-
     def array_names(self) -> list[str]:
         return list(self.arrays.values())
 
@@ -145,9 +142,7 @@ class RunManifest:
             "version": MANIFEST_VERSION, "model": self.model, "device": self.device, "microbatch": self.microbatch,
             "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in self.inputs],
             "outputs": list(self.outputs),
-            "parts": [_host_data(p) if isinstance(p, HostProgram) else
-                      {"netlist": p.netlist, "queues": {name: _feed_data(f) for name, f in p.queues.items()}}
-                      for p in self.parts],
+            "parts": [_part_data(p) for p in self.parts],
         }
         return json.dumps(data, indent=1) + "\n"
 
@@ -279,6 +274,12 @@ def _operand_data(operand: HostOperand) -> dict:
 
 def _operand(data: dict) -> HostOperand:
     return HostOperand(str(data["src"]), decode(data["tms"]))
+
+
+def _part_data(part: HostProgram | DevicePart) -> dict:
+    if isinstance(part, HostProgram):
+        return _host_data(part)
+    return {"netlist": part.netlist, "queues": {name: _feed_data(f) for name, f in part.queues.items()}}
 
 
 def _part(data: dict) -> HostProgram | DevicePart:
