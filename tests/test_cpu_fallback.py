@@ -40,6 +40,19 @@ class CumsumMiddle(nn.Module):
         return self.b(torch.cumsum(torch.relu(self.a(x)), dim=-1))
 
 
+class CumsumResidual(nn.Module):
+    """A value of the first device part skips the host part into the second."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(32, 32)
+        self.b = nn.Linear(32, 32)
+
+    def forward(self, x):
+        h = self.a(x)
+        return self.b(torch.cumsum(h, dim=-1) * 0.1 + h)
+
+
 class SoftmaxLast(nn.Module):
     def __init__(self):
         super().__init__()
@@ -76,6 +89,7 @@ def _kinds(compiled) -> list[str]:
 CASES = {
     "before": (EmbedFirst, lambda: torch.randint(0, 50, (2, 32)), {"embedding"}, ["host", "device"]),
     "between": (CumsumMiddle, lambda: torch.randn(2, 8, 32), {"cumsum"}, ["device", "host", "device"]),
+    "between_with_skip": (CumsumResidual, lambda: torch.randn(2, 8, 32), {"cumsum"}, ["device", "host", "device"]),
     "after": (SoftmaxLast, lambda: torch.randn(2, 8, 32), {"softmax"}, ["device", "host"]),
 }
 
@@ -87,6 +101,10 @@ def test_fallback_op_runs_on_the_host_at_any_position(position, tmp_path):
     model, x = build().eval(), inputs()
     compiled = _compile(model, x, tmp_path, fallback)
     assert _kinds(compiled) == kinds
+    written = set(compiled.input_names)   # each part reads only values written before it
+    for segment in compiled.segments:
+        assert set(segment.graph.input_names) <= written
+        written |= set(segment.graph.output_names)
     _check_against_torch(compiled, model, x)
     host_types = {n.framework_op_type for s in compiled.segments if not s.on_device for n in s.graph.nodes("op")}
     assert fallback <= host_types
@@ -94,6 +112,9 @@ def test_fallback_op_runs_on_the_host_at_any_position(position, tmp_path):
     assert not fallback & device_types
     assert len(compiled.netlist_paths) == kinds.count("device") and compiled.netlist_path == compiled.netlist_paths[0]
     assert all(p.exists() for p in compiled.netlist_paths)
+    if position == "between_with_skip":   # the skip goes device -> device, past the host part
+        first, _, second = compiled.segments
+        assert set(second.graph.input_names) & set(first.graph.output_names)
     assert compiled.host_ops and ", ".join(compiled.host_ops) in compiled.summary()
 
 
@@ -145,6 +166,30 @@ def test_tti_round_trip_of_host_mid_and_host_post_models(build, fallback, tmp_pa
     assert np.array_equal(loaded(x).numpy(), got)
     assert loaded.perf.total_cycles == compiled.perf.total_cycles
     assert loaded.save(tmp_path / "again.tti").read_bytes() == path.read_bytes()
+
+
+class TwoOutputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(32, 48)
+
+    def forward(self, x):
+        y = self.fc(x)
+        return y, torch.softmax(y, dim=-1)
+
+
+def test_model_outputs_from_device_and_host_parts_keep_their_order(tmp_path):
+    torch.manual_seed(0)
+    model, x = TwoOutputs().eval(), torch.randn(2, 8, 32)
+    compiled = _compile(model, x, tmp_path, {"softmax"})
+    assert _kinds(compiled) == ["device", "host"]
+    device, host = compiled.segments
+    assert compiled.manifest.outputs == ("output_0", "output_1")
+    assert "output_0" in device.graph.output_names and host.graph.output_names == ["output_1"]
+    with torch.no_grad():
+        expected = model(x)
+    for got, want in zip(compiled(x), expected):
+        assert got.shape == want.shape and pcc(got.numpy(), want.numpy()) >= 0.999
 
 
 def test_all_host_model_runs_without_a_netlist(tmp_path):
