@@ -139,6 +139,9 @@ def test_middle_fallback_splits_the_device_graph_and_the_estimate_covers_both_pa
     assert perf.samples_per_second == pytest.approx(2 / sum(e.seconds for e in each))
     assert perf.host_ops == tuple(compiled.host_ops) and "cumsum" in perf.to_text()
     assert [p.estimated_cycles for p in compiled.placements] == [e.total_cycles for e in each]
+    # the host <-> device transfers of the crossing values are host queues, costed over PCIe by each estimate
+    assert all(nl0.queues[v].loc == "host" for v in host.graph.input_names)
+    assert set(host.graph.output_names) <= {i.name for o in each[1].ops for i in o.inputs if i.memory == "HOST"}
     assert "parts: device (netlist 0) -> host (1 ops) -> device (netlist 1)" in compiled.summary()
 
 
