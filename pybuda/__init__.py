@@ -1,7 +1,7 @@
 """pybuda: compile PyTorch models for Tenstorrent Grayskull and Wormhole chips without a card.
 
     compiled = pybuda.compile(model, *sample_inputs, device="e150")
-    outputs = compiled(*inputs)          # runs the netlist in the backend simulator
+    outputs = compiled(*inputs)          # runs the netlist(s) in the backend simulator, fallback ops on the host
     compiled.netlist_path, compiled.perf.samples_per_second
     compiled.save("model.tti"); model = pybuda.load("model.tti")   # runs anywhere, without the framework model
 """

@@ -21,7 +21,8 @@ from .module import PyBudaModule, to_numpy
 from .runtime import RuntimeModel
 from .runtime import load as load_tti
 from .stages import STAGES, CompileState, Stage, check_stages, run_stages, stop_stage
-from .verify import pcc, run_golden
+from .passes.cpu_fallback import Segment
+from .verify import pcc, run_golden, run_segments
 
 DEFAULT_DEVICE = "e150"
 
@@ -38,8 +39,12 @@ class StageCheck:
 
 
 class CompiledModel:
-    """A compiled model: every stage's graph and time, the placement, the netlist on disk and its estimate. Call it
-    to simulate (the runtime runs it from the netlist, its run manifest and arrays); `save` writes a TTI image."""
+    """A compiled model: every stage's graph and time, its segments (host and device parts, in run order), the
+    placements, the netlists on disk (one per device part) and the estimate. Call it to simulate (the runtime runs
+    it from the netlists, its run manifest and arrays); `save` writes a TTI image.
+
+    `graphs`, `device_graph`, `placement` and `netlist_path` are those of the first device part (the only one
+    unless a CPU fallback op sits between device ops); `segments`, `placements` and `netlist_paths` cover all."""
 
     def __init__(self, name: str, device: str, config, microbatch: int):
         self.name = name
@@ -50,17 +55,37 @@ class CompiledModel:
         self.stage_times: dict[str, float] = {}
         self.checks: list[StageCheck] = []
         self.input_names: list[str] = []
-        self.host_graph: Graph | None = None     # ops run on the host before the device (CPU fallback)
-        self.device_graph: Graph | None = None   # the last Buda-level graph
-        self.placement = None
-        self.netlist_path: Path | None = None
+        self.segments: tuple[Segment, ...] = ()  # host (CPU fallback) and device parts, in run order
+        self.device_graph: Graph | None = None   # the last Buda-level graph (of the first device part)
+        self.placements: tuple = ()
+        self.netlist_paths: tuple[Path, ...] = ()
         self.runtime: RuntimeModel | None = None  # netlist + run manifest + arrays (after the netlist stage)
         self.tti_path: Path | None = None         # the image written with device_mode CompileOnly
 
     @property
+    def placement(self):
+        """The placement of the first device part (None before the balance stage or without device parts)."""
+        return self.placements[0] if self.placements else None
+
+    @property
+    def netlist_path(self) -> Path | None:
+        """The netlist file of the first device part (None before the netlist stage or without device parts)."""
+        return self.netlist_paths[0] if self.netlist_paths else None
+
+    @property
+    def host_ops(self) -> list[str]:
+        """The ops run on the host (CPU fallback), in run order."""
+        return [n.name for s in self.segments if not s.on_device for n in s.graph.nodes("op")]
+
+    @property
     def netlist(self):
-        """The typed model of the netlist file (None before the netlist stage)."""
+        """The typed model of the first netlist file (None before the netlist stage)."""
         return self.runtime.netlist if self.runtime else None
+
+    @property
+    def netlists(self) -> list:
+        """The typed model of every netlist file, one per device part, in run order."""
+        return self.runtime.netlists if self.runtime else []
 
     @property
     def manifest(self):
@@ -69,7 +94,7 @@ class CompiledModel:
 
     @property
     def perf(self):
-        """The simulator's performance estimate of the netlist (computed once, on first use)."""
+        """The simulator's performance estimate of every netlist, summed, and the host ops (computed once)."""
         return self._require_runtime().perf
 
     def _require_runtime(self) -> RuntimeModel:
@@ -81,7 +106,8 @@ class CompiledModel:
         return self.runtime
 
     def __call__(self, *inputs):
-        """Run the netlist in the backend simulator on a microbatch of torch tensors; returns torch tensors."""
+        """Run the model's parts (host ops on the CPU, netlists in the backend simulator) on a microbatch of torch
+        tensors; returns torch tensors."""
         runtime = self._require_runtime()
         if self.config.device_mode is DeviceMode.CompileOnly:
             raise RuntimeError(f"model {self.name!r} was compiled with device_mode CompileOnly: it was saved to "
@@ -97,17 +123,16 @@ class CompiledModel:
         """Where ops run (host fallback vs device), the netlist, epochs, cores and the estimate."""
         if self.runtime is not None:
             return self.runtime.summary()
-        host_ops = [n.name for n in self.host_graph.nodes("op")] if self.host_graph is not None else []
         lines = [f"model {self.name} on {self.device}, microbatch {self.microbatch}",
-                 f"host (CPU fallback) ops: {', '.join(host_ops) if host_ops else 'none'}"]
+                 f"host (CPU fallback) ops: {', '.join(self.host_ops) if self.host_ops else 'none'}"]
         if self.device_graph is not None:
             lines.append(f"device ops: {len(self.device_graph.op_names())}")
         return "\n".join(lines)
 
 
-def _check(stage: str, graph: Graph, host_graph: Graph | None, batch: dict[str, np.ndarray],
+def _check(stage: str, segments: tuple[Segment, ...], outputs: list[str], batch: dict[str, np.ndarray],
            expected: list[np.ndarray]) -> StageCheck:
-    got = run_golden(graph, batch, host_graph)
+    got = run_segments(segments, batch, outputs)
     worst = None
     for g, e in zip(got, expected):
         if g.shape != e.shape:
@@ -166,15 +191,15 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
             result.graphs[stage.name] = state.graph
             if verify:
                 batch = batch or {n: to_numpy(x) for n, x in zip(state.input_names, sample_inputs)}
-                result.checks.append(_check(stage.name, state.graph, state.host_graph, batch, expected))
+                result.checks.append(_check(stage.name, state.parts(), state.output_names, batch, expected))
     result.input_names = state.input_names
-    result.host_graph = state.host_graph
+    result.segments = state.parts() if state.segments else ()
     result.device_graph = state.graph if level in ("buda", "placed", "netlist") else None
-    result.placement = state.placement
-    result.netlist_path = state.netlist_path
+    result.placements = state.placements
+    result.netlist_paths = state.netlist_paths
     if state.manifest is not None:
-        result.runtime = RuntimeModel(state.netlist, state.netlist_text, state.manifest, state.arrays,
-                                      source=state.netlist_path)
+        result.runtime = RuntimeModel(state.netlists, state.netlist_texts, state.manifest, state.arrays,
+                                      source=state.netlist_paths[0] if state.netlist_paths else "")
     if config.device_mode is DeviceMode.CompileOnly:
         result.tti_path = result.save(tti_path or out_dir / f"{name}.tti")
     return result

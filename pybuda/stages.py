@@ -6,6 +6,8 @@ A `Stage` is a function `CompileState -> CompileState` with the graph level it r
     buda        the lowered Buda graph: 4-D tile-padded tensors, Buda op types, edge TMs
     placed      the Buda graph plus the balancer's placement (op models, epochs, grid locations)
     netlist     the netlist written and validated, its run manifest and arrays built
+After `cpu_fallback` the model is a list of host and device segments (`CompileState.segments`); the stages after it
+work on every device segment, and `graph` is the first device segment's graph.
 `pybuda.compile` runs `STAGES` (or a list given to it) with `run_stages`, which checks that each stage's required
 level is the one the stages before it leave. Adding a stage (autograd, t-streaming, fusion, fork-join) is one
 entry of the list; `compile_depth` names a stage (or a legacy `CompileDepth`, mapped by `Stage.legacy`).
@@ -31,7 +33,7 @@ from .ir import Graph
 from .module import PyBudaModule
 from .netlist import Netlist, NetlistError, check, write_netlist
 from .netlist import load as load_netlist
-from .passes.cpu_fallback import split_host_ops
+from .passes.cpu_fallback import DEVICE, Segment, partition
 from .passes.data_formats import assign_data_formats
 from .passes.decompose import decompose
 from .passes.host_io import hoist_io_transforms
@@ -58,14 +60,26 @@ class CompileState:
     name: str
     output_dir: Path
     input_names: list[str] = dataclasses.field(default_factory=list)
-    graph: Graph | None = None                 # the current graph (framework, then Buda)
-    host_graph: Graph | None = None            # CPU fallback ops, run on the host before the device
-    placement: Placement | None = None
-    netlist: Netlist | None = None
-    netlist_path: Path | None = None
-    netlist_text: str | None = None
+    output_names: list[str] = dataclasses.field(default_factory=list)
+    graph: Graph | None = None                 # the current graph (framework, then the first device segment's)
+    segments: tuple[Segment, ...] = ()         # after cpu_fallback: host and device segments in run order
+    placements: tuple[Placement, ...] = ()     # one per device segment
+    netlists: tuple[Netlist, ...] = ()         # one per device segment, as loaded back from its file
+    netlist_paths: tuple[Path, ...] = ()
+    netlist_texts: tuple[str, ...] = ()
     manifest: RunManifest | None = None
     arrays: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)   # queue and host data by name
+
+    def parts(self) -> tuple[Segment, ...]:
+        """The segments, the first device segment's graph being `graph` (a stage may have replaced it); before
+        cpu_fallback, the one graph as a device segment."""
+        if not self.segments:
+            return (Segment(DEVICE, self.graph),)
+        first = next((i for i, s in enumerate(self.segments) if s.on_device), None)
+        return tuple(s.with_graph(self.graph) if i == first else s for i, s in enumerate(self.segments))
+
+    def device_graphs(self) -> list[Graph]:
+        return [s.graph for s in self.parts() if s.on_device]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +117,8 @@ def initial_graph_stage(state: CompileState) -> CompileState:
         graph = cached_import(model, inputs, state.config, lambda m, x: import_torch(m, x, name=type(model).__name__))
     else:
         raise TypeError(f"compile takes a torch.nn.Module or a PyBudaModule, got {type(model).__name__}")
-    return dataclasses.replace(state, graph=graph, input_names=list(graph.input_names))
+    return dataclasses.replace(state, graph=graph, input_names=list(graph.input_names),
+                               output_names=list(graph.output_names))
 
 
 def decompose_stage(state: CompileState) -> CompileState:
@@ -117,50 +132,66 @@ def optimize_stage(state: CompileState) -> CompileState:
 
 
 def cpu_fallback_stage(state: CompileState) -> CompileState:
-    """Split the ops of `cpu_fallback_ops` (and their ancestors) into the host graph."""
-    host, device = split_host_ops(state.graph, state.config)
-    return dataclasses.replace(state, graph=device, host_graph=host)
+    """Partition the graph into host segments (the ops of `cpu_fallback_ops` and the ops they take along) and
+    device segments; the stages after it work on every device segment."""
+    return _with_segments(state, partition(state.graph, state.config))
+
+
+def _on_device(state: CompileState, fn: Callable[[Graph], Graph]) -> CompileState:
+    """The state with `fn` applied to every device segment's graph."""
+    return _with_segments(state, tuple(s.with_graph(fn(s.graph)) if s.on_device else s for s in state.parts()))
+
+
+def _with_segments(state: CompileState, segments: tuple[Segment, ...]) -> CompileState:
+    """The state holding `segments`; `graph` becomes the first device segment's (None: all on the host)."""
+    return dataclasses.replace(state, segments=segments, graph=next((s.graph for s in segments if s.on_device), None))
 
 
 def host_io_stage(state: CompileState) -> CompileState:
     """TMs on graph inputs and outputs become host transforms."""
-    return dataclasses.replace(state, graph=hoist_io_transforms(state.graph.copy(), state.config))
+    return _on_device(state, lambda g: hoist_io_transforms(g.copy(), state.config))
 
 
 def lower_stage(state: CompileState) -> CompileState:
-    """Lower to Buda ops (4-D, tiles, edge TMs); every override must name an op of the lowered graph."""
-    graph = lower(state.graph, state.config)
-    cfg.check_override_names(state.config, graph.op_names())
-    return dataclasses.replace(state, graph=graph)
+    """Lower to Buda ops (4-D, tiles, edge TMs); every override must name an op of a lowered graph."""
+    state = _on_device(state, lambda g: lower(g, state.config))
+    cfg.check_override_names(state.config, [op for g in state.device_graphs() for op in g.op_names()])
+    return state
 
 
 def data_formats_stage(state: CompileState) -> CompileState:
     """Data formats, accumulation and intermediate formats, math fidelity (AMP and mixed-precision rules)."""
-    return dataclasses.replace(state, graph=assign_data_formats(state.graph.copy(), state.config,
-                                                                state.device.arch))
+    return _on_device(state, lambda g: assign_data_formats(g.copy(), state.config, state.device.arch))
 
 
 def balance_stage(state: CompileState) -> CompileState:
-    """Op models, epochs and core placement."""
-    return dataclasses.replace(state, placement=balance_and_place(state.graph, state.device, state.config,
-                                                                  state.microbatch))
+    """Op models, epochs and core placement of every device segment."""
+    return dataclasses.replace(state, placements=tuple(
+        balance_and_place(g, state.device, state.config, state.microbatch) for g in state.device_graphs()))
 
 
 def netlist_stage(state: CompileState) -> CompileState:
-    """Build the netlist and the run manifest, validate the netlist against the backend's rules, write it
-    atomically to `<output_dir>/<model>_netlist.yaml`."""
-    nl = build_netlist(state.graph, state.placement, state.device, state.config, state.microbatch)
-    errors = check(nl, device=state.device)
-    if errors:
-        raise NetlistError(errors, header=f"the compiled netlist breaks {len(errors)} backend rule(s) (compiler bug):")
+    """Build one netlist per device segment and the run manifest, validate each netlist against the backend's
+    rules, write it atomically to `<output_dir>/<model>_netlist.yaml` (the k-th after the first:
+    `<model>_netlist_<k>.yaml`)."""
+    netlists, paths = [], []
+    for k, (graph, placement) in enumerate(zip(state.device_graphs(), state.placements)):
+        nl = build_netlist(graph, placement, state.device, state.config, state.microbatch)
+        errors = check(nl, device=state.device)
+        if errors:
+            raise NetlistError(errors, header=f"the compiled netlist breaks {len(errors)} backend rule(s) "
+                                              "(compiler bug):")
+        netlists.append(nl)
+        header = f"# pybuda netlist: model {state.name}, device {state.device.name}, microbatch {state.microbatch}"
+        paths.append(write_netlist(nl, state.output_dir / f"{state.name}_netlist{f'_{k}' if k else ''}.yaml",
+                                   header))
     inputs = [ModelInput(name, tuple(x.shape), str(x.dtype).removeprefix("torch."))
               for name, x in zip(state.input_names, state.sample_inputs)]
-    manifest, arrays = build_manifest(state.name, state.device.name, state.microbatch, inputs, state.graph,
-                                      state.placement, state.host_graph, nl)
-    header = f"# pybuda netlist: model {state.name}, device {state.device.name}, microbatch {state.microbatch}"
-    path = write_netlist(nl, state.output_dir / f"{state.name}_netlist.yaml", header)
-    # the compiled model runs from exactly what a TTI image stores: the written text and the manifest's file form
-    return dataclasses.replace(state, netlist=load_netlist(path), netlist_path=path, netlist_text=path.read_text(),
+    manifest, arrays = build_manifest(state.name, state.device.name, state.microbatch, inputs, state.output_names,
+                                      state.parts(), state.placements, netlists)
+    # the compiled model runs from exactly what a TTI image stores: the written texts and the manifest's file form
+    return dataclasses.replace(state, netlists=tuple(load_netlist(p) for p in paths), netlist_paths=tuple(paths),
+                               netlist_texts=tuple(p.read_text() for p in paths),
                                manifest=RunManifest.from_json(manifest.to_json()), arrays=arrays)
 
 

@@ -5,6 +5,7 @@ import numpy as np
 
 from .ir import Graph, apply_tms
 from .ops import registry
+from .passes.cpu_fallback import DEVICE, Segment
 from .passes.host_io import apply_host_transforms, from_device_layout, to_device_layout
 
 
@@ -50,16 +51,6 @@ def host_inputs(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndar
                                         node.shape if device else None) for node in graph.inputs()}
 
 
-def sample_feeds(host: Graph | None, sample: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Model inputs of one sample plus the values the host (CPU fallback) graph computes for the device."""
-    feeds = dict(sample)
-    if host is not None:
-        outs = evaluate_sample(host, host_inputs(host, feeds))
-        for node in host.outputs():
-            feeds[node.device_input] = outs[node.name]
-    return feeds
-
-
 def host_outputs(graph: Graph, outputs: dict[str, np.ndarray]) -> list[np.ndarray]:
     """Graph outputs back in the framework layout (tile padding removed, host transforms applied).
 
@@ -75,12 +66,22 @@ def host_outputs(graph: Graph, outputs: dict[str, np.ndarray]) -> list[np.ndarra
     return result
 
 
-def run_golden(graph: Graph, batch: dict[str, np.ndarray], host: Graph | None = None) -> list[np.ndarray]:
-    """Evaluate a graph (after an optional host graph) on a microbatch of named model inputs, one sample at a
-    time; returns the batched framework outputs."""
+def run_golden(graph: Graph, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Evaluate one graph on a microbatch of named inputs, one sample at a time; returns the batched framework
+    outputs."""
+    return run_segments((Segment(DEVICE, graph),), batch, graph.output_names)
+
+
+def run_segments(segments: tuple[Segment, ...] | list[Segment], batch: dict[str, np.ndarray],
+                 outputs: list[str]) -> list[np.ndarray]:
+    """Evaluate the segments in order (each reads the named values the model inputs and earlier segments give)
+    on a microbatch of named model inputs, one sample at a time; returns the batched values named `outputs`."""
     per_sample = []
-    n = next(iter(batch.values())).shape[0]
-    for i in range(n):
-        feeds = sample_feeds(host, {k: v[i:i + 1] for k, v in batch.items()})
-        per_sample.append(host_outputs(graph, evaluate_sample(graph, host_inputs(graph, feeds))))
-    return [np.concatenate([s[k] for s in per_sample], axis=0) for k in range(len(per_sample[0]))]
+    for i in range(next(iter(batch.values())).shape[0]):
+        values = {k: v[i:i + 1] for k, v in batch.items()}
+        for segment in segments:
+            graph = segment.graph
+            got = host_outputs(graph, evaluate_sample(graph, host_inputs(graph, values)))
+            values.update(zip(graph.output_names, got))
+        per_sample.append([values[name] for name in outputs])
+    return [np.concatenate([s[k] for s in per_sample], axis=0) for k in range(len(outputs))]

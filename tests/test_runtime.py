@@ -93,7 +93,7 @@ def test_loaded_model_exposes_netlist_estimate_and_inputs(saved):
     assert loaded.input_names == compiled.input_names == ["input_ids"] and loaded.input_shapes == [(2, 32)]
     assert loaded.output_names == ["output_0"] and loaded.tti_path == path
     # the embedding runs on the host from the manifest's host program
-    assert "embedding" in {op.op_type for op in loaded.manifest.host.ops}
+    assert "embedding" in {op.op_type for op in loaded.manifest.host_ops()}
     assert "embedding" not in {op.type for op in loaded.netlist.ops.values()}
     assert "host (CPU fallback) ops: " in loaded.summary() and "embedding" in loaded.summary()
     assert np.array_equal(loaded(*inputs).numpy(), expected[0])
@@ -167,7 +167,7 @@ def test_damaged_files_give_clear_errors(saved, tmp_path):
 
     def version_99(name, data):
         return json.dumps({**json.loads(data), "version": 99}).encode() if name == "pybuda-tti.json" else data
-    with pytest.raises(TTIError, match=r"v99.tti: TTI format version 99; this pybuda reads version 1 "
+    with pytest.raises(TTIError, match=r"v99.tti: TTI format version 99; this pybuda reads version 2 "
                                        r"\(recompile the model and save it again\)"):
         pybuda.load(_rewrite(path, tmp_path / "v99.tti", version_99))
 

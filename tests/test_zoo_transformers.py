@@ -41,7 +41,7 @@ def test_small_transformers_float32(tmp_path, name):
 
 def test_embedding_runs_on_host_and_attention_heads_are_tms(tmp_path):
     compiled, _, _ = _run("bert_tiny", tmp_path)
-    host_ops = {n.op_type for n in compiled.host_graph.nodes("op")}
+    host_ops = {n.op_type for s in compiled.segments if not s.on_device for n in s.graph.nodes("op")}
     assert "embedding" in host_ops
     device_types = {op.type for g in compiled.netlist.graphs.values() for op in g.ops.values()}
     assert "embedding" not in device_types

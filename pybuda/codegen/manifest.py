@@ -1,15 +1,18 @@
 """The run manifest: where the data of every host-facing netlist queue comes from, so that a runtime runs the
-netlist from the netlist, this manifest and named arrays alone (`pybuda.runtime`), without the compiler's graphs.
+netlists from the netlists, this manifest and named arrays alone (`pybuda.runtime`), without the compiler's graphs.
 
-Per queue (by netlist queue name) one `QueueFeed`:
+The model runs as `parts`, in order, over named values (the model inputs, then what each part writes; the model
+outputs are values too): a `HostProgram` (CPU fallback ops, a list of registry ops in evaluation order) or a
+`DevicePart` (netlist `netlist` of the compiled model's netlists). Per queue of a device part (by netlist queue
+name) one `QueueFeed`:
     parameter, constant       `array`: the name of the array loaded into the ram
     sparse_tiles, encoding    `array`: the identity-matmul operands of a sparse matmul (`<op>.sparse_tiles`, ...)
-    input                     `feed`: the model input (or host-program value) pushed, its `host_transforms`,
-                              `logical_shape` (after the transforms) and 4-D tile-padded `device_shape`
-    output                    `position` among the model outputs, `logical_shape` and `host_transforms` applied
-                              after the tile padding is removed
-The host program (CPU fallback: ops run on the host before the device) is a list of registry ops in evaluation
-order; its outputs are named after the device feeds they compute.
+    input                     `feed`: the value pushed, its `host_transforms`, `logical_shape` (after the
+                              transforms) and 4-D tile-padded `device_shape`
+    output                    `feed`: the value it gives, `logical_shape` and `host_transforms` applied after the
+                              tile padding is removed
+Arrays of the first netlist are named after their queues, those of netlist k > 0 `<k>:<queue>`, those of host
+programs `host:<node>`.
 
 `build_manifest` is the one place that reads the compiler's io node fields for this; `RunManifest.to_json` /
 `from_json` are its file form (op attributes keep tuples, numpy scalars and arrays exactly).
@@ -25,9 +28,10 @@ import numpy as np
 from ..balancer.policy import Placement
 from ..ir import Graph
 from ..netlist import Netlist
+from ..passes.cpu_fallback import Segment
 from .netlist_builder import sparse_queue_values
 
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 ARRAY_KINDS = ("parameter", "constant", "sparse_tiles", "encoding")
 FEED_KINDS = ARRAY_KINDS + ("input", "output")
 HOST_ARRAY_PREFIX = "host:"   # arrays of the host program's parameters and constants
@@ -53,7 +57,6 @@ class QueueFeed:
     kind: str
     array: str | None = None
     feed: str | None = None
-    position: int | None = None
     host_transforms: tuple = ()
     logical_shape: tuple | None = None
     device_shape: tuple | None = None
@@ -77,38 +80,61 @@ class HostOp:
 
 @dataclasses.dataclass(frozen=True)
 class HostProgram:
-    """Ops run on the host before the device: they read model `inputs` and `arrays` (value name -> array
-    name); `outputs` maps each device feed they compute to its value."""
+    """Ops run on the host: they read named values `inputs` and `arrays` (node name -> array name); `outputs`
+    maps each value they write to its operand."""
 
     inputs: tuple
     arrays: dict
     ops: tuple
     outputs: dict
 
-    def op_names(self) -> list[str]:
-        return [op.name for op in self.ops]
+    def array_names(self) -> list[str]:
+        return list(self.arrays.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class DevicePart:
+    """One netlist run on the device: `netlist` indexes the compiled model's netlists; `queues` in netlist
+    queue order."""
+
+    netlist: int
+    queues: dict
+
+    def array_names(self) -> list[str]:
+        return [f.array for f in self.queues.values() if f.array is not None]
 
 
 @dataclasses.dataclass(frozen=True)
 class RunManifest:
-    """Everything a runtime needs besides the netlist and the arrays; `queues` in netlist queue order."""
+    """Everything a runtime needs besides the netlists and the arrays."""
 
     model: str
     device: str
     microbatch: int
     inputs: tuple
-    outputs: tuple          # output queue names, in model output order
-    queues: dict
-    host: HostProgram | None = None
+    outputs: tuple          # the values of the model outputs, in model output order
+    parts: tuple            # HostProgram and DevicePart, in run order
 
     @property
     def input_names(self) -> list[str]:
         return [i.name for i in self.inputs]
 
+    @property
+    def device_parts(self) -> list[DevicePart]:
+        return [p for p in self.parts if isinstance(p, DevicePart)]
+
+    @property
+    def queues(self) -> dict:
+        """The queues of the first netlist (none for a model that runs on the host alone)."""
+        return self.device_parts[0].queues if self.device_parts else {}
+
+    def host_ops(self) -> list[HostOp]:
+        """Every op run on the host, in run order."""
+        return [op for p in self.parts if isinstance(p, HostProgram) for op in p.ops]
+
     def array_names(self) -> list[str]:
-        """Every array the manifest refers to (queue data, then host-program data)."""
-        names = [f.array for f in self.queues.values() if f.array is not None]
-        return names + (list(self.host.arrays.values()) if self.host else [])
+        """Every array the manifest refers to, part by part."""
+        return [name for p in self.parts for name in p.array_names()]
 
     def to_json(self) -> str:
         """The manifest as JSON text (deterministic)."""
@@ -116,8 +142,7 @@ class RunManifest:
             "version": MANIFEST_VERSION, "model": self.model, "device": self.device, "microbatch": self.microbatch,
             "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in self.inputs],
             "outputs": list(self.outputs),
-            "queues": {name: _feed_data(feed) for name, feed in self.queues.items()},
-            "host": _host_data(self.host) if self.host else None,
+            "parts": [_part_data(p) for p in self.parts],
         }
         return json.dumps(data, indent=1) + "\n"
 
@@ -136,8 +161,7 @@ class RunManifest:
                        inputs=tuple(ModelInput(str(i["name"]), tuple(int(d) for d in i["shape"]), str(i["dtype"]))
                                     for i in data["inputs"]),
                        outputs=tuple(str(o) for o in data["outputs"]),
-                       queues={str(name): _feed(name, f) for name, f in data["queues"].items()},
-                       host=_host(data["host"]) if data["host"] is not None else None)
+                       parts=tuple(_part(p) for p in data["parts"]))
         except ManifestError:
             raise
         except KeyError as e:
@@ -146,33 +170,50 @@ class RunManifest:
             raise ManifestError(f"run manifest: malformed ({type(e).__name__}: {e})") from None
 
 
-def build_manifest(name: str, device: str, microbatch: int, inputs: list[ModelInput], bgraph: Graph,
-                   placement: Placement, host_graph: Graph | None,
-                   netlist: Netlist) -> tuple[RunManifest, dict[str, np.ndarray]]:
-    """The manifest of a placed Buda graph's netlist and the arrays it names (by reference, as pushed)."""
+def build_manifest(name: str, device: str, microbatch: int, inputs: list[ModelInput], outputs: list[str],
+                   segments: tuple[Segment, ...], placements: tuple[Placement, ...],
+                   netlists: list[Netlist]) -> tuple[RunManifest, dict[str, np.ndarray]]:
+    """The manifest of a compiled model's segments (device segments as placed Buda graphs, with their placements
+    and netlists in order) and the arrays it names (by reference, as pushed)."""
     arrays: dict[str, np.ndarray] = {}
+    parts: list = []
+    placed = iter(enumerate(zip(placements, netlists)))
+    for segment in segments:
+        if segment.on_device:
+            k, (placement, netlist) = next(placed)
+            parts.append(_device_part(k, segment.graph, placement, netlist, arrays))
+        else:
+            parts.append(_host_program(segment.graph, arrays))
+    manifest = RunManifest(model=name, device=device, microbatch=microbatch, inputs=tuple(inputs),
+                           outputs=tuple(outputs), parts=tuple(parts))
+    return manifest, arrays
+
+
+def array_name(netlist: int, queue: str) -> str:
+    """The array of a queue of netlist `netlist` (module docstring)."""
+    return f"{netlist}:{queue}" if netlist else queue
+
+
+def _device_part(k: int, bgraph: Graph, placement: Placement, netlist: Netlist,
+                 arrays: dict[str, np.ndarray]) -> DevicePart:
     feeds: dict[str, QueueFeed] = {}
     for node in bgraph.nodes():
         if node.kind in ("parameter", "constant") and node.name in netlist.queues:
-            arrays[node.name] = node.value.reshape(1, *node.value.shape[-3:])
-            feeds[node.name] = QueueFeed(node.kind, array=node.name)
+            arrays[array_name(k, node.name)] = node.value.reshape(1, *node.value.shape[-3:])
+            feeds[node.name] = QueueFeed(node.kind, array=array_name(k, node.name))
     for queue, value in sparse_queue_values(bgraph, placement).items():
-        arrays[queue] = value.reshape(1, *value.shape[-3:])
-        feeds[queue] = QueueFeed(queue.rsplit(".", 1)[1], array=queue)
+        arrays[array_name(k, queue)] = value.reshape(1, *value.shape[-3:])
+        feeds[queue] = QueueFeed(queue.rsplit(".", 1)[1], array=array_name(k, queue))
     for node in bgraph.inputs():
         feeds[node.name] = QueueFeed("input", feed=node.name, host_transforms=_transforms(node, "input"),
                                      logical_shape=tuple(node.logical_shape), device_shape=node.shape)
-    outputs = tuple(out.name for out in bgraph.outputs())
-    for position, out in enumerate(bgraph.outputs()):
-        feeds[out.name] = QueueFeed("output", position=position, host_transforms=_transforms(out, "output"),
+    for out in bgraph.outputs():
+        feeds[out.name] = QueueFeed("output", feed=out.name, host_transforms=_transforms(out, "output"),
                                     logical_shape=tuple(out.logical_shape), device_shape=out.shape)
     missing = [q for q, queue in netlist.queues.items() if queue.input == "HOST" and q not in feeds]
     if missing:
         raise ManifestError(f"netlist queues fed by the host with no known data (compiler bug): {', '.join(missing)}")
-    host = _host_program(host_graph, arrays) if host_graph is not None else None
-    manifest = RunManifest(model=name, device=device, microbatch=microbatch, inputs=tuple(inputs), outputs=outputs,
-                           queues={q: feeds[q] for q in netlist.queues if q in feeds}, host=host)
-    return manifest, arrays
+    return DevicePart(k, {q: feeds[q] for q in netlist.queues if q in feeds})
 
 
 def _transforms(node, where: str) -> tuple:
@@ -197,7 +238,7 @@ def _host_program(host: Graph, arrays: dict[str, np.ndarray]) -> HostProgram:
                               tuple(HostOperand(o.src, tuple(o.tms)) for o in host.operands(name))))
         else:
             (operand,) = host.operands(name)
-            outputs[node.device_input] = HostOperand(operand.src, tuple(operand.tms))
+            outputs[name] = HostOperand(operand.src, tuple(operand.tms))
     return HostProgram(tuple(inputs), values, tuple(ops), outputs)
 
 
@@ -205,7 +246,7 @@ def _host_program(host: Graph, arrays: dict[str, np.ndarray]) -> HostProgram:
 
 def _feed_data(feed: QueueFeed) -> dict:
     data = {"kind": feed.kind}
-    for field in ("array", "feed", "position"):
+    for field in ("array", "feed"):
         if getattr(feed, field) is not None:
             data[field] = getattr(feed, field)
     if feed.kind in ("input", "output"):
@@ -218,7 +259,7 @@ def _feed(name: str, data: dict) -> QueueFeed:
     kind = data["kind"]
     if kind not in FEED_KINDS:
         raise ManifestError(f"run manifest: queue {name!r} has kind {kind!r}; legal kinds: {', '.join(FEED_KINDS)}")
-    return QueueFeed(kind, array=data.get("array"), feed=data.get("feed"), position=data.get("position"),
+    return QueueFeed(kind, array=data.get("array"), feed=data.get("feed"),
                      host_transforms=decode(data.get("host_transforms", {"tuple": []})),
                      logical_shape=_shape(data, "logical_shape"), device_shape=_shape(data, "device_shape"))
 
@@ -233,6 +274,18 @@ def _operand_data(operand: HostOperand) -> dict:
 
 def _operand(data: dict) -> HostOperand:
     return HostOperand(str(data["src"]), decode(data["tms"]))
+
+
+def _part_data(part: HostProgram | DevicePart) -> dict:
+    if isinstance(part, HostProgram):
+        return _host_data(part)
+    return {"netlist": part.netlist, "queues": {name: _feed_data(f) for name, f in part.queues.items()}}
+
+
+def _part(data: dict) -> HostProgram | DevicePart:
+    if "netlist" in data:
+        return DevicePart(int(data["netlist"]), {str(name): _feed(name, f) for name, f in data["queues"].items()})
+    return _host(data)
 
 
 def _host_data(host: HostProgram) -> dict:

@@ -24,7 +24,10 @@ from ..ir import Graph
 from ..ops import add_op
 from . import relax_cnn
 
-REMEDY = "add it to cpu_fallback_ops (not available yet for this op) or report the op name"
+# cpu_fallback_ops moves registry ops to the host; an op with no pybuda mapping has no registry op, so it can run
+# neither on the device nor on the host: the only way on is a mapping.
+REMEDY = ("it has no pybuda op, so it can run neither on the device nor on the host (cpu_fallback_ops takes pybuda "
+          "op types only); rewrite the model around it or report the op name")
 
 Value = Union[str, tuple, None]  # a graph node name, a Relax tuple of values, or an unavailable output
 

@@ -46,7 +46,6 @@ class Node:
     acc_df: DataFormat | None = None           # Buda op: accumulation format
     math_fidelity: MathFidelity | None = None  # Buda op
     host_transforms: tuple = ()                # input/output: (op_type, attrs) the host applies, in order
-    device_input: str | None = None            # host (CPU fallback) graph output: the device input it feeds
 
     @property
     def framework_op_type(self) -> str | None:

@@ -87,7 +87,7 @@ def _lower_as_reshape(ctx, x):
     raise OpError(
         f"op {ctx.node.name!r} ({ctx.node.op_type}): reshape {x.shape} -> {out} moves data across tiles and "
         "has no device lowering; it must be cancelled by an inverse TM, folded into a host input/output "
-        "transform, or run on the CPU (cpu_fallback_ops)")
+        f"transform, or run on the host: add {ctx.node.op_type!r} to cpu_fallback_ops")
 
 
 def _lower_flatten_rows(ctx, x, out):

@@ -1,18 +1,43 @@
-"""CPU fallback: ops whose type is in `cpu_fallback_ops` (and the ops that must go with them) run on the
-host, before the device netlist. As in the legacy compiler, a fallback op takes its ancestors along (they
-are cheap: index arithmetic on inputs); the values crossing from host to device become device inputs.
+"""CPU fallback: partition the framework graph into an ordered list of host and device segments.
 
-A fallback op with more ops before it than after it would run after the device with its descendants
-(legacy: whichever side is smaller); that placement (host-post) is not supported yet and fails naming the op."""
+The ops whose type (or framework op type, for decomposed ops) is in `cpu_fallback_ops` run on the host, and
+take along the ops that carry no weights on one side of them (the legacy pre/post fallback devices):
+    at the start    its ancestors read no weights  -> they go with it to the host before the device (host-pre)
+    at the end      else, its descendants read none -> they go with it to the host after the device (host-post)
+    in the middle   else it runs alone on the host, splitting the device graph (host-mid)
+("weights": parameters and non-scalar constants.) Each op then gets the earliest segment of its side that
+comes no earlier than its operands' segments: host-pre, device, host-mid, device, ..., host-post (empty
+segments are dropped). A segment is a Graph whose inputs and outputs are named values: model inputs, model
+outputs, or `<op>.out` for an op's value crossing to a later segment; segments run in order.
+"""
 from __future__ import annotations
+
+import dataclasses
 
 import networkx as nx
 
 from ..ir import Graph
 from ..ops.registry import OpError
 
+HOST, DEVICE = "host", "device"
+
 # Relax / legacy TVM names users put in cpu_fallback_ops, mapped to registry op types.
 _ALIASES = {"take": "embedding", "adv_index": "embedding", "nn.embedding": "embedding"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """One part of the model: `kind` host or device; `graph` reads named values and writes named values."""
+
+    kind: str
+    graph: Graph
+
+    @property
+    def on_device(self) -> bool:
+        return self.kind == DEVICE
+
+    def with_graph(self, graph: Graph) -> "Segment":
+        return dataclasses.replace(self, graph=graph)
 
 
 def fallback_types(config) -> set[str]:
@@ -21,56 +46,93 @@ def fallback_types(config) -> set[str]:
     return {_ALIASES.get(t, t) for t in config.cpu_fallback_ops}
 
 
-def split_host_ops(graph: Graph, config) -> tuple[Graph | None, Graph]:
-    """(host_pre graph or None, device graph). The host graph's outputs are named after the device inputs
-    they feed; the device graph keeps the model's outputs."""
+def partition(graph: Graph, config) -> tuple[Segment, ...]:
+    """The segments of a framework graph, in run order (one device segment when nothing falls back)."""
     types = fallback_types(config)
-    fallback = [n.name for n in graph.nodes("op") if n.op_type in types]
+    fallback = [n.name for n in graph.nodes("op") if n.op_type in types or n.framework_op_type in types]
     if not fallback:
-        return None, graph
+        return (Segment(DEVICE, graph),)
+    host = _host_ops(graph, fallback)
+    index = _segment_index(graph, host)
+    used = sorted(set(index.values()))
+    names = _crossing_names(graph, index)
+    return tuple(Segment(HOST if k % 2 == 0 else DEVICE, _segment_graph(graph, index, k, names)) for k in used)
+
+
+def _host_ops(graph: Graph, fallback: list[str]) -> set[str]:
+    """The fallback ops and the weight-free side each takes along (module docstring)."""
     g = graph._g
-    host: set[str] = set()
+    host = set(fallback)
     for name in fallback:
         ancestors = {a for a in nx.ancestors(g, name) if graph.node(a).kind == "op"}
         descendants = {d for d in nx.descendants(g, name) if graph.node(d).kind == "op"}
-        if len(ancestors) > len(descendants):
-            raise OpError(f"op {name!r} ({graph.node(name).op_type}) is in cpu_fallback_ops, but it sits after most "
-                          f"of the model ({len(ancestors)} ops before it, {len(descendants)} after): it would have to "
-                          "run on the host after the device, which is not supported yet; remove "
-                          f"{graph.node(name).op_type!r} from cpu_fallback_ops to keep it on the device")
-        host |= ancestors | {name}
-    crossing = []  # host values read by device ops or by outputs
-    for name in sorted(host, key=lambda n: graph.node(n).order):
-        if any(u not in host for u, _ in graph.users(name)):
-            crossing.append(name)
-    host_graph = _host_graph(graph, host, crossing)
-    device = graph.copy()
-    device_inputs = {name: device.add_input(device.unique_name(f"{name}.host"), graph.node(name).shape)
-                     for name in crossing}
-    for name in crossing:
-        device.replace(name, device_inputs[name])
-    for name in sorted(host - set(crossing), key=lambda n: graph.node(n).order):
-        device.remove_node(name)
-    for inp in list(device.input_names):
-        if not device.users(inp):
-            device.remove_node(inp)
-    device.remove_dead()
-    # name the host outputs after the device inputs they feed
-    for name, out in zip(crossing, list(host_graph.output_names)):
-        host_graph.node(out).device_input = device_inputs[name]
-    return host_graph, device
+        if not any(_reads_weights(graph, a) for a in ancestors):
+            host |= ancestors
+        elif not any(_reads_weights(graph, d) for d in descendants):
+            host |= descendants
+    return host
 
 
-def _host_graph(graph: Graph, host: set[str], crossing: list[str]) -> Graph:
-    """The sub-graph of host ops, reading the model inputs, writing one output per crossing value."""
+def _reads_weights(graph: Graph, op: str) -> bool:
+    for operand in graph.operands(op):
+        node = graph.node(operand.src)
+        if node.kind == "parameter" or node.kind == "constant" and node.value.size > 1:
+            return True
+    return False
+
+
+def _segment_index(graph: Graph, host: set[str]) -> dict[str, int]:
+    """Segment index of every op and output: even = host, odd = device; the earliest of the op's side no
+    earlier than its operands' segments. An output goes with its value (a model input: the last segment)."""
+    index: dict[str, int] = {}
+    for name in graph.topo_order():
+        node = graph.node(name)
+        if node.kind != "op":
+            continue
+        start = max((index[o.src] for o in graph.operands(name) if o.src in index), default=0)
+        side = 0 if name in host else 1
+        index[name] = start if start % 2 == side else start + 1
+    last = max(index.values())
+    for out in graph.output_names:
+        index[out] = index.get(graph.output_source(out), last)
+    return index
+
+
+def _crossing_names(graph: Graph, index: dict[str, int]) -> dict[str, str]:
+    """The value name of every op read by a later segment: `<op>.out` (made unique)."""
+    taken = {n.name for n in graph.nodes()}
+    names = {}
+    for name in graph.topo_order():
+        if name in index and graph.node(name).kind == "op" and any(
+                index[user] != index[name] for user, _ in graph.users(name) if graph.node(user).kind == "op"):
+            base, i = f"{name}.out", 1
+            names[name] = base
+            while names[name] in taken:
+                names[name], i = f"{base}_{i}", i + 1
+            taken.add(names[name])
+    return names
+
+
+def _segment_graph(graph: Graph, index: dict[str, int], k: int, names: dict[str, str]) -> Graph:
+    """Segment `k`: its ops and outputs, an input per value it reads from elsewhere, an output per value of
+    its own that a later segment reads."""
     sub = graph.copy()
-    keep = set(host)
-    for name in host:
-        keep |= {o.src for o in graph.operands(name)}
-    for node in list(sub.nodes()):
-        if node.name not in keep:
-            sub.remove_node(node.name)
-    sub.output_names = []
-    for name in crossing:
-        sub.add_output(sub.unique_name(f"{name}.to_device"), name)
+    for name, value in names.items():
+        if index[name] != k and any(index.get(u) == k for u, _ in graph.users(name)):
+            sub.replace(name, sub.add_input(value, graph.node(name).shape))
+    for name in list(sub.output_names):
+        if index[name] != k:
+            sub.remove_node(name)
+    for name in [n.name for n in sub.nodes("op")]:
+        if index[name] != k:
+            sub.remove_node(name)
+    for name, value in names.items():
+        if index[name] == k:
+            sub.add_output(value, name)
+    for name in list(sub.input_names):
+        if not sub.users(name):
+            sub.remove_node(name)
+    sub.remove_dead()
+    if not sub.output_names:
+        raise OpError(f"segment {k} of {graph.name!r} computes nothing the model uses (compiler bug)")
     return sub

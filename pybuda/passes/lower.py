@@ -237,7 +237,8 @@ def lower(graph: Graph, config=None) -> Graph:
             opdef = registry.get(node.op_type)
             if opdef.lower is None:
                 raise OpError(f"op {name!r} ({node.op_type}) has no device lowering: run it on the host by adding "
-                              f"{node.op_type!r} to cpu_fallback_ops (enable_tvm_cpu_fallback), or report the op")
+                              f"{node.op_type!r} to cpu_fallback_ops (with enable_tvm_cpu_fallback; it may sit "
+                              "anywhere in the model), or report the op")
             if any(o.tms for o in graph.operands(name)):
                 raise OpError(f"op {name!r}: PyBuda-level edge TMs are not expected before lowering")
             ctx = LowerContext(bgraph, node, [values[o.src] for o in graph.operands(name)], config)

@@ -3,7 +3,7 @@ one TTI image file.
 
     model = pybuda.load("model.tti")      # a RuntimeModel: no framework model, no recompiling
     outputs = model(*inputs)              # simulated; bit-identical to the compiled model's outputs
-    model.netlist, model.perf, model.input_names, model.input_shapes
+    model.netlist, model.netlists, model.perf, model.input_names, model.input_shapes
 """
 from .executor import check_manifest, run
 from .model import RuntimeModel

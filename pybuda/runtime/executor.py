@@ -1,67 +1,94 @@
-"""Run one microbatch of a netlist in the backend simulator from the netlist, its run manifest and the arrays the
-manifest names: host program (CPU fallback), host transforms and tile padding of the inputs, the netlist, output
-unpadding and transforms. Nothing of the compiler (graphs, placement) is used."""
+"""Run one microbatch of a compiled model from its netlists, its run manifest and the arrays the manifest names:
+the manifest's parts in order over named values, host programs (CPU fallback) on the CPU one sample at a time,
+device parts in the backend simulator (host transforms and tile padding of the inputs, the netlist, output
+unpadding and transforms). Nothing of the compiler (graphs, placement) is used."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..arch.tms import apply_tms
 from ..backend_sim import Simulator
-from ..codegen.manifest import HostOperand, HostProgram, ManifestError, RunManifest
+from ..codegen.manifest import DevicePart, HostOperand, HostProgram, ManifestError, RunManifest
 from ..device import get_device
 from ..netlist import Netlist
 from ..ops import registry
 from ..passes.host_io import from_device_layout, to_device_layout
 
 
-def run(netlist: Netlist, manifest: RunManifest, arrays: dict[str, np.ndarray],
+def run(netlists: list[Netlist], manifest: RunManifest, arrays: dict[str, np.ndarray],
         batch: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """Outputs (model order, framework layout) of one microbatch of model inputs (by name, float32)."""
-    sim = Simulator(netlist, device=manifest.device)
-    for queue, feed in manifest.queues.items():
+    """Outputs (model order, framework layout) of one microbatch of model inputs (by name, float32). Values
+    are kept per sample (a value need not have the microbatch as its leading dim)."""
+    samples = [{name: x[i:i + 1] for name, x in batch.items()} for i in range(manifest.microbatch)]
+    for part in manifest.parts:
+        if isinstance(part, HostProgram):
+            for values in samples:
+                values.update(_run_host(part, arrays, values))
+        else:
+            _run_device(netlists[part.netlist], part, manifest.device, arrays, samples)
+    return [np.concatenate([values[name] for values in samples], axis=0) for name in manifest.outputs]
+
+
+def _run_device(netlist: Netlist, part: DevicePart, device: str, arrays: dict[str, np.ndarray],
+                samples: list[dict[str, np.ndarray]]) -> None:
+    """Run a device part on every sample; adds the values it writes to each sample's values."""
+    sim = Simulator(netlist, device=device)
+    for queue, feed in part.queues.items():
         if feed.array is not None:
             sim.push(queue, arrays[feed.array])
-    n = manifest.microbatch
-    samples = [_sample_feeds(manifest.host, arrays, {k: v[i:i + 1] for k, v in batch.items()}) for i in range(n)]
-    for queue, feed in manifest.queues.items():
-        if feed.kind == "input":
-            sim.push(queue, np.stack([to_device_layout(s[feed.feed], feed.host_transforms, feed.device_shape)
-                                      .reshape(feed.device_shape[-3:]) for s in samples]))
+        elif feed.kind == "input":
+            sim.push(queue, np.stack([to_device_layout(values[feed.feed], feed.host_transforms, feed.device_shape)
+                                      .reshape(feed.device_shape[-3:]) for values in samples]))
     sim.run(p_loop_count=1)
-    outputs = []
-    for queue in manifest.outputs:
-        feed = manifest.queues[queue]
-        outputs.append(from_device_layout(np.stack([sim.pop(queue) for _ in range(n)]), feed.logical_shape,
-                                          feed.host_transforms))
-    return outputs
+    for queue, feed in part.queues.items():
+        if feed.kind == "output":
+            for values in samples:
+                values[feed.feed] = from_device_layout(sim.pop(queue), feed.logical_shape, feed.host_transforms)
 
 
-def _sample_feeds(host: HostProgram | None, arrays: dict[str, np.ndarray],
-                  sample: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """One sample's model inputs plus the device feeds the host program computes from them."""
-    feeds = dict(sample)
-    if host is None:
-        return feeds
+def _run_host(host: HostProgram, arrays: dict[str, np.ndarray], sample: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The values a host program writes for one sample."""
     values = {name: sample[name] for name in host.inputs}
     values.update({name: arrays[array] for name, array in host.arrays.items()})
     for op in host.ops:
         values[op.name] = registry.evaluate(op.op_type, [_value(values, o) for o in op.operands], op.attrs)
-    feeds.update({feed: _value(values, operand) for feed, operand in host.outputs.items()})
-    return feeds
+    return {name: _value(values, operand) for name, operand in host.outputs.items()}
 
 
 def _value(values: dict[str, np.ndarray], operand: HostOperand) -> np.ndarray:
     return apply_tms(values[operand.src], list(operand.tms)) if operand.tms else values[operand.src]
 
 
-def check_manifest(netlist: Netlist, manifest: RunManifest, arrays: dict[str, np.ndarray]) -> None:
-    """ManifestError listing every way the manifest and arrays fail to describe the netlist's host queues."""
+def check_manifest(netlists: list[Netlist], manifest: RunManifest, arrays: dict[str, np.ndarray]) -> None:
+    """ManifestError listing every way the manifest and arrays fail to describe the netlists' host queues and the
+    values the parts read."""
     get_device(manifest.device)
+    problems = []
+    known = set(manifest.input_names)
+    parts = manifest.device_parts
+    if sorted(p.netlist for p in parts) != list(range(len(netlists))):
+        problems.append(f"the device parts run netlists {[p.netlist for p in parts]}; the model has "
+                        f"{len(netlists)} netlist(s)")
+    for part in manifest.parts:
+        if isinstance(part, HostProgram):
+            problems += [f"host program reads {name!r}, which no earlier part writes" for name in part.inputs
+                         if name not in known]
+            problems += [f"host program array {array!r} is missing" for array in part.arrays.values()
+                         if array not in arrays]
+            known |= set(part.outputs)
+        elif part.netlist < len(netlists):
+            problems += _device_problems(netlists[part.netlist], part, known, arrays)
+            known |= {f.feed for f in part.queues.values() if f.kind == "output"}
+    problems += [f"output {position} ({name!r}) is written by no part" for position, name in
+                 enumerate(manifest.outputs) if name not in known]
+    if problems:
+        raise ManifestError("the run manifest does not match its netlist:\n  " + "\n  ".join(problems))
+
+
+def _device_problems(netlist: Netlist, part: DevicePart, known: set[str], arrays: dict[str, np.ndarray]) -> list[str]:
     problems = [f"queue {name!r} is fed by the host but the manifest has no data for it"
-                for name, q in netlist.queues.items() if q.input == "HOST" and name not in manifest.queues]
-    host = manifest.host
-    feedable = set(manifest.input_names) | (set(host.outputs) if host else set())
-    for name, feed in manifest.queues.items():
+                for name, q in netlist.queues.items() if q.input == "HOST" and name not in part.queues]
+    for name, feed in part.queues.items():
         queue = netlist.queues.get(name)
         if queue is None:
             problems.append(f"queue {name!r} of the manifest is not in the netlist")
@@ -76,20 +103,10 @@ def check_manifest(netlist: Netlist, manifest: RunManifest, arrays: dict[str, np
                 problems.append(f"queue {name!r}: array {feed.array!r} has shape {array.shape}, the queue holds "
                                 f"{(1, *entry)}")
         elif feed.kind == "input":
-            if feed.feed not in feedable:
+            if feed.feed not in known:
                 problems.append(f"input queue {name!r} reads {feed.feed!r}, which is neither a model input nor "
-                                "computed by the host program")
+                                "written by an earlier part")
             if tuple(feed.device_shape[-3:]) != entry:
                 problems.append(f"input queue {name!r}: device shape {feed.device_shape} does not match the queue "
                                 f"{entry}")
-    for position, name in enumerate(manifest.outputs):
-        feed = manifest.queues.get(name)
-        if feed is None or feed.kind != "output" or feed.position != position:
-            problems.append(f"output {position} ({name!r}) is not an output queue of the manifest at that position")
-    if host is not None:
-        problems += [f"host program reads {name!r}, which is not a model input" for name in host.inputs
-                     if name not in manifest.input_names]
-        problems += [f"host program array {array!r} is missing" for array in host.arrays.values()
-                     if array not in arrays]
-    if problems:
-        raise ManifestError("the run manifest does not match its netlist:\n  " + "\n  ".join(problems))
+    return problems

@@ -1,33 +1,45 @@
-"""`RuntimeModel`: a compiled model as the runtime sees it (netlist + run manifest + arrays); callable."""
+"""`RuntimeModel`: a compiled model as the runtime sees it (netlists + run manifest + arrays); callable."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
 
-from ..codegen.manifest import RunManifest
+from ..codegen.manifest import DevicePart, HostProgram, RunManifest
 from ..module import to_numpy
 from ..netlist import Netlist
 from .executor import check_manifest, run
+from .perf import ModelPerf
 
 
 class RuntimeModel:
-    """Runs a netlist in the backend simulator from the netlist, its run manifest and arrays alone (no framework
-    model, no compiler graphs). `save` writes a TTI image; `pybuda.load` reads one back.
+    """Runs a compiled model from its netlists (one per device part; the backend simulator runs them), its run
+    manifest (which also holds the host programs) and arrays alone (no framework model, no compiler graphs).
+    `save` writes a TTI image; `pybuda.load` reads one back. A single netlist may be given for both sequences.
 
-    `source` says where the netlist came from (its file, or the TTI image) for messages and summaries."""
+    `source` says where the netlists came from (the first file, or the TTI image) for messages and summaries."""
 
-    def __init__(self, netlist: Netlist, netlist_text: str, manifest: RunManifest, arrays: dict[str, np.ndarray],
-                 source: str | Path = ""):
-        check_manifest(netlist, manifest, arrays)
-        self.netlist = netlist
-        self.netlist_text = netlist_text
+    def __init__(self, netlists: Netlist | Sequence[Netlist], netlist_texts: str | Sequence[str],
+                 manifest: RunManifest, arrays: dict[str, np.ndarray], source: str | Path = ""):
+        self.netlists = [netlists] if isinstance(netlists, Netlist) else list(netlists)
+        self.netlist_texts = [netlist_texts] if isinstance(netlist_texts, str) else list(netlist_texts)
+        check_manifest(self.netlists, manifest, arrays)
         self.manifest = manifest
         self.arrays = arrays
         self.source = str(source)
         self.tti_path: Path | None = None    # the image it was loaded from (pybuda.load)
         self._perf = None
+
+    @property
+    def netlist(self) -> Netlist | None:
+        """The first netlist (None for a model that runs on the host alone)."""
+        return self.netlists[0] if self.netlists else None
+
+    @property
+    def netlist_text(self) -> str | None:
+        return self.netlist_texts[0] if self.netlist_texts else None
 
     @property
     def name(self) -> str:
@@ -55,16 +67,17 @@ class RuntimeModel:
         return list(self.manifest.outputs)
 
     @property
-    def perf(self):
-        """The simulator's performance estimate of the netlist (computed once, on first use)."""
+    def perf(self) -> ModelPerf:
+        """The simulator's performance estimate of every netlist, summed (computed once, on first use)."""
         if self._perf is None:
             from ..backend_sim.timing import estimate
-            self._perf = estimate(self.netlist, device=self.device)
+            self._perf = ModelPerf(tuple(estimate(nl, device=self.device) for nl in self.netlists),
+                                   tuple(op.name for op in self.manifest.host_ops()), self.microbatch)
         return self._perf
 
     def __call__(self, *inputs):
-        """Run the netlist in the backend simulator on a microbatch of inputs (torch tensors or numpy arrays);
-        returns torch tensors (one tensor for a single-output model, else a tuple)."""
+        """Run the parts (netlists in the backend simulator, fallback ops on the host) on a microbatch of inputs
+        (torch tensors or numpy arrays); returns torch tensors (one tensor for a single-output model, else a tuple)."""
         names = self.input_names
         if len(inputs) != len(names):
             raise ValueError(f"model {self.name!r} takes {len(names)} inputs ({', '.join(names)}), got {len(inputs)}")
@@ -77,24 +90,30 @@ class RuntimeModel:
             if shape != spec.shape:
                 raise ValueError(f"model {self.name!r}: input {spec.name!r} has shape {tuple(shape)}, the model was "
                                  f"compiled for {spec.shape}")
-        outputs = run(self.netlist, self.manifest, self.arrays, batch)
+        outputs = run(self.netlists, self.manifest, self.arrays, batch)
         tensors = [torch.from_numpy(np.ascontiguousarray(o)) for o in outputs]
         return tensors[0] if len(tensors) == 1 else tuple(tensors)
 
     def save(self, path: str | Path) -> Path:
         """Write the model as one TTI image file (atomically); `pybuda.load(path)` runs it in any process."""
         from .tti import save_tti
-        return save_tti(path, self.netlist_text, self.manifest, self.arrays)
+        return save_tti(path, self.netlist_texts, self.manifest, self.arrays)
 
     def summary(self) -> str:
-        """Where ops run (host fallback vs device), the netlist, epochs, cores and the estimate."""
-        host_ops = self.manifest.host.op_names() if self.manifest.host else []
+        """Where ops run (the parts in order: host fallback ops, device netlists), epochs, cores and the estimate."""
         perf = self.perf
         return "\n".join([
             f"model {self.name} on {self.device}, microbatch {self.microbatch}",
-            f"host (CPU fallback) ops: {', '.join(host_ops) if host_ops else 'none'}",
-            f"device ops: {len(self.netlist.ops)}",
+            f"host (CPU fallback) ops: {', '.join(perf.host_ops) if perf.host_ops else 'none'}",
+            f"parts: {' -> '.join(_part_text(p) for p in self.manifest.parts)}",
+            f"device ops: {sum(len(nl.ops) for nl in self.netlists)}",
             f"netlist: {self.source}",
             f"epochs: {len(perf.epochs)}; cores per epoch: {[e.cores for e in perf.epochs]}",
             f"estimated samples/second: {perf.samples_per_second:,.1f}",
         ])
+
+
+def _part_text(part: HostProgram | DevicePart) -> str:
+    if isinstance(part, HostProgram):
+        return f"host ({len(part.ops)} ops)"
+    return f"device (netlist {part.netlist})"

@@ -1,9 +1,10 @@
 """TTI images: a compiled model in one file that runs without the framework model and without recompiling.
 
 A TTI image is a zip archive (no pickled objects):
-    pybuda-tti.json    {"format": "pybuda-tti", "version": 1, "arrays": {array name: entry}}
-    netlist.yaml       the netlist exactly as compile wrote it
-    manifest.json      the run manifest (model name, device, microbatch, inputs, outputs, queue feeds, host program)
+    pybuda-tti.json    {"format": "pybuda-tti", "version": 2, "netlists": [entry, ...], "arrays": {array name: entry}}
+    netlist.yaml       the first netlist exactly as compile wrote it (netlist_<k>.yaml: the k-th after it)
+    manifest.json      the run manifest (model name, device, microbatch, inputs, outputs, parts: host programs
+                       and device parts with their queue feeds)
     arrays/NNNNN.npy   parameters, constants, sparse-matmul operands and host-program data (numpy .npy, stored)
 It is written atomically (a temporary file in the same directory, then a rename); entries carry fixed
 timestamps, so the same compiled model gives a byte-identical file. Reading checks every entry's CRC and
@@ -25,7 +26,7 @@ from ..netlist import load as load_netlist
 from .model import RuntimeModel
 
 TTI_FORMAT = "pybuda-tti"
-TTI_VERSION = 1
+TTI_VERSION = 2
 HEADER = "pybuda-tti.json"
 NETLIST = "netlist.yaml"
 MANIFEST = "manifest.json"
@@ -37,14 +38,20 @@ class TTIError(ValueError):
     """A file that is not a readable TTI image of this version; the message names the file and the problem."""
 
 
-def save_tti(path: str | Path, netlist_text: str, manifest: RunManifest, arrays: dict[str, np.ndarray]) -> Path:
-    """Write a TTI image of a netlist, its run manifest and the arrays the manifest names."""
+def _netlist_entry(k: int) -> str:
+    return NETLIST if k == 0 else f"netlist_{k}.yaml"
+
+
+def save_tti(path: str | Path, netlist_texts: list[str], manifest: RunManifest,
+             arrays: dict[str, np.ndarray]) -> Path:
+    """Write a TTI image of the netlists, their run manifest and the arrays the manifest names."""
     entries = {name: f"arrays/{i:05d}.npy" for i, name in enumerate(dict.fromkeys(manifest.array_names()))}
-    header = {"format": TTI_FORMAT, "version": TTI_VERSION, "arrays": entries}
+    netlists = {_netlist_entry(k): text for k, text in enumerate(netlist_texts)}
+    header = {"format": TTI_FORMAT, "version": TTI_VERSION, "netlists": list(netlists), "arrays": entries}
 
     def write(f) -> None:
         with zipfile.ZipFile(f, "w") as zf:
-            for entry, text in ((HEADER, json.dumps(header, indent=1) + "\n"), (NETLIST, netlist_text),
+            for entry, text in ((HEADER, json.dumps(header, indent=1) + "\n"), *netlists.items(),
                                 (MANIFEST, manifest.to_json())):
                 zf.writestr(_info(entry, zipfile.ZIP_DEFLATED), text.encode())
             for name, entry in entries.items():
@@ -57,21 +64,21 @@ def save_tti(path: str | Path, netlist_text: str, manifest: RunManifest, arrays:
 def load(path: str | Path) -> RuntimeModel:
     """The model saved in a TTI image, ready to run (`model(*inputs)`), with its netlist and estimate."""
     path = Path(path)
-    netlist_text, manifest, arrays = read_tti(path)
+    netlist_texts, manifest, arrays = read_tti(path)
     try:
-        netlist = load_netlist(netlist_text)
+        netlists = [load_netlist(text) for text in netlist_texts]
     except NetlistError as e:
-        raise TTIError(f"{path}: the netlist in the image does not load: {e}") from None
+        raise TTIError(f"{path}: a netlist in the image does not load: {e}") from None
     try:
-        model = RuntimeModel(netlist, netlist_text, manifest, arrays, source=path)
+        model = RuntimeModel(netlists, netlist_texts, manifest, arrays, source=path)
     except ValueError as e:   # the manifest does not match the netlist, or names an unknown device
         raise TTIError(f"{path}: {e}") from None
     model.tti_path = path
     return model
 
 
-def read_tti(path: str | Path) -> tuple[str, RunManifest, dict[str, np.ndarray]]:
-    """The netlist text, run manifest and arrays of a TTI image (TTIError if it is not one or is damaged)."""
+def read_tti(path: str | Path) -> tuple[list[str], RunManifest, dict[str, np.ndarray]]:
+    """The netlist texts, run manifest and arrays of a TTI image (TTIError if it is not one or is damaged)."""
     path = Path(path)
     with open(path, "rb") as f:
         magic = f.read(len(_ZIP_MAGIC))
@@ -88,10 +95,10 @@ def read_tti(path: str | Path) -> tuple[str, RunManifest, dict[str, np.ndarray]]
             if header.get("version") != TTI_VERSION:
                 raise TTIError(f"{path}: TTI format version {header.get('version')!r}; this pybuda reads version "
                                f"{TTI_VERSION} (recompile the model and save it again)")
-            missing = [e for e in (NETLIST, MANIFEST, *header["arrays"].values()) if e not in present]
+            missing = [e for e in (*header["netlists"], MANIFEST, *header["arrays"].values()) if e not in present]
             if missing:
                 raise TTIError(f"{path}: the TTI image is incomplete: no {', '.join(missing)}")
-            netlist_text = zf.read(NETLIST).decode()
+            netlist_texts = [zf.read(entry).decode() for entry in header["netlists"]]
             manifest = RunManifest.from_json(zf.read(MANIFEST).decode())
             arrays = {name: _read_array(zf, entry) for name, entry in header["arrays"].items()}
     except TTIError:
@@ -101,7 +108,7 @@ def read_tti(path: str | Path) -> tuple[str, RunManifest, dict[str, np.ndarray]]
     except (zipfile.BadZipFile, zlib.error, EOFError, UnicodeDecodeError, ValueError, KeyError, TypeError,
             AttributeError) as e:
         raise TTIError(f"{path}: the TTI image is truncated or corrupt ({type(e).__name__}: {e})") from None
-    return netlist_text, manifest, arrays
+    return netlist_texts, manifest, arrays
 
 
 def _info(entry: str, compression: int) -> zipfile.ZipInfo:
