@@ -13,6 +13,7 @@ entry of the list; `compile_depth` names a stage (or a legacy `CompileDepth`, ma
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -26,10 +27,11 @@ from .balancer.policy import Placement
 from .codegen import ModelInput, RunManifest, build_manifest, build_netlist
 from .config import CompileDepth
 from .device import DeviceSpec
+from .files import safe_file_stem, write_atomically
 from .frontend.pybuda_trace import trace_module
 from .ir import Graph
 from .module import PyBudaModule
-from .netlist import Netlist, NetlistError, check, write_netlist
+from .netlist import Netlist, NetlistError, check, netlist_text
 from .netlist import load as load_netlist
 from .passes.cpu_fallback import split_host_ops
 from .passes.data_formats import assign_data_formats
@@ -66,6 +68,7 @@ class CompileState:
     netlist_text: str | None = None
     manifest: RunManifest | None = None
     arrays: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)   # queue and host data by name
+    output_structure: dict | None = None       # how the torch model nests its outputs (None: PyBudaModule)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,17 +96,24 @@ class Stage:
 # --- the stages -------------------------------------------------------------------------------------------------
 
 def initial_graph_stage(state: CompileState) -> CompileState:
-    """Import a torch.nn.Module (torch.export + TVM Relax, cached) or trace a PyBudaModule."""
+    """Import a torch.nn.Module (checked to treat the leading dim as a microbatch, then torch.export + TVM Relax,
+    cached) or trace a PyBudaModule."""
     model, inputs = state.model, state.sample_inputs
+    structure = None
     if isinstance(model, PyBudaModule):
         graph = trace_module(model, inputs)
     elif isinstance(model, torch.nn.Module):
-        from .frontend.torch_import import import_torch
+        from .frontend.microbatch import check_per_sample
+        from .frontend.outputs import output_structure
+        from .frontend.torch_import import export_model, import_program
         from .frontend.tvm_cache import cached_import
-        graph = cached_import(model, inputs, state.config, lambda m, x: import_torch(m, x, name=type(model).__name__))
+        check_per_sample(model.eval(), inputs)
+        program = export_model(model, inputs)
+        graph = cached_import(program, model, state.config, lambda: import_program(program, name=state.name))
+        structure = output_structure(program.call_spec.out_spec)
     else:
         raise TypeError(f"compile takes a torch.nn.Module or a PyBudaModule, got {type(model).__name__}")
-    return dataclasses.replace(state, graph=graph, input_names=list(graph.input_names))
+    return dataclasses.replace(state, graph=graph, input_names=list(graph.input_names), output_structure=structure)
 
 
 def decompose_stage(state: CompileState) -> CompileState:
@@ -148,7 +158,8 @@ def balance_stage(state: CompileState) -> CompileState:
 
 def netlist_stage(state: CompileState) -> CompileState:
     """Build the netlist and the run manifest, validate the netlist against the backend's rules, write it
-    atomically to `<output_dir>/<model>_netlist.yaml`."""
+    atomically to `<output_dir>/<model>_<10 hex of its content>_netlist.yaml` (models of one class with other
+    graphs or configs get other files; the same model and config the same file, byte for byte)."""
     nl = build_netlist(state.graph, state.placement, state.device, state.config, state.microbatch)
     errors = check(nl, device=state.device)
     if errors:
@@ -156,11 +167,14 @@ def netlist_stage(state: CompileState) -> CompileState:
     inputs = [ModelInput(name, tuple(x.shape), str(x.dtype).removeprefix("torch."))
               for name, x in zip(state.input_names, state.sample_inputs)]
     manifest, arrays = build_manifest(state.name, state.device.name, state.microbatch, inputs, state.graph,
-                                      state.placement, state.host_graph, nl)
+                                      state.placement, state.host_graph, nl, state.output_structure)
     header = f"# pybuda netlist: model {state.name}, device {state.device.name}, microbatch {state.microbatch}"
-    path = write_netlist(nl, state.output_dir / f"{state.name}_netlist.yaml", header)
+    text = netlist_text(nl, header)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+    path = write_atomically(state.output_dir / f"{safe_file_stem(state.name)}_{digest}_netlist.yaml",
+                            lambda f: f.write(text), binary=False)
     # the compiled model runs from exactly what a TTI image stores: the written text and the manifest's file form
-    return dataclasses.replace(state, netlist=load_netlist(path), netlist_path=path, netlist_text=path.read_text(),
+    return dataclasses.replace(state, netlist=load_netlist(text), netlist_path=path, netlist_text=text,
                                manifest=RunManifest.from_json(manifest.to_json()), arrays=arrays)
 
 

@@ -100,6 +100,7 @@ class RunManifest:
     outputs: tuple          # output queue names, in model output order
     queues: dict
     host: HostProgram | None = None
+    output_structure: dict | None = None   # how the torch model nests its outputs (`pybuda.frontend.outputs`)
 
     @property
     def input_names(self) -> list[str]:
@@ -118,6 +119,7 @@ class RunManifest:
             "outputs": list(self.outputs),
             "queues": {name: _feed_data(feed) for name, feed in self.queues.items()},
             "host": _host_data(self.host) if self.host else None,
+            "output_structure": self.output_structure,
         }
         return json.dumps(data, indent=1) + "\n"
 
@@ -137,7 +139,8 @@ class RunManifest:
                                     for i in data["inputs"]),
                        outputs=tuple(str(o) for o in data["outputs"]),
                        queues={str(name): _feed(name, f) for name, f in data["queues"].items()},
-                       host=_host(data["host"]) if data["host"] is not None else None)
+                       host=_host(data["host"]) if data["host"] is not None else None,
+                       output_structure=data.get("output_structure"))
         except ManifestError:
             raise
         except KeyError as e:
@@ -148,8 +151,9 @@ class RunManifest:
 
 def build_manifest(name: str, device: str, microbatch: int, inputs: list[ModelInput], bgraph: Graph,
                    placement: Placement, host_graph: Graph | None,
-                   netlist: Netlist) -> tuple[RunManifest, dict[str, np.ndarray]]:
-    """The manifest of a placed Buda graph's netlist and the arrays it names (by reference, as pushed)."""
+                   netlist: Netlist, output_structure: dict | None = None) -> tuple[RunManifest, dict[str, np.ndarray]]:
+    """The manifest of a placed Buda graph's netlist and the arrays it names (by reference, as pushed);
+    `output_structure` is how the framework model nests its outputs (None: one tensor or a tuple)."""
     arrays: dict[str, np.ndarray] = {}
     feeds: dict[str, QueueFeed] = {}
     for node in bgraph.nodes():
@@ -171,7 +175,8 @@ def build_manifest(name: str, device: str, microbatch: int, inputs: list[ModelIn
         raise ManifestError(f"netlist queues fed by the host with no known data (compiler bug): {', '.join(missing)}")
     host = _host_program(host_graph, arrays) if host_graph is not None else None
     manifest = RunManifest(model=name, device=device, microbatch=microbatch, inputs=tuple(inputs), outputs=outputs,
-                           queues={q: feeds[q] for q in netlist.queues if q in feeds}, host=host)
+                           queues={q: feeds[q] for q in netlist.queues if q in feeds}, host=host,
+                           output_structure=output_structure)
     return manifest, arrays
 
 
