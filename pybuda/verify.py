@@ -13,13 +13,14 @@ from .passes.host_io import apply_host_transforms, from_device_layout, to_device
 
 GRAPH_PCC_THRESHOLD = 0.999   # a stage's graph, evaluated in float32, against the framework
 
-# The simulated netlist against the framework, by its least precise data format (in precision order), as (any
-# HiFi fidelity, LoFi in some op): a little below the lowest PCC the fast-tier zoo models reach
-# (benchmarks/format_pcc.py; the figures are in docs/user_guide.md).
+# The simulated netlist against the framework, by its least precise data format (in precision order), as (HiFi
+# fidelities, LoFi in some op): a little below the lowest PCC of the fast-tier zoo models at that format
+# (benchmarks/format_pcc.py; the figures are in docs/user_guide.md). mnist_cnn at Bfp4_b (0.27) is below its
+# threshold: verify fails it. Lf8, Fp8_e4m3 and Bfp4 were not measured and take Bfp4_b's threshold.
 NETLIST_PCC_THRESHOLDS: dict[DataFormat, tuple[float, float]] = {
-    DataFormat.Float32: (0.999, 0.99), DataFormat.Float16: (0.99, 0.99), DataFormat.Float16_b: (0.99, 0.99),
-    DataFormat.Bfp8: (0.99, 0.99), DataFormat.Bfp8_b: (0.99, 0.99), DataFormat.Lf8: (0.9, 0.9),
-    DataFormat.Fp8_e4m3: (0.9, 0.9), DataFormat.Bfp4: (0.85, 0.85), DataFormat.Bfp4_b: (0.85, 0.85),
+    DataFormat.Float32: (0.999, 0.985), DataFormat.Float16: (0.99, 0.985), DataFormat.Float16_b: (0.985, 0.975),
+    DataFormat.Bfp8: (0.985, 0.98), DataFormat.Bfp8_b: (0.985, 0.98), DataFormat.Lf8: (0.85, 0.85),
+    DataFormat.Fp8_e4m3: (0.85, 0.85), DataFormat.Bfp4: (0.85, 0.85), DataFormat.Bfp4_b: (0.85, 0.85),
     DataFormat.Bfp2: (0.1, 0.1), DataFormat.Bfp2_b: (0.1, 0.1),
 }
 

@@ -1,6 +1,7 @@
 """Is the leading dim of the sample inputs a microbatch? The compiler builds a graph of one sample and runs it
 once per sample, which is right only if the model treats samples independently. `check_per_sample` runs the
-torch model on the whole sample batch and on each sample alone and compares: an output that is not the
+torch model on the whole sample batch and on each sample alone (vmapped: about one more batched pass) and
+compares: an output that is not the
 per-sample outputs stacked (`x - x.mean(0)`, `x * x[0:1]`, `x.sum(0)`, an output without the batch dim) is a
 `MicrobatchError` naming the output and the first submodule whose output mixes samples."""
 from __future__ import annotations
@@ -28,7 +29,7 @@ def check_per_sample(model: torch.nn.Module, sample_inputs: tuple[torch.Tensor, 
     if n == 1:
         return
     whole = _outputs(model, sample_inputs)
-    samples = [_outputs(model, tuple(x[i:i + 1] for x in sample_inputs)) for i in range(n)]
+    samples = _per_sample_outputs(model, sample_inputs, len(whole))
     for k, out in enumerate(whole):
         problem = _mixing(out, [s[k] for s in samples], n)
         if problem:
@@ -41,6 +42,21 @@ def _outputs(model: torch.nn.Module, inputs: tuple) -> list[torch.Tensor]:
     with torch.no_grad():
         out = model(*inputs)
     return [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+
+
+def _per_sample_outputs(model: torch.nn.Module, inputs: tuple, count: int) -> list[list[torch.Tensor]]:
+    """The outputs of each sample run alone (leading dim 1): in one batched pass with `torch.func.vmap` over
+    samples (a per-sample view of the model), or one call per sample where vmap cannot run the model."""
+    def one(*sample):
+        return tuple(_outputs(model, tuple(x.unsqueeze(0) for x in sample)))
+    try:
+        with torch.no_grad():
+            stacked = torch.func.vmap(one, randomness="error")(*inputs)
+        if len(stacked) == count:
+            return [[o[i] for o in stacked] for i in range(int(inputs[0].shape[0]))]
+    except Exception:  # noqa: BLE001  (any op vmap has no batching rule for: run the samples one by one)
+        pass
+    return [_outputs(model, tuple(x[i:i + 1] for x in inputs)) for i in range(int(inputs[0].shape[0]))]
 
 
 def _mixing(whole: torch.Tensor, per_sample: list[torch.Tensor], n: int) -> str:
