@@ -221,7 +221,7 @@ def test_effective_options_and_defaults_do_not_warn():
 
 def test_compile_warns_once_for_config_fields_with_no_effect(tmp_path):
     from models import MLP
-    config = pybuda.CompilerConfig(enable_t_streaming=False, device_config="wh_n150", verify=True)
+    config = pybuda.CompilerConfig(enable_t_streaming=False, device_config="wh_n150", enable_consteval=False)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         for out in ("a", "b"):

@@ -7,6 +7,7 @@ per-sample outputs stacked (`x - x.mean(0)`, `x * x[0:1]`, `x.sum(0)`, an output
 from __future__ import annotations
 
 import contextlib
+import warnings
 from typing import Iterator
 
 import numpy as np
@@ -50,7 +51,9 @@ def _per_sample_outputs(model: torch.nn.Module, inputs: tuple, count: int) -> li
     def one(*sample):
         return tuple(_outputs(model, tuple(x.unsqueeze(0) for x in sample)))
     try:
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            # ops without a batching rule run sample by sample inside vmap, which torch reports as a slowdown
+            warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet")
             stacked = torch.func.vmap(one, randomness="error")(*inputs)
         if len(stacked) == count:
             return [[o[i] for o in stacked] for i in range(int(inputs[0].shape[0]))]
