@@ -159,6 +159,30 @@ def test_tvm_cache_recompiles_when_a_python_attribute_changes(tmp_path, monkeypa
     assert len(list((tmp_path / "cache").glob("*.pkl"))) == 3
 
 
+class WithNonPersistentBuffer(Linear):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("offset", torch.arange(32, dtype=torch.float32), persistent=False)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x) + self.offset)
+
+
+def test_tvm_cache_hits_models_with_non_persistent_buffers(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYBUDA_ENABLE_TVM_CACHE", "1")
+    config = pybuda.CompilerConfig(tvm_graph_store_path=str(tmp_path / "cache"),
+                                   tvm_graph_load_path=str(tmp_path / "cache"))
+    model, x = WithNonPersistentBuffer(), torch.randn(2, 4, 32)
+    pybuda.compile(model, x, output_dir=tmp_path / "a", config=config)
+    from pybuda.frontend import torch_import
+    monkeypatch.setattr(torch_import, "import_program", lambda *a, **k: pytest.fail("imported again"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = pybuda.compile(model, x, output_dir=tmp_path / "b", config=config)(x)
+    with torch.no_grad():
+        assert pcc(out.numpy(), model(x).numpy()) > 0.99
+
+
 # --- 4. verify runs the netlist in the simulator ----------------------------------------------------------------
 
 def _verified(tmp_path, df: str, fidelity: str):

@@ -43,16 +43,18 @@ def import_torch(model: torch.nn.Module, sample_inputs: tuple[torch.Tensor, ...]
 
 
 def export_model(model: torch.nn.Module, sample_inputs: tuple[torch.Tensor, ...]) -> torch.export.ExportedProgram:
-    """The decomposed torch.export program of `model` (put in eval mode) on one sample of `sample_inputs`."""
+    """The torch.export program of `model` (put in eval mode) on one sample of `sample_inputs` (not decomposed:
+    that is part of the import, which a TVM cache hit skips)."""
     model.eval()
     args = tuple(x[:1] for x in sample_inputs)
     with torch.no_grad():
-        return torch.export.export(model, args).run_decompositions()
+        return torch.export.export(model, args)
 
 
 def import_program(program: torch.export.ExportedProgram, *, name: str = "model") -> Graph:
-    """Convert an exported program (`export_model`) to a Graph through TVM Relax."""
+    """Convert an exported program (`export_model`) to a Graph: its decompositions, then TVM Relax."""
     with torch.no_grad():
+        program = program.run_decompositions()
         try:
             mod = from_exported_program(program, keep_params_as_input=True, run_ep_decomposition=False)
         except AssertionError as e:

@@ -1,12 +1,13 @@
 """TVM cache: the imported graph of a torch model, stored on disk and reused (legacy PYBUDA_ENABLE_TVM_CACHE).
 
 PYBUDA_ENABLE_TVM_CACHE=1 reads and writes the cache, 0 (default) ignores it, -1 drops this model's entry and
-rebuilds it. Entries are keyed by what the import depends on: the torch.export program of one sample (its graph
-code, which holds the Python scalars and modes `forward` read, its input/output specs), the values of the
-program's tensor constants and buffers, the names, shapes and dtypes of its parameters, the torch and TVM
-versions and the importer's own source. Parameter values are not stored: they are read from the model on every
-load. `tvm_graph_store_path` and `tvm_graph_load_path` choose the directories (default
-`generated_modules/tvm_cache`). A corrupt entry is rebuilt with a warning."""
+rebuilds it. Entries are keyed by what the import depends on: the torch.export program of one sample, before its
+decompositions (its graph code, which holds the Python scalars and modes `forward` read, its input/output specs,
+the shapes and dtypes of its inputs), the values of its tensor constants and buffers, the names, shapes and dtypes
+of its parameters, the torch and TVM versions and the importer's own source. Parameter values are not stored (nor
+hashed): they are read from the model's parameters and buffers on every load. `tvm_graph_store_path` and
+`tvm_graph_load_path` choose the directories (default `generated_modules/tvm_cache`). A corrupt entry is rebuilt
+with a warning."""
 from __future__ import annotations
 
 import hashlib
@@ -47,6 +48,10 @@ def cache_key(program: torch.export.ExportedProgram) -> str:
     for part in (FORMAT_VERSION, torch.__version__, tvm.__version__, program.graph_module.code,
                  program.graph_signature, program.call_spec.in_spec, program.call_spec.out_spec):
         h.update(str(part).encode())
+    for node in program.graph.nodes:
+        if node.op == "placeholder":   # user inputs, parameters, buffers, constants: shapes and dtypes
+            value = node.meta.get("val")
+            h.update(f"{node.name}:{tuple(getattr(value, 'shape', ()))}:{getattr(value, 'dtype', value)}".encode())
     parameters = set(program.graph_signature.parameters)
     for name, t in program.state_dict.items():
         h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
@@ -72,10 +77,11 @@ def _strip(graph: Graph) -> Graph:
 
 
 def _refill(graph: Graph, model: torch.nn.Module) -> Graph:
-    state = model.state_dict()
+    """The cached graph's parameters from the model's parameters and buffers (non-persistent ones too)."""
+    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     for node in graph.nodes("parameter"):
         if node.name not in state:
-            raise KeyError(f"cached graph parameter {node.name!r} is not in the model's state dict")
+            raise KeyError(f"cached graph parameter {node.name!r} is not a parameter or buffer of the model")
         node.value = state[node.name].detach().cpu().float().numpy().reshape(node.shape)
     return graph
 
