@@ -109,8 +109,8 @@ def initial_graph_stage(state: CompileState) -> CompileState:
         from .frontend.tvm_cache import cached_import
         check_per_sample(model.eval(), inputs)
         program = export_model(model, inputs)
-        graph = cached_import(program, model, state.config, lambda: import_program(program, name=state.name))
         structure = output_structure(program.call_spec.out_spec)
+        graph = cached_import(program, model, state.config, lambda: import_program(program, name=state.name))
     else:
         raise TypeError(f"compile takes a torch.nn.Module or a PyBudaModule, got {type(model).__name__}")
     return dataclasses.replace(state, graph=graph, input_names=list(graph.input_names), output_structure=structure)

@@ -29,14 +29,15 @@ def _encode(spec: pytree.TreeSpec, leaves: Iterator[int]) -> dict:
     if _is_namedtuple(spec):
         cls = spec.context
         return {"class": f"{cls.__module__}:{cls.__qualname__}", "items": children}
-    if spec.type in (dict, collections.OrderedDict, collections.defaultdict):
-        return {"dict": [[k, c] for k, c in zip(_keys(spec) or [], children)]}
     keys = _keys(spec)
     if keys is None:
-        raise TypeError(f"model outputs of type {spec.type.__name__} are not supported; return tensors in a tuple, "
-                        "list, dict, namedtuple or transformers ModelOutput")
-    return {"class": f"{spec.type.__module__}:{spec.type.__qualname__}",
-            "fields": [[k, c] for k, c in zip(keys, children)]}
+        raise TypeError(f"model outputs of type {getattr(spec.type, '__name__', spec.type)} (keys {spec.context!r}) "
+                        "are not supported; return tensors in a tuple, list, dict with str or int keys, namedtuple "
+                        "or transformers ModelOutput")
+    fields = [[k, c] for k, c in zip(keys, children)]
+    if spec.type in (dict, collections.OrderedDict, collections.defaultdict):
+        return {"dict": fields}
+    return {"class": f"{spec.type.__module__}:{spec.type.__qualname__}", "fields": fields}
 
 
 def _keys(spec: pytree.TreeSpec) -> list[Any] | None:
