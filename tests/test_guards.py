@@ -287,6 +287,17 @@ def test_outputs_come_back_in_the_model_structure(tmp_path, kind):
             assert pcc(g.numpy(), e.numpy()) > 0.99
 
 
+class TupleKeys(Linear):
+    def forward(self, x):
+        return {(0, 1): self.fc(x)}
+
+
+def test_outputs_in_an_unsupported_structure_are_refused(tmp_path):
+    with pytest.raises(TypeError, match=r"model outputs of type dict \(keys \[\(0, 1\)\]\) are not supported; return "
+                                        "tensors in a tuple, list, dict with str or int keys"):
+        pybuda.compile(TupleKeys(), torch.randn(2, 4, 32), output_dir=tmp_path)
+
+
 def test_hf_model_output_comes_back_as_its_model_output_type(tmp_path):
     from pybuda.tools.zoo import ZOO
     entry = ZOO["bert_tiny"]
