@@ -7,17 +7,21 @@
 """
 from . import op
 from .compile import CompiledModel, VerificationError, compile
-from .config import (CompileDepth, CompilerConfig, DeviceMode, PlacerOpOverride, OpOverride, add_schedule_constraint,
-                     configure_mixed_precision, insert_buffering_nop, insert_fracture_group, insert_nop,
-                     override_dram_parameters, override_input_buffer_multiplier, override_multi_op_fracture_factor,
-                     override_op_placement, override_op_size, override_t_stream_dir, override_t_stream_shape,
-                     override_u_kt, reset_configuration, set_chip_break, set_configuration_options, set_epoch_break)
+from .config import (CompileDepth, CompilerConfig, DeviceMode, IneffectiveOptionWarning, OpOverride,
+                     PlacerOpOverride, add_schedule_constraint, configure_mixed_precision, insert_buffering_nop,
+                     insert_fracture_group, insert_nop, override_dram_parameters, override_input_buffer_multiplier,
+                     override_multi_op_fracture_factor, override_op_placement, override_op_size,
+                     override_t_stream_dir, override_t_stream_shape, override_u_kt, reset_configuration,
+                     set_chip_break, set_configuration_options, set_epoch_break)
 from .dataformat import DataFormat, MathFidelity
+from .files import OutputDirError
+from .frontend.microbatch import MicrobatchError
 from .module import Parameter, PyBudaModule, Tensor
-from .runtime import RuntimeModel, TTIError, load
+from .runtime import InputError, RuntimeModel, TTIError, load
 
 __all__ = [
-    "compile", "CompiledModel", "VerificationError", "load", "RuntimeModel", "TTIError", "op", "PyBudaModule",
+    "compile", "CompiledModel", "VerificationError", "MicrobatchError", "InputError", "OutputDirError",
+    "IneffectiveOptionWarning", "load", "RuntimeModel", "TTIError", "op", "PyBudaModule",
     "Parameter", "Tensor",
     "CompilerConfig", "CompileDepth", "DeviceMode", "OpOverride", "PlacerOpOverride", "DataFormat", "MathFidelity",
     "set_configuration_options", "reset_configuration", "override_op_size", "override_t_stream_shape",

@@ -6,8 +6,10 @@ saves a TTI image and returns a model that does not run; RunOnly loads a saved i
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import torch
@@ -15,6 +17,7 @@ import torch
 from . import config as cfg
 from .config import CompileDepth, DeviceMode
 from .device import get_device
+from .files import safe_file_stem, usable_output_dir
 from .frontend.pybuda_trace import trace_module
 from .ir import Graph
 from .module import PyBudaModule, to_numpy
@@ -22,7 +25,7 @@ from .runtime import RuntimeModel
 from .runtime import load as load_tti
 from .stages import STAGES, CompileState, Stage, check_stages, run_stages, stop_stage
 from .passes.cpu_fallback import Segment
-from .verify import pcc, run_golden, run_segments
+from .verify import GRAPH_PCC_THRESHOLD, netlist_pcc_threshold, pcc, run_golden, run_segments
 
 DEFAULT_DEVICE = "e150"
 
@@ -33,9 +36,14 @@ class VerificationError(AssertionError):
 
 @dataclasses.dataclass
 class StageCheck:
+    """One verify result: a stage's worst output against the framework. For the netlist stage (the netlist run in
+    the backend simulator) also its least precise data format and that format's PCC threshold."""
+
     stage: str
     pcc: float
     max_abs_error: float
+    data_format: str | None = None
+    threshold: float = GRAPH_PCC_THRESHOLD
 
 
 class CompiledModel:
@@ -132,16 +140,32 @@ class CompiledModel:
 
 def _check(stage: str, segments: tuple[Segment, ...], outputs: list[str], batch: dict[str, np.ndarray],
            expected: list[np.ndarray]) -> StageCheck:
-    got = run_segments(segments, batch, outputs)
+    return _compare(StageCheck(stage, 1.0, 0.0), run_segments(segments, batch, outputs), expected,
+                    "(the stage before it matched)")
+
+
+def _check_netlist(runtime: RuntimeModel, sample_inputs: tuple, expected: list[np.ndarray]) -> StageCheck:
+    """The written netlists run in the backend simulator (host parts on the CPU) on the sample inputs, against the
+    framework, with the PCC threshold of their least precise data format."""
+    fmt, lofi, threshold = min((netlist_pcc_threshold(nl) for nl in runtime.netlists), key=lambda t: t[2])
+    got = [to_numpy(o) for o in torch.utils._pytree.tree_leaves(runtime(*sample_inputs))]
+    check = StageCheck("netlist", 1.0, 0.0, fmt.value, threshold)
+    return _compare(check, got, expected, f"(the netlist run in the backend simulator; {threshold} is the threshold "
+                                          f"of its least precise data format {fmt.value}"
+                                          f"{' with LoFi math' if lofi else ''})")
+
+
+def _compare(check: StageCheck, got: list[np.ndarray], expected: list[np.ndarray], note: str) -> StageCheck:
+    """`check` with the worst output's PCC and max abs error; VerificationError below its threshold."""
     worst = None
     for g, e in zip(got, expected):
         if g.shape != e.shape:
-            raise VerificationError(f"stage {stage!r}: output shape {g.shape} != framework {e.shape}")
-        check = StageCheck(stage, pcc(g, e), float(np.max(np.abs(g - e))) if g.size else 0.0)
-        worst = check if worst is None or check.pcc < worst.pcc else worst
-    if not worst.pcc >= 0.999:
-        raise VerificationError(f"stage {stage!r} diverges from the framework: pcc {worst.pcc:.6f}, max abs error "
-                                f"{worst.max_abs_error:.3g} (the stage before it matched)")
+            raise VerificationError(f"stage {check.stage!r}: output shape {g.shape} != framework {e.shape}")
+        this = dataclasses.replace(check, pcc=pcc(g, e), max_abs_error=float(np.max(np.abs(g - e))) if g.size else 0.0)
+        worst = this if worst is None or this.pcc < worst.pcc else worst
+    if not worst.pcc >= worst.threshold:
+        raise VerificationError(f"stage {check.stage!r} diverges from the framework: pcc {worst.pcc:.6f} < "
+                                f"{worst.threshold}, max abs error {worst.max_abs_error:.3g} {note}")
     return worst
 
 
@@ -156,12 +180,13 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
     `stages` replaces the stage list (default `pybuda.stages.STAGES`). `tti_path` is the TTI image that
     `config.device_mode` CompileOnly writes and RunOnly reads (default `<output_dir>/<model name>.tti`)."""
     config = (config or cfg._get_global_compiler_config()).copy()
-    out_dir = Path(output_dir or config.backend_output_dir)
+    cfg.warn_ineffective(cfg.ineffective_options(config), "set in the config compile uses")
+    out_dir = Path(output_dir or config.backend_output_dir).expanduser()
     if config.device_mode is DeviceMode.RunOnly:
         if model is None and tti_path is None:
             raise ValueError("device_mode RunOnly loads a TTI image: give tti_path= (or the model, whose name gives "
                              "the default path <output_dir>/<model name>.tti)")
-        return _load_precompiled(model, sample_inputs, device, tti_path or out_dir / f"{_model_name(model)}.tti")
+        return _load_precompiled(model, sample_inputs, device, tti_path or _default_tti_path(out_dir, model))
     device = device or DEFAULT_DEVICE
     spec = get_device(device)
     if not sample_inputs:
@@ -174,10 +199,18 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
     if config.device_mode is DeviceMode.CompileOnly and reached != "netlist":
         raise ValueError(f"device_mode CompileOnly saves a TTI image, which needs the netlist, but compile_depth "
                          f"stops after stage {stop!r} (level {reached!r})")
+    if reached == "netlist":
+        out_dir = usable_output_dir(out_dir)   # before any work: the netlist is written there
+    with _modes_kept(model):
+        return _compile(model, sample_inputs, spec, config, out_dir, stages, stop,
+                        config.verify if verify is None else verify, tti_path)
+
+
+def _compile(model, sample_inputs: tuple, spec, config: cfg.CompilerConfig, out_dir: Path, stages: tuple,
+             stop: str, verify: bool, tti_path: str | Path | None) -> CompiledModel:
     microbatch = int(sample_inputs[0].shape[0])
-    verify = config.verify if verify is None else verify
     name = _model_name(model)
-    result = CompiledModel(name, device, config, microbatch)
+    result = CompiledModel(name, spec.name, config, microbatch)
 
     expected = _framework_outputs(model, sample_inputs) if verify else None
     batch: dict[str, np.ndarray] = {}
@@ -200,9 +233,26 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
     if state.manifest is not None:
         result.runtime = RuntimeModel(state.netlists, state.netlist_texts, state.manifest, state.arrays,
                                       source=state.netlist_paths[0] if state.netlist_paths else "")
+        if verify and state.netlists:
+            result.checks.append(_check_netlist(result.runtime, sample_inputs, expected))
     if config.device_mode is DeviceMode.CompileOnly:
-        result.tti_path = result.save(tti_path or out_dir / f"{name}.tti")
+        result.tti_path = result.save(tti_path or _default_tti_path(out_dir, model))
     return result
+
+
+@contextlib.contextmanager
+def _modes_kept(model) -> Iterator[None]:
+    """Compiling puts a torch model in eval mode; give each of its modules its train/eval mode back after."""
+    modes = [(m, m.training) for m in model.modules()] if isinstance(model, torch.nn.Module) else []
+    try:
+        yield
+    finally:
+        for module, training in modes:
+            module.training = training
+
+
+def _default_tti_path(out_dir: Path, model) -> Path:
+    return out_dir / f"{safe_file_stem(_model_name(model))}.tti"
 
 
 def _model_name(model) -> str:

@@ -1,7 +1,9 @@
 """Compiler configuration: the `CompilerConfig` dataclass, the global config and the legacy override helpers.
 
 Every option of the legacy PyBuda level 1/2/3 tables is accepted, validated and stored. Only the options in
-`EFFECTIVE_OPTIONS` change what the compiler does in this version; see docs/config.md.
+`EFFECTIVE_OPTIONS` change what the compiler does in this version; see docs/config.md. Setting another one (a
+non-default field at compile, `set_configuration_options`, an override helper) warns once per option name and
+process with an `IneffectiveOptionWarning`.
 """
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import copy as _copy
 import dataclasses
 import difflib
 import enum
+import functools
 import inspect
 import os
 import re
@@ -23,7 +26,8 @@ from .dataformat import DataFormat, MathFidelity
 __all__ = [
     "CompileDepth", "PerfTraceLevel", "DeviceMode", "DRAMPlacementAlgorithm", "TTIDumpFormat",
     "OpOverride", "PlacerOpOverride", "AMPNodeProperties", "NopInsertionInstruction", "DramQueueConfigOverride",
-    "CompilerConfig", "OpNameRef", "OverrideError", "EFFECTIVE_OPTIONS",
+    "CompilerConfig", "OpNameRef", "OverrideError", "EFFECTIVE_OPTIONS", "IneffectiveOptionWarning",
+    "ineffective_options", "warn_ineffective", "reset_ineffective_warnings",
     "BALANCER_POLICIES", "SCHEDULER_POLICIES", "GRAPH_SOLVER_SELF_CUT_TYPES", "CHIP_PLACEMENT_POLICIES",
     "SUPPORTED_DEVICE_CONFIGS",
     "reset_configuration", "set_configuration_options", "get_harvesting_mask",
@@ -338,6 +342,74 @@ _RANGES: dict[str, tuple[int, int | None]] = {
 }
 
 
+# Options with no effect yet: a warning once per option name and process
+class IneffectiveOptionWarning(UserWarning):
+    """An option was set that is accepted and stored but has no effect yet in this version (docs/config.md)."""
+
+
+_WARNED: set[str] = set()
+
+
+def ineffective_options(config: CompilerConfig) -> list[str]:
+    """The options of `config` that differ from their defaults but have no effect yet: field names, and
+    `<field>.<attribute>` for per-op override attributes the compiler ignores (`balancer_op_overrides.u_kt`)."""
+    names = [f.name for f in dataclasses.fields(config)
+             if f.name not in EFFECTIVE_OPTIONS and getattr(config, f.name) != _field_default(f)]
+    for name, attrs in (("balancer_op_overrides", _set_attributes(config.balancer_op_overrides.values())),
+                        ("placer_op_overrides", _set_attributes(o for _, o in config.placer_op_overrides))):
+        names += [f"{name}.{a}" for a in attrs if a not in _EFFECTIVE_ATTRIBUTES[name]]
+    return names
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default
+
+
+def _set_attributes(records: Iterable[Any]) -> list[str]:
+    """Attribute names set to a non-default value in any of the override records, in declaration order."""
+    records = list(records)
+    return [f.name for f in dataclasses.fields(OpOverride if not records else records[0])
+            if any(getattr(r, f.name) != _field_default(f) for r in records)]
+
+
+def warn_ineffective(names: Iterable[str], how: str) -> None:
+    """IneffectiveOptionWarning for each of `names` not yet warned about in this process; `how` says how it
+    was set ("set_configuration_options", "override_u_kt", "the config given to compile", ...)."""
+    for name in names:
+        if name not in _WARNED:
+            _WARNED.add(name)
+            warnings.warn(f"option {name!r} ({how}) has no effect yet in this version: it is accepted and stored, "
+                          "but the compiler ignores it (docs/config.md lists the effective options)",
+                          IneffectiveOptionWarning, stacklevel=3)
+
+
+def reset_ineffective_warnings() -> None:
+    """Warn again about options already warned about in this process (tests)."""
+    _WARNED.clear()
+
+
+def _warns_if_ineffective(helper: Callable) -> Callable:
+    """Decorate a helper that edits the global config (or, as a method, its own config): it warns about the
+    options with no effect yet that the call set."""
+    @functools.wraps(helper)
+    def wrapper(*args, **kwargs):
+        if _HELPERS_RUNNING:   # called by another helper: the outermost one warns, under its own name
+            return helper(*args, **kwargs)
+        cfg = args[0] if args and isinstance(args[0], CompilerConfig) else _get_global_compiler_config()
+        before = set(ineffective_options(cfg))
+        _HELPERS_RUNNING.append(helper.__name__)
+        try:
+            result = helper(*args, **kwargs)
+        finally:
+            _HELPERS_RUNNING.pop()
+        warn_ineffective([n for n in ineffective_options(cfg) if n not in before], helper.__name__)
+        return result
+    return wrapper
+
+
+_HELPERS_RUNNING: list[str] = []
+
+
 # CompilerConfig
 def _default_output_dir() -> str:
     return os.environ.get("PYBUDA_BUILD_DIR", "pybuda_out")
@@ -486,10 +558,12 @@ class CompilerConfig:
         """Start a new epoch at whichever of `op_names` is scheduled first."""
         self.op_names_to_epoch_break.append(_str_list("place_on_new_epoch", op_names))
 
+    @_warns_if_ineffective
     def place_on_new_chip(self, op_names: str | list[str]) -> None:
         """Start placing on the next chip at whichever of `op_names` is scheduled first."""
         self.op_names_to_chip_break.append(_str_list("place_on_new_chip", op_names))
 
+    @_warns_if_ineffective
     def place_queue_to_chip_dram(self, dram_queue: str, *, chip_id: int | None, channel: int | None) -> None:
         """Pin a DRAM queue to a chip and/or DRAM channel."""
         where = f"place_queue_to_chip_dram({dram_queue!r})"
@@ -498,14 +572,17 @@ class CompilerConfig:
             _optional_int_at_least(f"{where}: chip_id", chip_id, 0),
             _optional_int_at_least(f"{where}: channel", channel, 0))
 
+    @_warns_if_ineffective
     def dont_fuse(self, op_names: str | list[str]) -> None:
         """Exclude the ops from the fusion pass."""
         self.op_names_dont_fuse.extend(_str_list("dont_fuse", op_names))
 
+    @_warns_if_ineffective
     def manual_fuse(self, op_names: str | list[str]) -> None:
         """Only the listed ops (over all calls) may take part in fusion."""
         self.op_names_manual_fuse.extend(_str_list("manual_fuse", op_names))
 
+    @_warns_if_ineffective
     def balancer_op_override(self, op_name: str, attribute: str, value: Any) -> None:
         """Set one `OpOverride` attribute of `op_name`; dict values are merged into the existing dict."""
         _str("balancer_op_override: op_name", op_name)
@@ -739,7 +816,8 @@ def set_configuration_options(
 
     Renames: accumulate_df -> default_accumulate_df, math_fidelity -> default_math_fidelity,
     harvested_rows (list of row indices) -> harvesting_mask. enable_auto_transposing_placement is OR-ed into
-    the current value. place_on_one_row is accepted and ignored.
+    the current value. place_on_one_row is accepted and ignored. Options with no effect yet warn
+    (`IneffectiveOptionWarning`).
     """
     given = {k: v for k, v in locals().items() if k != "unknown" and v is not None}
     if unknown:
@@ -747,8 +825,7 @@ def set_configuration_options(
         raise TypeError(f"set_configuration_options() got an unexpected keyword argument {name!r}"
                         f"{_did_you_mean(name, _SET_OPTIONS_PARAMS)}")
     if given.pop("place_on_one_row", None) is not None:
-        warnings.warn("set_configuration_options: place_on_one_row is accepted for compatibility and ignored",
-                      stacklevel=2)
+        warn_ineffective(["place_on_one_row"], "set_configuration_options")
     updates: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for key, value in given.items():
@@ -765,6 +842,7 @@ def set_configuration_options(
         updates["enable_auto_transposing_placement"] |= cfg.enable_auto_transposing_placement
     for name, value in updates.items():
         object.__setattr__(cfg, name, value)
+    warn_ineffective([n for n in ineffective_options(cfg) if n in updates], "set_configuration_options")
 
 
 _SET_OPTIONS_PARAMS: tuple[str, ...] = tuple(
@@ -778,17 +856,20 @@ def set_epoch_break(op_names: str | list[str]) -> None:
     _get_global_compiler_config().place_on_new_epoch(op_names)
 
 
+@_warns_if_ineffective
 def set_chip_break(op_names: str | list[str]) -> None:
     """Start placing on the next chip at whichever of `op_names` is scheduled first."""
     _get_global_compiler_config().place_on_new_chip(op_names)
 
 
+@_warns_if_ineffective
 def override_dram_queue_placement(dram_queue: str, *, chip_id: int | None = None,
                                   channel: int | None = None) -> None:
     """Pin a DRAM queue to a chip and/or DRAM channel."""
     _get_global_compiler_config().place_queue_to_chip_dram(dram_queue, chip_id=chip_id, channel=channel)
 
 
+@_warns_if_ineffective
 def override_dram_parameters(op_name: str, force_dram_parameters: bool) -> None:
     """Keep (True) or allow prologue-promotion of (False) the op's parameters in DRAM."""
     _get_global_compiler_config().balancer_op_override(op_name, "force_dram_parameters", force_dram_parameters)
@@ -799,26 +880,31 @@ def override_op_size(op_name: str, grid_size: tuple[int, int]) -> None:
     _get_global_compiler_config().balancer_op_override(op_name, "grid_shape", grid_size)
 
 
+@_warns_if_ineffective
 def override_t_stream_dir(op_name: str, direction: str | None) -> None:
     """Force the streaming direction: 'n' (or None, no streaming), 'r', 'c', 'rz' or 'cz' (case-insensitive)."""
     _get_global_compiler_config().balancer_op_override(op_name, "t_stream_dir", "n" if direction is None else direction)
 
 
+@_warns_if_ineffective
 def override_t_stream_shape(op_name: str, shape: tuple[int, int]) -> None:
     """Force the streaming factors (r, c); one of them must be 1, (1, 1) disables streaming."""
     _get_global_compiler_config().balancer_op_override(op_name, "t_stream_shape", shape)
 
 
+@_warns_if_ineffective
 def override_u_kt(op_name: str, u_kt: int) -> None:
     """Force the matmul inner-dimension block size u_kt."""
     _get_global_compiler_config().balancer_op_override(op_name, "u_kt", u_kt)
 
 
+@_warns_if_ineffective
 def override_input_buffer_multiplier(op_name: str, operand_index: int, *, multiplier: int) -> None:
     """Set the input buffer multiplier of one operand (merged with earlier operands' settings)."""
     _get_global_compiler_config().balancer_op_override(op_name, "input_buffer_multiplier", {operand_index: multiplier})
 
 
+@_warns_if_ineffective
 def internal_override_output_buffer_multiplier(op_name: str, *, multiplier: int) -> None:
     """Set the output buffer multiplier (internal; may hang the legacy backend)."""
     warnings.warn("internal_override_output_buffer_multiplier is an internal API and may result in hangs",
@@ -826,6 +912,7 @@ def internal_override_output_buffer_multiplier(op_name: str, *, multiplier: int)
     _get_global_compiler_config().balancer_op_override(op_name, "output_buffer_multiplier", multiplier)
 
 
+@_warns_if_ineffective
 def override_multi_op_fracture_factor(op_name: str, multi_op_fracture_factor: int) -> None:
     """Split a convolution into `multi_op_fracture_factor` ops."""
     where = f"override_multi_op_fracture_factor({op_name!r})"
@@ -844,6 +931,7 @@ def remove_cpu_fallback_ops(op_types: str | list[str]) -> None:
     _get_global_compiler_config().cpu_fallback_ops.difference_update(_str_list("remove_cpu_fallback_ops", op_types))
 
 
+@_warns_if_ineffective
 def insert_fracture_group(nodes: list[str | tuple[str, int | list[int], int | list[int]]],
                           chip_ids: list[int] | dict[str, list[int]] | None = None) -> None:
     """Fracture (shard) the named nodes along dims by factors; a bare name leaves dims/factors to inference.
@@ -875,6 +963,7 @@ def insert_fracture_group(nodes: list[str | tuple[str, int | list[int], int | li
     _get_global_compiler_config().fracture_groups.append((normalised, per_node))
 
 
+@_warns_if_ineffective
 def override_op_placement(op_name: str, *, start: tuple[int, int] | None = None, transpose_op: bool = False,
                           chip_id: int | None = None, spatial_epoch_break: bool = False,
                           temporal_epoch_break: bool = False) -> None:
@@ -917,12 +1006,14 @@ def _insert_nops(where: str, src_op: str, dest_ops: str | list[str], hoist_tms: 
         nops[instr.unique_id()] = instr
 
 
+@_warns_if_ineffective
 def insert_nop(src_op: str, dest_ops: str | list[str], *, hoist_tms: bool = True, nop_count: int = 1,
                daisy_chain: bool = False) -> None:
     """Insert NOP(s) between `src_op` and each of `dest_ops` (one shared NOP unless daisy_chain)."""
     _insert_nops("insert_nop", src_op, dest_ops, hoist_tms, nop_count, daisy_chain, is_fj_buffering=False)
 
 
+@_warns_if_ineffective
 def _internal_insert_fj_buffering_nop(src_op: str, dest_ops: str | list[str], *, hoist_tms: bool = True,
                                       nop_count: int = 1, daisy_chain: bool = False) -> None:
     """Like `insert_nop`, marked as fork-join buffering."""
@@ -930,6 +1021,7 @@ def _internal_insert_fj_buffering_nop(src_op: str, dest_ops: str | list[str], *,
                  is_fj_buffering=True)
 
 
+@_warns_if_ineffective
 def insert_buffering_nop(src_op: str, dest_ops: str | list[str], *, hoist_tms: bool = True, nop_count: int = 1,
                          daisy_chain: bool = False) -> None:
     """Deprecated alias of `_internal_insert_fj_buffering_nop`; use `insert_nop`."""
@@ -937,6 +1029,7 @@ def insert_buffering_nop(src_op: str, dest_ops: str | list[str], *, hoist_tms: b
     _insert_nops("insert_buffering_nop", src_op, dest_ops, hoist_tms, nop_count, daisy_chain, is_fj_buffering=True)
 
 
+@_warns_if_ineffective
 def add_schedule_constraint(partial_ordering: list[str]) -> None:
     """Require the scheduler to place partial_ordering[i] before partial_ordering[i + 1]."""
     ordering = _check("add_schedule_constraint: partial_ordering", partial_ordering, list[str])
@@ -945,6 +1038,7 @@ def add_schedule_constraint(partial_ordering: list[str]) -> None:
     _get_global_compiler_config().scheduler_constraints.append(ordering)
 
 
+@_warns_if_ineffective
 def set_num_repeated_patterns(module_name: str, num_patterns: int) -> None:
     """Record how many repeated patterns the frontend should look for in a module."""
     _str("set_num_repeated_patterns: module_name", module_name)
@@ -952,6 +1046,7 @@ def set_num_repeated_patterns(module_name: str, num_patterns: int) -> None:
     _get_global_compiler_config().tvm_module_to_num_patterns[module_name] = num_patterns
 
 
+@_warns_if_ineffective
 def set_auto_transposing_placement(is_enabled: bool) -> None:
     """Turn automatic op transposition at placement on or off."""
     _get_global_compiler_config().enable_auto_transposing_placement = is_enabled
@@ -1025,7 +1120,13 @@ EFFECTIVE_OPTIONS: frozenset[str] = frozenset({
     "amp_properties", "configure_mixed_precision",                        # op_type, name_regex; fwd only
     "tvm_graph_store_path", "tvm_graph_load_path",
     "device_mode",                                                        # TTI via compile(..., tti_path=)
+    "backend_output_dir",                                                 # compile's default output_dir
 })
+# the attributes of per-op override records that take effect (the others are named "<field>.<attribute>")
+_EFFECTIVE_ATTRIBUTES: dict[str, frozenset[str]] = {
+    "balancer_op_overrides": frozenset({"grid_shape"}),
+    "placer_op_overrides": frozenset({"start", "transpose_op", "temporal_epoch_break"}),
+}
 
 
 class OpNameRef(str):

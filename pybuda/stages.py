@@ -15,6 +15,7 @@ entry of the list; `compile_depth` names a stage (or a legacy `CompileDepth`, ma
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -28,10 +29,11 @@ from .balancer.policy import Placement
 from .codegen import ModelInput, RunManifest, build_manifest, build_netlist
 from .config import CompileDepth
 from .device import DeviceSpec
+from .files import safe_file_stem, write_atomically
 from .frontend.pybuda_trace import trace_module
 from .ir import Graph
 from .module import PyBudaModule
-from .netlist import Netlist, NetlistError, check, write_netlist
+from .netlist import Netlist, NetlistError, check, netlist_text
 from .netlist import load as load_netlist
 from .passes.cpu_fallback import DEVICE, Segment, partition
 from .passes.data_formats import assign_data_formats
@@ -69,6 +71,7 @@ class CompileState:
     netlist_texts: tuple[str, ...] = ()
     manifest: RunManifest | None = None
     arrays: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)   # queue and host data by name
+    output_structure: dict | None = None       # how the torch model nests its outputs (None: PyBudaModule)
 
     def parts(self) -> tuple[Segment, ...]:
         """The segments, the first device segment's graph being `graph` (a stage may have replaced it); before
@@ -107,18 +110,25 @@ class Stage:
 # --- the stages -------------------------------------------------------------------------------------------------
 
 def initial_graph_stage(state: CompileState) -> CompileState:
-    """Import a torch.nn.Module (torch.export + TVM Relax, cached) or trace a PyBudaModule."""
+    """Import a torch.nn.Module (checked to treat the leading dim as a microbatch, then torch.export + TVM Relax,
+    cached) or trace a PyBudaModule."""
     model, inputs = state.model, state.sample_inputs
+    structure = None
     if isinstance(model, PyBudaModule):
         graph = trace_module(model, inputs)
     elif isinstance(model, torch.nn.Module):
-        from .frontend.torch_import import import_torch
+        from .frontend.microbatch import check_per_sample
+        from .frontend.outputs import output_structure
+        from .frontend.torch_import import export_model, import_program
         from .frontend.tvm_cache import cached_import
-        graph = cached_import(model, inputs, state.config, lambda m, x: import_torch(m, x, name=type(model).__name__))
+        check_per_sample(model.eval(), inputs)
+        program = export_model(model, inputs)
+        structure = output_structure(program.call_spec.out_spec)
+        graph = cached_import(program, model, state.config, lambda: import_program(program, name=state.name))
     else:
         raise TypeError(f"compile takes a torch.nn.Module or a PyBudaModule, got {type(model).__name__}")
     return dataclasses.replace(state, graph=graph, input_names=list(graph.input_names),
-                               output_names=list(graph.output_names))
+                               output_names=list(graph.output_names), output_structure=structure)
 
 
 def decompose_stage(state: CompileState) -> CompileState:
@@ -172,9 +182,11 @@ def balance_stage(state: CompileState) -> CompileState:
 
 def netlist_stage(state: CompileState) -> CompileState:
     """Build one netlist per device segment and the run manifest, validate each netlist against the backend's
-    rules, write it atomically to `<output_dir>/<model>_netlist.yaml` (the k-th after the first:
-    `<model>_netlist_<k>.yaml`)."""
-    netlists, paths = [], []
+    rules, write it atomically to `<output_dir>/<model>_<10 hex of its content>_netlist.yaml` (the k-th after the
+    first: `..._netlist_<k>.yaml`): models of one class with other graphs or configs get other files, the same
+    model and config the same files, byte for byte."""
+    netlists, paths, texts = [], [], []
+    header = f"# pybuda netlist: model {state.name}, device {state.device.name}, microbatch {state.microbatch}"
     for k, (graph, placement) in enumerate(zip(state.device_graphs(), state.placements)):
         nl = build_netlist(graph, placement, state.device, state.config, state.microbatch)
         errors = check(nl, device=state.device)
@@ -182,16 +194,18 @@ def netlist_stage(state: CompileState) -> CompileState:
             raise NetlistError(errors, header=f"the compiled netlist breaks {len(errors)} backend rule(s) "
                                               "(compiler bug):")
         netlists.append(nl)
-        header = f"# pybuda netlist: model {state.name}, device {state.device.name}, microbatch {state.microbatch}"
-        paths.append(write_netlist(nl, state.output_dir / f"{state.name}_netlist{f'_{k}' if k else ''}.yaml",
-                                   header))
+        text = netlist_text(nl, header)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+        name = f"{safe_file_stem(state.name)}_{digest}_netlist{f'_{k}' if k else ''}.yaml"
+        paths.append(write_atomically(state.output_dir / name, lambda f, text=text: f.write(text), binary=False))
+        texts.append(text)
     inputs = [ModelInput(name, tuple(x.shape), str(x.dtype).removeprefix("torch."))
               for name, x in zip(state.input_names, state.sample_inputs)]
     manifest, arrays = build_manifest(state.name, state.device.name, state.microbatch, inputs, state.output_names,
-                                      state.parts(), state.placements, netlists)
+                                      state.parts(), state.placements, netlists, state.output_structure)
     # the compiled model runs from exactly what a TTI image stores: the written texts and the manifest's file form
-    return dataclasses.replace(state, netlists=tuple(load_netlist(p) for p in paths), netlist_paths=tuple(paths),
-                               netlist_texts=tuple(p.read_text() for p in paths),
+    return dataclasses.replace(state, netlists=tuple(load_netlist(t) for t in texts), netlist_paths=tuple(paths),
+                               netlist_texts=tuple(texts),
                                manifest=RunManifest.from_json(manifest.to_json()), arrays=arrays)
 
 

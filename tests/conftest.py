@@ -10,7 +10,8 @@ import pybuda  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def _fresh_global_config():
-    """Every test starts from the default global config."""
+    """Every test starts from the default global config, and options with no effect yet warn again."""
     pybuda.reset_configuration()
+    pybuda.config.reset_ineffective_warnings()
     yield
     pybuda.reset_configuration()

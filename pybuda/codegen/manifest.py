@@ -114,6 +114,7 @@ class RunManifest:
     inputs: tuple
     outputs: tuple          # the values of the model outputs, in model output order
     parts: tuple            # HostProgram and DevicePart, in run order
+    output_structure: dict | None = None   # how the torch model nests its outputs (`pybuda.frontend.outputs`)
 
     @property
     def input_names(self) -> list[str]:
@@ -143,6 +144,7 @@ class RunManifest:
             "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in self.inputs],
             "outputs": list(self.outputs),
             "parts": [_part_data(p) for p in self.parts],
+            "output_structure": self.output_structure,
         }
         return json.dumps(data, indent=1) + "\n"
 
@@ -161,7 +163,8 @@ class RunManifest:
                        inputs=tuple(ModelInput(str(i["name"]), tuple(int(d) for d in i["shape"]), str(i["dtype"]))
                                     for i in data["inputs"]),
                        outputs=tuple(str(o) for o in data["outputs"]),
-                       parts=tuple(_part(p) for p in data["parts"]))
+                       parts=tuple(_part(p) for p in data["parts"]),
+                       output_structure=data.get("output_structure"))
         except ManifestError:
             raise
         except KeyError as e:
@@ -172,9 +175,11 @@ class RunManifest:
 
 def build_manifest(name: str, device: str, microbatch: int, inputs: list[ModelInput], outputs: list[str],
                    segments: tuple[Segment, ...], placements: tuple[Placement, ...],
-                   netlists: list[Netlist]) -> tuple[RunManifest, dict[str, np.ndarray]]:
+                   netlists: list[Netlist], output_structure: dict | None = None
+                   ) -> tuple[RunManifest, dict[str, np.ndarray]]:
     """The manifest of a compiled model's segments (device segments as placed Buda graphs, with their placements
-    and netlists in order) and the arrays it names (by reference, as pushed)."""
+    and netlists in order) and the arrays it names (by reference, as pushed); `output_structure` is how the
+    framework model nests its outputs (None: one tensor or a tuple)."""
     arrays: dict[str, np.ndarray] = {}
     parts: list = []
     placed = iter(enumerate(zip(placements, netlists)))
@@ -185,7 +190,7 @@ def build_manifest(name: str, device: str, microbatch: int, inputs: list[ModelIn
         else:
             parts.append(_host_program(segment.graph, arrays))
     manifest = RunManifest(model=name, device=device, microbatch=microbatch, inputs=tuple(inputs),
-                           outputs=tuple(outputs), parts=tuple(parts))
+                           outputs=tuple(outputs), parts=tuple(parts), output_structure=output_structure)
     return manifest, arrays
 
 

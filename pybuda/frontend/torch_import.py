@@ -42,10 +42,22 @@ def import_torch(model: torch.nn.Module, sample_inputs: tuple[torch.Tensor, ...]
 
     The model is left in eval mode. Raises UnsupportedOpError naming the first op without a mapping.
     """
+    return import_program(export_model(model, sample_inputs), name=name)
+
+
+def export_model(model: torch.nn.Module, sample_inputs: tuple[torch.Tensor, ...]) -> torch.export.ExportedProgram:
+    """The torch.export program of `model` (put in eval mode) on one sample of `sample_inputs` (not decomposed:
+    that is part of the import, which a TVM cache hit skips)."""
     model.eval()
     args = tuple(x[:1] for x in sample_inputs)
     with torch.no_grad():
-        program = torch.export.export(model, args).run_decompositions()
+        return torch.export.export(model, args)
+
+
+def import_program(program: torch.export.ExportedProgram, *, name: str = "model") -> Graph:
+    """Convert an exported program (`export_model`) to a Graph: its decompositions, then TVM Relax."""
+    with torch.no_grad():
+        program = program.run_decompositions()
         try:
             mod = from_exported_program(program, keep_params_as_input=True, run_ep_decomposition=False)
         except AssertionError as e:

@@ -11,11 +11,11 @@ from .model import (Attributes, Devices, EndLoop, EndProgram, Execute, FusedOp, 
                     Op, Pad, Param, Program, Queue, QueueAlloc, QueueSettings, Var, VarInst)
 from .reader import load
 from .validator import check, validate
-from .writer import dump_netlist, netlist_to_data, write_netlist
+from .writer import dump_netlist, netlist_text, netlist_to_data, write_netlist
 
 
 __all__ = [
-    "load", "validate", "check", "dump_netlist", "write_netlist", "netlist_to_data",
+    "load", "validate", "check", "dump_netlist", "netlist_text", "write_netlist", "netlist_to_data",
     "NetlistError", "NetlistViolation", "summary", "epoch_summaries", "draw_grid", "NetlistSummary", "EpochSummary",
     "diff", "NetlistChange",
     "Netlist", "Devices", "Queue", "Graph", "Op", "Attributes", "Pad", "FusedOp", "FusedSubOp", "Program",

@@ -348,5 +348,10 @@ def dump_netlist(n: Netlist) -> str:
 
 def write_netlist(netlist: Netlist, path: str | os.PathLike, header: str = "") -> Path:
     """Write `netlist` to `path` atomically: a temporary file in the same directory, then a rename."""
-    text = (header.rstrip("\n") + "\n\n" if header else "") + dump_netlist(netlist)
+    text = netlist_text(netlist, header)
     return write_atomically(path, lambda f: f.write(text), binary=False)
+
+
+def netlist_text(netlist: Netlist, header: str = "") -> str:
+    """The file text `write_netlist` writes: the header comment lines, a blank line, the YAML."""
+    return (header.rstrip("\n") + "\n\n" if header else "") + dump_netlist(netlist)

@@ -6,7 +6,9 @@ one TTI image file.
     model.netlist, model.netlists, model.perf, model.input_names, model.input_shapes
 """
 from .executor import check_manifest, run
+from .inputs import InputError
 from .model import RuntimeModel
 from .tti import TTI_VERSION, TTIError, load, read_tti, save_tti
 
-__all__ = ["RuntimeModel", "load", "save_tti", "read_tti", "TTIError", "TTI_VERSION", "run", "check_manifest"]
+__all__ = ["RuntimeModel", "load", "save_tti", "read_tti", "TTIError", "TTI_VERSION", "run", "check_manifest",
+           "InputError"]

@@ -8,9 +8,10 @@ import numpy as np
 import torch
 
 from ..codegen.manifest import DevicePart, HostProgram, RunManifest
-from ..module import to_numpy
 from ..netlist import Netlist
 from .executor import check_manifest, run
+from .inputs import checked_inputs
+from .outputs import rebuild
 from .perf import ModelPerf
 
 
@@ -77,22 +78,13 @@ class RuntimeModel:
 
     def __call__(self, *inputs):
         """Run the parts (netlists in the backend simulator, fallback ops on the host) on a microbatch of inputs
-        (torch tensors or numpy arrays); returns torch tensors (one tensor for a single-output model, else a tuple)."""
-        names = self.input_names
-        if len(inputs) != len(names):
-            raise ValueError(f"model {self.name!r} takes {len(names)} inputs ({', '.join(names)}), got {len(inputs)}")
-        batch = {name: to_numpy(x) for name, x in zip(names, inputs)}
-        for spec in self.manifest.inputs:
-            shape = batch[spec.name].shape
-            if shape[:1] != (self.microbatch,):
-                raise ValueError(f"model {self.name!r} was compiled for microbatch {self.microbatch}, got "
-                                 f"{shape[0] if shape else 0} samples")
-            if shape != spec.shape:
-                raise ValueError(f"model {self.name!r}: input {spec.name!r} has shape {tuple(shape)}, the model was "
-                                 f"compiled for {spec.shape}")
+        (torch tensors or numpy arrays); returns torch tensors in the structure the torch model returns (a
+        PyBudaModule: one tensor, or a tuple). InputError names an input whose count, shape or dtype family differs
+        from the compiled ones."""
+        batch = checked_inputs(self.manifest, inputs)
         outputs = run(self.netlists, self.manifest, self.arrays, batch)
-        tensors = [torch.from_numpy(np.ascontiguousarray(o)) for o in outputs]
-        return tensors[0] if len(tensors) == 1 else tuple(tensors)
+        return rebuild(self.manifest.output_structure,
+                       [torch.from_numpy(np.ascontiguousarray(o)) for o in outputs])
 
     def save(self, path: str | Path) -> Path:
         """Write the model as one TTI image file (atomically); `pybuda.load(path)` runs it in any process."""
