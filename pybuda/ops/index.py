@@ -1,4 +1,4 @@
-"""Indexing ops: embedding (take), gather_elements, index_tensor, strided_slice, cumsum, concatenate.
+"""Indexing ops: embedding (take), take along any axis, gather_elements, index_tensor, strided_slice, cumsum, concatenate.
 Embedding runs on the host (CPU fallback); the others are constant-evaluated, or lowered as noted."""
 from __future__ import annotations
 
@@ -15,6 +15,45 @@ def _embedding_shape(shapes, attrs):
 
 register(OpDef("embedding", _embedding_shape, lambda v, a: v[0][v[1].astype(np.int64)], arity=(2, 2),
                kind="other"))
+
+
+def _take_shape(shapes, attrs):
+    data, idx = shapes
+    axis = norm_dim(int(attrs["axis"]), len(data)) + len(data)
+    return (*data[:axis], *idx, *data[axis + 1:])
+
+
+def _decompose_take(ctx):
+    """A constant index that reads one position, or a contiguous run, is a narrow (plus a reshape)."""
+    src = ctx.graph.node(ctx.operands[1].src)
+    if src.kind != "constant" or ctx.operands[1].tms:
+        return
+    index = src.value.astype(np.int64).reshape(-1)
+    shape = ctx.node_input_shape(0)
+    axis = norm_dim(int(ctx.node.attrs["axis"]), len(shape))
+    index = np.where(index < 0, index + shape[axis], index)
+    if len(index) == 0 or not np.array_equal(index, np.arange(index[0], index[0] + len(index))):
+        return
+    x = ctx.op("narrow", [ctx.operands[0]], {"dim": axis, "start": int(index[0]), "length": len(index)})
+    ctx.replace(ctx.op("reshape", [x], {"shape": list(ctx.node.shape)}))
+
+
+# numpy.take along any axis: position ids read from a registered buffer, relative-position tables, window
+# index math (constant-evaluated), a class token read by a constant index (a narrow). An axis-0 lookup of a
+# runtime index is an embedding.
+register(OpDef("take", _take_shape, lambda v, a: np.take(v[0], v[1].astype(np.int64), axis=int(a["axis"])),
+               arity=(2, 2), kind="other", decompose=_decompose_take))
+
+
+def _tile_shape(shapes, attrs):
+    reps = [int(r) for r in attrs["repeats"]]
+    shape = (1,) * (len(reps) - len(shapes[0])) + tuple(shapes[0])
+    reps = [1] * (len(shape) - len(reps)) + reps
+    return tuple(d * r for d, r in zip(shape, reps))
+
+
+# numpy.tile (constant-evaluated: alibi tables, masks built from shapes)
+register(OpDef("tile", _tile_shape, lambda v, a: np.tile(v[0], [int(r) for r in a["repeats"]]), kind="tm"))
 
 
 def _gather_elements_eval(values, attrs):

@@ -76,7 +76,8 @@ def _reshape_shape(shapes, attrs):
 
 
 def _lower_as_reshape(ctx, x):
-    """A TM whose 4-D padded layout is unchanged is free; a row-major flatten uses a picker; else error."""
+    """A TM whose 4-D padded layout is unchanged is free; a row-major flatten uses a picker; a row that becomes a
+    column (or back) is a transpose; else error."""
     out = ctx.node.shape
     if to4d(x.shape) == to4d(out):
         return ctx.relabel(x, out)
@@ -84,6 +85,8 @@ def _lower_as_reshape(ctx, x):
     ow, oz, orr, oc = to4d(out)
     if w == ow and z == oz and orr == 1 and oc == r * c and c % 32 == 0:
         return _lower_flatten_rows(ctx, x, out)
+    if w == ow and z == oz and (r, c) == (oc, orr) and 1 in (r, c):
+        return ctx.tm(x, ("transpose",), out)  # a row becomes a column or back: (1, C) <-> (C, 1)
     raise OpError(
         f"op {ctx.node.name!r} ({ctx.node.op_type}): reshape {x.shape} -> {out} moves data across tiles and "
         "has no device lowering; it must be cancelled by an inverse TM, folded into a host input/output "
@@ -213,8 +216,28 @@ def _lower_narrow(ctx):
         return ctx.relabel(x, ctx.node.shape, pad_zero=tuple(pz))
     if length == x.shape[d]:
         return ctx.relabel(x, ctx.node.shape)
+    if d in (-1, -2):
+        return pick(ctx, x, d, np.arange(start, start + length))
     raise OpError(f"op {ctx.node.name!r}: narrow of dim {d} start={start} length={length} of {x.shape} "
-                  "needs data movement and has no device lowering yet")
+                  "needs data movement across z and has no device lowering yet (narrow of the last two dims has)")
+
+
+def pick(ctx, x, dim: int, index: np.ndarray, aux: str | None = None):
+    """Positions `index` of x along dim -1 (x @ P) or -2 (P @ x), P a constant 0/1 picker matmul operand. P is
+    zero across x's padding, so x's padding never reaches the result, and the result's padding is zero."""
+    n, m = x.shape[dim], len(index)
+    out = list(x.shape)
+    out[dim] = m
+    picker = np.zeros((ceil_tile(m), ceil_tile(n)) if dim == -2 else (ceil_tile(n), ceil_tile(m)), dtype=np.float32)
+    if dim == -2:
+        picker[np.arange(m), index] = 1.0
+        pk = ctx.constant_padded(picker[None, None], (m, n), f"{aux or 'pick'}_picker")
+        pk = ctx.broadcast_to(pk, (*x.shape[:-2], m, n), axes="z")
+        return ctx.op("matmul", [pk, x], {}, pad_zero=(True, x.pad_zero[1]), logical_shape=tuple(out), aux=aux)
+    picker[index, np.arange(m)] = 1.0
+    pk = ctx.constant_padded(picker[None, None], (n, m), f"{aux or 'pick'}_picker")
+    pk = ctx.broadcast_to(pk, (*x.shape[:-2], n, m), axes="z")
+    return ctx.op("matmul", [x, pk], {}, pad_zero=(x.pad_zero[0], True), logical_shape=tuple(out), aux=aux)
 
 
 register(OpDef("narrow", _narrow_shape, _narrow_eval, kind="tm", tm=True, lower=_lower_narrow))
