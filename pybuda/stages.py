@@ -129,7 +129,7 @@ def host_io_stage(state: CompileState) -> CompileState:
 
 def lower_stage(state: CompileState) -> CompileState:
     """Lower to Buda ops (4-D, tiles, edge TMs); every override must name an op of the lowered graph."""
-    graph = lower(state.graph, state.config)
+    graph = lower(state.graph, state.config, state.device.arch)
     cfg.check_override_names(state.config, graph.op_names())
     return dataclasses.replace(state, graph=graph)
 

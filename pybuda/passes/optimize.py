@@ -254,6 +254,10 @@ def _tm_preimage(tm: Node, in_shape: tuple, c_shape: tuple) -> list | None:
     return ops
 
 
+def _is_reshape(node: Node) -> bool:
+    return node.kind == "op" and node.op_type == "reshape"
+
+
 def _binary_hoist_plan(graph: Graph, name: str, shared_ok: bool = False):
     """How to hoist binary op `name` above the TM(s) feeding it: (tm node, [(operand, ops to apply) x 2]), or
     None. With `shared_ok`, TMs read by other users too count (to decide whether to copy them first)."""
@@ -270,10 +274,11 @@ def _binary_hoist_plan(graph: Graph, name: str, shared_ok: bool = False):
         if a.op_type == b.op_type and a.attrs == b.attrs and graph.operand_shape(xa) == graph.operand_shape(xb):
             return a, [(xa, []), (xb, [])]
     for i in (0, 1):
-        if is_tm[i] and is_const_like(graph, ops[1 - i].src):
+        if is_tm[i] and (is_const_like(graph, ops[1 - i].src) or _is_reshape(nodes[1 - i])):
             (x,) = graph.operands(nodes[i].name)
             pre = _tm_preimage(nodes[i], graph.operand_shape(x), nodes[1 - i].shape)
-            if pre is not None:
+            if pre is not None and (is_const_like(graph, ops[1 - i].src)
+                                    or all(op_type == "reshape" for op_type, _ in pre)):
                 plan = [(x, []), (ops[1 - i], pre)]
                 return nodes[i], plan if i == 0 else plan[::-1]
     return None
@@ -314,9 +319,10 @@ def split_shared_tms(graph: Graph, node: Node) -> bool:
 def hoist_binary_above_tms(graph: Graph, node: Node) -> bool:
     """b(tm(x), tm(y)) -> tm(b(x, y)) for an elementwise binary b whose operands come through the same TM
     (same type, attributes and input shape, no broadcast), and b(tm(x), c) -> tm(b(x, c')) for a constant c
-    (c' = c through the inverse TM, folded by consteval). A residual add of two convolution outputs, or a
-    per-channel scale and shift of one, then happens in the (spatial, channel) layout, and the layout TMs
-    around it cancel."""
+    (c' = c through the inverse TM, folded by consteval), or for a reshaped runtime c when the inverse TM is a
+    reshape too (it merges with c's reshape). A residual add of two convolution outputs, a per-channel scale and
+    shift of one, or a squeeze-and-excitation gate then happens in the (spatial, channel) layout, and the layout
+    TMs around it cancel."""
     plan = _binary_hoist_plan(graph, node.name)
     if plan is None:
         return False
