@@ -6,6 +6,7 @@ import numpy as np
 
 from .common import ceil_tile, norm_dim
 from .registry import OpDef, OpError, register
+from .resample import spatial_map
 
 
 def _embedding_shape(shapes, attrs):
@@ -24,23 +25,38 @@ def _take_shape(shapes, attrs):
 
 
 def _decompose_take(ctx):
-    """A constant index that reads one position, or a contiguous run, is a narrow (plus a reshape)."""
+    """A constant index: one position or a contiguous run is a narrow (plus a reshape); any other index along
+    the last two dims is a constant 0/1 picker, a spatial map on (N, C, H, W) (reflect/replicate padding, in the
+    layout of convolutions), else a matmul by a one-hot matrix. A runtime index stays a host/constant op."""
     src = ctx.graph.node(ctx.operands[1].src)
     if src.kind != "constant" or ctx.operands[1].tms:
         return
-    index = src.value.astype(np.int64).reshape(-1)
     shape = ctx.node_input_shape(0)
     axis = norm_dim(int(ctx.node.attrs["axis"]), len(shape))
-    index = np.where(index < 0, index + shape[axis], index)
-    if len(index) == 0 or not np.array_equal(index, np.arange(index[0], index[0] + len(index))):
+    index = src.value.astype(np.int64)
+    index = np.where(index < 0, index + shape[axis], index).reshape(-1)
+    x = ctx.operands[0]
+    if len(index) and np.array_equal(index, np.arange(index[0], index[0] + len(index))):
+        y = ctx.op("narrow", [x], {"dim": axis, "start": int(index[0]), "length": len(index)})
+    elif axis in (-1, -2) and src.value.ndim == 1:
+        onehot = np.zeros((len(index), shape[axis]), dtype=np.float32)
+        onehot[np.arange(len(index)), index] = 1.0
+        if len(shape) == 4:
+            eye = [np.eye(shape[-2], dtype=np.float32), np.eye(shape[-1], dtype=np.float32)]
+            eye[axis + 2] = onehot
+            y = spatial_map(ctx, x, shape, *eye)
+        elif axis == -1:
+            y = ctx.op("matmul", [x, ctx.constant(onehot.T.copy(), "take_picker")])
+        else:
+            y = ctx.op("matmul", [ctx.constant(onehot, "take_picker"), x])
+    else:
         return
-    x = ctx.op("narrow", [ctx.operands[0]], {"dim": axis, "start": int(index[0]), "length": len(index)})
-    ctx.replace(ctx.op("reshape", [x], {"shape": list(ctx.node.shape)}))
+    ctx.replace(ctx.op("reshape", [y], {"shape": list(ctx.node.shape)}))
 
 
 # numpy.take along any axis: position ids read from a registered buffer, relative-position tables, window
-# index math (constant-evaluated), a class token read by a constant index (a narrow). An axis-0 lookup of a
-# runtime index is an embedding.
+# index math (constant-evaluated), a class token read by a constant index (a narrow), reflect/replicate padding
+# (constant indices along H and W). An axis-0 lookup of a runtime index is an embedding.
 register(OpDef("take", _take_shape, lambda v, a: np.take(v[0], v[1].astype(np.int64), axis=int(a["axis"])),
                arity=(2, 2), kind="other", decompose=_decompose_take))
 
