@@ -1,6 +1,7 @@
 """Tensor manipulations. On device they become edge TMs (transpose, slices, stacks, broadcasts) or vanish
 into the tile padding; a reshape that moves data across tiles is lowered with a picker matmul when it is
-a row-major flatten, and is otherwise an error naming the op."""
+a row-major flatten, and is otherwise an error naming the op. Narrows, slices and stacks whose pieces are not
+whole tiles move the pieces with constant 0/1 picker matmuls (`place`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -77,7 +78,7 @@ def _reshape_shape(shapes, attrs):
 
 def _lower_as_reshape(ctx, x):
     """A TM whose 4-D padded layout is unchanged is free; a row-major flatten uses a picker; a row that becomes a
-    column (or back) is a transpose; else error."""
+    column (or back) is a transpose; row blocks that become z slices (or back) are a vslice (vstack); else error."""
     out = ctx.node.shape
     if to4d(x.shape) == to4d(out):
         return ctx.relabel(x, out)
@@ -87,6 +88,10 @@ def _lower_as_reshape(ctx, x):
         return _lower_flatten_rows(ctx, x, out)
     if w == ow and z == oz and (r, c) == (oc, orr) and 1 in (r, c):
         return ctx.tm(x, ("transpose",), out)  # a row becomes a column or back: (1, C) <-> (C, 1)
+    if w == ow and c == oc and z * r == oz * orr and (oz % z == 0 or z % oz == 0):
+        # row blocks become z slices, or back: (z, n*R, C) <-> (z*n, R, C) is vslice(n) / vstack(n)
+        kind, n = ("vslice", oz // z) if oz >= z else ("vstack", z // oz)
+        return _stack_lower(kind)(ctx, {"factor": n})
     raise OpError(
         f"op {ctx.node.name!r} ({ctx.node.op_type}): reshape {x.shape} -> {out} moves data across tiles and "
         "has no device lowering; it must be cancelled by an inverse TM, folded into a host input/output "
@@ -141,18 +146,39 @@ def _stack_eval(kind):
     return ev
 
 
+def _blocks(n: int, width: int) -> np.ndarray:
+    """Where the n*width positions of n blocks of `width` sit when each block starts at a tile boundary."""
+    j = np.arange(n * width)
+    return (j // width) * ceil_tile(width) + j % width
+
+
 def _stack_lower(kind):
-    def lower(ctx):
+    def lower(ctx, attrs: dict | None = None):
         (x,) = ctx.operands
-        n = int(ctx.node.attrs["factor"])
+        n = int((attrs or ctx.node.attrs)["factor"])
         *_, z, r, c = to4d(x.shape)
         aligned = {"hslice": (c // n) % 32 == 0, "hstack": c % 32 == 0,
                    "vslice": (r // n) % 32 == 0, "vstack": r % 32 == 0}[kind]
-        if not aligned:
-            raise OpError(f"op {ctx.node.name!r}: {kind} {n} of {x.shape} is not tile-aligned and has no "
-                          "device lowering yet")
-        return ctx.tm(x, (kind, n), ctx.node.shape)
+        if aligned:
+            return ctx.tm(x, (kind, n), ctx.node.shape)
+        return _unaligned_stack(ctx, x, kind, n)
     return lower
+
+
+def _unaligned_stack(ctx, x, kind: str, n: int):
+    """A slice or stack whose pieces are not whole tiles: a slice first spreads the pieces to tile boundaries
+    (a picker matmul), then slices whole tiles; a stack stacks whole tiles, then gathers the pieces together."""
+    dim = -1 if kind[0] == "h" else -2
+    out = ctx.node.shape
+    if kind.endswith("slice"):
+        width = x.shape[dim] // n
+        spread = place(ctx, x, dim, np.arange(n * width), _blocks(n, width), n * ceil_tile(width), aux=f"{kind}_spread")
+        return ctx.tm(spread, (kind, n), out)
+    width = x.shape[dim]
+    wide = list(out)
+    wide[dim] = n * ceil_tile(width)
+    stacked = ctx.tm(ctx.mask_padding(x, rows=dim == -2, cols=dim == -1), (kind, n), tuple(wide))
+    return place(ctx, stacked, dim, _blocks(n, width), np.arange(n * width), n * width)
 
 
 for _k in ("hslice", "hstack", "vslice", "vstack"):
@@ -223,20 +249,27 @@ def _lower_narrow(ctx):
 
 
 def pick(ctx, x, dim: int, index: np.ndarray, aux: str | None = None):
-    """Positions `index` of x along dim -1 (x @ P) or -2 (P @ x), P a constant 0/1 picker matmul operand. P is
-    zero across x's padding, so x's padding never reaches the result, and the result's padding is zero."""
-    n, m = x.shape[dim], len(index)
+    """Positions `index` of x along dim -1 or -2, by a constant 0/1 picker matmul (see `place`)."""
+    return place(ctx, x, dim, np.asarray(index), np.arange(len(index)), len(index), aux)
+
+
+def place(ctx, x, dim: int, src: np.ndarray, dst: np.ndarray, size: int, aux: str | None = None):
+    """x with position src[i] moved to dst[i] along dim -1 (x @ P) or -2 (P @ x) of a result `size` long, the
+    other positions zero; P is a constant 0/1 matrix, zero across x's padding, so x's padding never reaches the
+    result and the result's padding is zero."""
+    n = x.shape[dim]
     out = list(x.shape)
-    out[dim] = m
-    picker = np.zeros((ceil_tile(m), ceil_tile(n)) if dim == -2 else (ceil_tile(n), ceil_tile(m)), dtype=np.float32)
+    out[dim] = size
     if dim == -2:
-        picker[np.arange(m), index] = 1.0
-        pk = ctx.constant_padded(picker[None, None], (m, n), f"{aux or 'pick'}_picker")
-        pk = ctx.broadcast_to(pk, (*x.shape[:-2], m, n), axes="z")
+        picker = np.zeros((ceil_tile(size), ceil_tile(n)), dtype=np.float32)
+        picker[dst, src] = 1.0
+        pk = ctx.constant_padded(picker[None, None], (size, n), f"{aux or 'pick'}_picker")
+        pk = ctx.broadcast_to(pk, (*x.shape[:-2], size, n), axes="z")
         return ctx.op("matmul", [pk, x], {}, pad_zero=(True, x.pad_zero[1]), logical_shape=tuple(out), aux=aux)
-    picker[index, np.arange(m)] = 1.0
-    pk = ctx.constant_padded(picker[None, None], (n, m), f"{aux or 'pick'}_picker")
-    pk = ctx.broadcast_to(pk, (*x.shape[:-2], n, m), axes="z")
+    picker = np.zeros((ceil_tile(n), ceil_tile(size)), dtype=np.float32)
+    picker[src, dst] = 1.0
+    pk = ctx.constant_padded(picker[None, None], (n, size), f"{aux or 'pick'}_picker")
+    pk = ctx.broadcast_to(pk, (*x.shape[:-2], n, size), axes="z")
     return ctx.op("matmul", [x, pk], {}, pad_zero=(x.pad_zero[0], True), logical_shape=tuple(out), aux=aux)
 
 

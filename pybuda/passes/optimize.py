@@ -177,6 +177,20 @@ def heads_to_slices(graph: Graph, node: Node) -> bool:
     return True
 
 
+@rewrite(Pattern(_PERMUTES, where=lambda graph, node: _heads_perm(graph, node) == [-1, -3, -2]))
+def channels_first_as_matrix_tms(graph: Graph, node: Node) -> bool:
+    """(.., H, W, C) -> (.., C, H, W)  ==  reshape to (.., H*W, C), transpose, reshape to (.., C, H, W): the back
+    permute of a channels-last block (ConvNeXt) as the layout TMs of convolutions, which cancel with the next
+    convolution's and lower as a row stack and a transpose."""
+    (x,) = graph.operands(node.name)
+    *lead, h, w, c = graph.operand_shape(x)
+    rows = add_op(graph, graph.unique_name(f"{node.name}.rows"), "reshape", [x], {"shape": [*lead, h * w, c]})
+    cols = add_op(graph, graph.unique_name(f"{node.name}.t"), "transpose", [rows], {"dim0": -2, "dim1": -1})
+    graph.replace(node.name, add_op(graph, graph.unique_name(f"{node.name}.nchw"), "reshape", [cols],
+                                    {"shape": list(node.shape)}), prune=True)
+    return True
+
+
 def _keeps_last_dim(graph: Graph, node: Node) -> bool:
     return graph.operand_shape(graph.operands(node.name)[0])[-1] == node.shape[-1]
 
@@ -337,7 +351,7 @@ def hoist_binary_above_tms(graph: Graph, node: Node) -> bool:
 
 
 # The declared order of one optimize sweep.
-REWRITES = (canonicalize_permutes, heads_to_slices, hoist_unary_above_tms, cancel_tms,
+REWRITES = (canonicalize_permutes, heads_to_slices, channels_first_as_matrix_tms, hoist_unary_above_tms, cancel_tms,
             fold_transpose_flatten_into_matmul, narrow_before_reshape, fold_column_slices_into_matmul,
             split_shared_tms, hoist_binary_above_tms)
 
