@@ -206,3 +206,43 @@ def test_groupnorm(tmp_path, shape):
         model.weight.copy_(1.0 + 0.1 * _x(8, seed=3))
         model.bias.copy_(0.1 * _x(8, seed=4))
     _check(model, _x(*shape), tmp_path=tmp_path)
+
+
+class Reshape(torch.nn.Module):
+    """A reshape between a matmul with weights and a softmax over rows: neither moves through it, so it runs on
+    device."""
+
+    def __init__(self, src: tuple, dst: tuple):
+        super().__init__()
+        self.shape = dst
+        self.w_in = torch.nn.Parameter(_x(src[-1], src[-1], seed=5) / src[-1] ** 0.5)
+        self.w_out = torch.nn.Parameter(_x(dst[-1], dst[-1], seed=6) / dst[-1] ** 0.5)
+
+    def forward(self, x):
+        return torch.softmax((x @ self.w_in).reshape(self.shape), dim=-2) @ self.w_out
+
+
+@pytest.mark.parametrize("src, dst", [((1, 96, 1024), (1, 96, 32, 32)), ((1, 96, 32, 32), (1, 96, 1024)),
+                                      ((1, 4096, 32), (1, 64, 64, 32)), ((1, 64, 64, 32), (1, 4096, 32)),
+                                      ((1, 1, 48), (1, 48, 1)), ((1, 2, 24), (1, 2, 3, 8)), ((1, 8, 1, 40), (1, 320))],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_reshapes_across_tiles(tmp_path, src, dst):
+    _check(Reshape(src, dst), _x(*src), tmp_path=tmp_path)
+
+
+class Slices(torch.nn.Module):
+    """Between matmuls with weights: an hslice of heads 24 wide, its hstack back, a strided slice."""
+
+    def __init__(self):
+        super().__init__()
+        self.w_in = torch.nn.Parameter(_x(72, 72, seed=7) / 72 ** 0.5)
+        self.w_out = torch.nn.Parameter(_x(24, 16, seed=8) / 24 ** 0.5)
+
+    def forward(self, x):
+        heads = (x @ self.w_in).reshape(1, 40, 3, 24).permute(0, 2, 1, 3)
+        mixed = (heads @ self.w_in[:24, :24]).permute(0, 2, 1, 3).reshape(1, 40, 72)
+        return (mixed @ self.w_in)[:, ::2, 1::3] @ self.w_out
+
+
+def test_unaligned_slices_and_stacks(tmp_path):
+    _check(Slices(), _x(1, 40, 72), tmp_path=tmp_path)

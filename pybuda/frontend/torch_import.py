@@ -287,8 +287,12 @@ def _strided_slice(imp: _Importer, call: relax.Call, out: tuple) -> str:
     x = imp.arg(call, 0)
     axes, begin, end, strides = (_ints(call.args[i]) for i in range(1, 5))
     shape = imp.shape(x)
-    return imp.emit("strided_slice", [x], {"axes": [a % len(shape) for a in axes], "begin": begin,
-                                           "end": [min(e, shape[a]) for a, e in zip(axes, end)], "strides": strides})
+    axes = [a % len(shape) for a in axes]
+    if any(s < 1 for s in strides):
+        imp.unsupported(f" with strides {strides} (positive strides only)")
+    begin, end = ([min(max(i + shape[a] if i < 0 else i, 0), shape[a]) for a, i in zip(axes, ends)]
+                  for ends in (begin, end))
+    return imp.emit("strided_slice", [x], {"axes": axes, "begin": begin, "end": end, "strides": strides})
 
 
 def _take(imp: _Importer, call: relax.Call, out: tuple) -> str:

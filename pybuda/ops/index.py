@@ -6,7 +6,6 @@ import numpy as np
 
 from .common import ceil_tile, norm_dim
 from .registry import OpDef, OpError, register
-from .resample import spatial_map
 
 
 def _embedding_shape(shapes, attrs):
@@ -26,8 +25,8 @@ def _take_shape(shapes, attrs):
 
 def _decompose_take(ctx):
     """A constant index: one position or a contiguous run is a narrow (plus a reshape); any other index along
-    the last two dims is a constant 0/1 picker, a spatial map on (N, C, H, W) (reflect/replicate padding, in the
-    layout of convolutions), else a matmul by a one-hot matrix. A runtime index stays a host/constant op."""
+    the last two dims is a matmul by a constant one-hot matrix (reflect/replicate padding, strided slices). A
+    runtime index stays a host/constant op."""
     src = ctx.graph.node(ctx.operands[1].src)
     if src.kind != "constant" or ctx.operands[1].tms:
         return
@@ -41,11 +40,7 @@ def _decompose_take(ctx):
     elif axis in (-1, -2) and src.value.ndim == 1:
         onehot = np.zeros((len(index), shape[axis]), dtype=np.float32)
         onehot[np.arange(len(index)), index] = 1.0
-        if len(shape) == 4:
-            eye = [np.eye(shape[-2], dtype=np.float32), np.eye(shape[-1], dtype=np.float32)]
-            eye[axis + 2] = onehot
-            y = spatial_map(ctx, x, shape, *eye)
-        elif axis == -1:
+        if axis == -1:
             y = ctx.op("matmul", [x, ctx.constant(onehot.T.copy(), "take_picker")])
         else:
             y = ctx.op("matmul", [ctx.constant(onehot, "take_picker"), x])
@@ -105,17 +100,30 @@ def _strided_slice_shape(shapes, attrs):
 
 
 def _decompose_strided_slice(ctx):
-    """A stride-1 slice of one axis is a narrow (which has device lowerings); the rest stay host-only."""
+    """Stride-1 slices are narrows (which have device lowerings). A strided slice reads constant positions: of
+    the last two dims, one `take` per sliced axis; of others, a `take` of the rows of the tensor viewed as
+    (positions, last dim), then of its columns (picker matmuls either way)."""
     a = ctx.node.attrs
     shape = ctx.node_input_shape(0)
     parts = [(int(ax), int(b), int(e), int(s)) for ax, b, e, s in zip(a["axes"], a["begin"], a["end"], a["strides"])]
     parts = [p for p in parts if not (p[1] == 0 and p[2] >= shape[p[0]] and p[3] == 1)]
-    if any(s != 1 for _, _, _, s in parts):
-        return
     x = ctx.operands[0]
-    for axis, b, e, _ in parts:
-        e = min(e, shape[axis])
-        x = ctx.op("narrow", [x], {"dim": axis - len(shape), "start": b, "length": e - b})
+    if all(s == 1 for *_, s in parts):
+        for axis, b, e, _ in parts:
+            e = min(e, shape[axis])
+            x = ctx.op("narrow", [x], {"dim": axis - len(shape), "start": b, "length": e - b})
+    elif all(axis >= len(shape) - 2 for axis, *_ in parts):
+        for axis, b, e, s in parts:
+            index = np.arange(shape[axis])[b:e:s].astype(np.float32)
+            x = ctx.op("take", [x, ctx.constant(index, "slice_index")], {"axis": axis - len(shape)})
+    else:
+        rows = np.arange(int(np.prod(shape[:-1]))).reshape(shape[:-1])[_slices(shape, a)[:-1]].ravel()
+        x = ctx.op("reshape", [x], {"shape": [int(np.prod(shape[:-1])), shape[-1]]})
+        x = ctx.op("take", [x, ctx.constant(rows.astype(np.float32), "slice_rows")], {"axis": -2})
+        cols = np.arange(shape[-1])[_slices(shape, a)[-1]]
+        if len(cols) != shape[-1]:
+            x = ctx.op("take", [x, ctx.constant(cols.astype(np.float32), "slice_cols")], {"axis": -1})
+        x = ctx.op("reshape", [x], {"shape": list(ctx.node.shape)})
     ctx.replace(x)
 
 

@@ -77,25 +77,54 @@ def _reshape_shape(shapes, attrs):
 
 
 def _lower_as_reshape(ctx, x):
-    """A TM whose 4-D padded layout is unchanged is free; a row-major flatten uses a picker; a row that becomes a
-    column (or back) is a transpose; row blocks that become z slices (or back) are a vslice (vstack); else error."""
-    out = ctx.node.shape
+    """A reshape (or a permute that is one) on device; an error naming the op when it has no lowering."""
+    y = _reshape_tms(ctx, x, tuple(ctx.node.shape))
+    if y is None:
+        raise OpError(
+            f"op {ctx.node.name!r} ({ctx.node.op_type}): reshape {x.shape} -> {ctx.node.shape} moves data across "
+            "tiles and has no device lowering; it must be cancelled by an inverse TM, folded into a host "
+            "input/output transform, or run on the CPU (cpu_fallback_ops)")
+    return y
+
+
+def _reshape_tms(ctx, x, out: tuple):
+    """x reshaped to `out` by tile TMs and picker matmuls, or None. A TM whose 4-D padded layout is unchanged is
+    free; a row-major flatten of tile-aligned rows uses a picker; a row that becomes a column (or back) is a
+    transpose; row blocks that become z slices (or back) are a vslice (vstack), single rows that become z slices
+    (or back) an hslice (hstack), a row that becomes a matrix (or back) both; every row becoming a z slice
+    matrix (or back) is a vslice (vstack) and that (e.g. (1, 96, 1024) <-> (1, 96, 32, 32)); every row becoming
+    n rows (or back) is that per row between a vslice and a vstack (e.g. (96, 1024) <-> (3072, 32))."""
     if to4d(x.shape) == to4d(out):
         return ctx.relabel(x, out)
     w, z, r, c = to4d(x.shape)
     ow, oz, orr, oc = to4d(out)
-    if w == ow and z == oz and orr == 1 and oc == r * c and c % 32 == 0:
+    if w != ow:
+        return None
+    if z == oz and orr == 1 and oc == r * c and c % 32 == 0:
         return _lower_flatten_rows(ctx, x, out)
-    if w == ow and z == oz and (r, c) == (oc, orr) and 1 in (r, c):
+    if z == oz and (r, c) == (oc, orr) and 1 in (r, c):
         return ctx.tm(x, ("transpose",), out)  # a row becomes a column or back: (1, C) <-> (C, 1)
-    if w == ow and c == oc and z * r == oz * orr and (oz % z == 0 or z % oz == 0):
-        # row blocks become z slices, or back: (z, n*R, C) <-> (z*n, R, C) is vslice(n) / vstack(n)
-        kind, n = ("vslice", oz // z) if oz >= z else ("vstack", z // oz)
-        return _stack_lower(kind)(ctx, {"factor": n})
-    raise OpError(
-        f"op {ctx.node.name!r} ({ctx.node.op_type}): reshape {x.shape} -> {out} moves data across tiles and "
-        "has no device lowering; it must be cancelled by an inverse TM, folded into a host input/output "
-        "transform, or run on the CPU (cpu_fallback_ops)")
+    if c == oc and z * r == oz * orr and (oz % z == 0 or z % oz == 0):
+        return stack_tm(ctx, x, *(("vslice", oz // z) if oz >= z else ("vstack", z // oz)), out)
+    if r == orr == 1 and z * c == oz * oc and (oz % z == 0 or z % oz == 0):
+        return stack_tm(ctx, x, *(("hslice", oz // z) if oz >= z else ("hstack", z // oz)), out)
+    if z == oz and 1 in (r, orr) and r * c == orr * oc:
+        n = max(r, orr)
+        if r == 1:
+            return stack_tm(ctx, stack_tm(ctx, x, "hslice", n, (z * n, 1, oc)), "vstack", n, out)
+        return stack_tm(ctx, stack_tm(ctx, x, "vslice", n, (z * n, 1, c)), "hstack", n, out)
+    if r > 1 and oz == z * r and orr * oc == c:
+        return _reshape_tms(ctx, stack_tm(ctx, x, "vslice", r, (z * r, 1, c)), out)
+    if orr > 1 and z == oz * orr and r * c == oc:
+        rows = _reshape_tms(ctx, x, (z, 1, oc))
+        return None if rows is None else stack_tm(ctx, rows, "vstack", orr, out)
+    if z == oz and r > 1 and orr % r == 0 and c == (orr // r) * oc:  # every row becomes n rows
+        mats = _reshape_tms(ctx, stack_tm(ctx, x, "vslice", r, (z * r, 1, c)), (z * r, orr // r, oc))
+        return None if mats is None else stack_tm(ctx, mats, "vstack", r, out)
+    if z == oz and orr > 1 and r % orr == 0 and oc == (r // orr) * c:  # every n rows become one row
+        rows = _reshape_tms(ctx, stack_tm(ctx, x, "vslice", orr, (z * orr, r // orr, c)), (z * orr, 1, oc))
+        return None if rows is None else stack_tm(ctx, rows, "vstack", orr, out)
+    return None
 
 
 def _lower_flatten_rows(ctx, x, out):
@@ -152,24 +181,16 @@ def _blocks(n: int, width: int) -> np.ndarray:
     return (j // width) * ceil_tile(width) + j % width
 
 
-def _stack_lower(kind):
-    def lower(ctx, attrs: dict | None = None):
-        (x,) = ctx.operands
-        n = int((attrs or ctx.node.attrs)["factor"])
-        *_, z, r, c = to4d(x.shape)
-        aligned = {"hslice": (c // n) % 32 == 0, "hstack": c % 32 == 0,
-                   "vslice": (r // n) % 32 == 0, "vstack": r % 32 == 0}[kind]
-        if aligned:
-            return ctx.tm(x, (kind, n), ctx.node.shape)
-        return _unaligned_stack(ctx, x, kind, n)
-    return lower
-
-
-def _unaligned_stack(ctx, x, kind: str, n: int):
-    """A slice or stack whose pieces are not whole tiles: a slice first spreads the pieces to tile boundaries
-    (a picker matmul), then slices whole tiles; a stack stacks whole tiles, then gathers the pieces together."""
+def stack_tm(ctx, x, kind: str, n: int, out: tuple):
+    """x through an hslice/hstack/vslice/vstack of factor n, to logical shape `out`: a tile TM when the pieces
+    are whole tiles; otherwise a slice first spreads the pieces to tile boundaries (a picker matmul) and slices
+    whole tiles, a stack stacks whole tiles and then gathers the pieces together."""
+    *_, z, r, c = to4d(x.shape)
+    aligned = {"hslice": (c // n) % 32 == 0, "hstack": c % 32 == 0,
+               "vslice": (r // n) % 32 == 0, "vstack": r % 32 == 0}[kind]
+    if aligned:
+        return ctx.tm(x, (kind, n), out)
     dim = -1 if kind[0] == "h" else -2
-    out = ctx.node.shape
     if kind.endswith("slice"):
         width = x.shape[dim] // n
         spread = place(ctx, x, dim, np.arange(n * width), _blocks(n, width), n * ceil_tile(width), aux=f"{kind}_spread")
@@ -179,6 +200,10 @@ def _unaligned_stack(ctx, x, kind: str, n: int):
     wide[dim] = n * ceil_tile(width)
     stacked = ctx.tm(ctx.mask_padding(x, rows=dim == -2, cols=dim == -1), (kind, n), tuple(wide))
     return place(ctx, stacked, dim, _blocks(n, width), np.arange(n * width), n * width)
+
+
+def _stack_lower(kind):
+    return lambda ctx: stack_tm(ctx, ctx.operands[0], kind, int(ctx.node.attrs["factor"]), ctx.node.shape)
 
 
 for _k in ("hslice", "hstack", "vslice", "vstack"):

@@ -205,6 +205,32 @@ def narrow_before_reshape(graph: Graph, node: Node) -> bool:
     return True
 
 
+def _splits_last_dim(graph: Graph, node: Node) -> bool:
+    """A reshape (.., L) -> (.., n, d) with n * d == L and the leading positions unchanged."""
+    shape = graph.operand_shape(graph.operands(node.name)[0])
+    out = node.shape
+    return len(out) >= 2 and out[-2] * out[-1] == shape[-1] and out[-2] > 1 and \
+        int(np.prod(shape[:-1])) == int(np.prod(out[:-2]))
+
+
+@rewrite(Pattern("narrow", where=_on_last_dim, operands=[Pattern("reshape", where=_splits_last_dim)]))
+def gather_before_split(graph: Graph, node: Node) -> bool:
+    """narrow(reshape(x, (.., n, d)), last dim) -> reshape(x @ P): the same part of every one of n interleaved
+    groups (LeViT's per-head q/k/v) is a column gather of x by a constant one-hot matrix P."""
+    reshape = graph.producer(node.name)
+    (x,) = graph.operands(reshape.name)
+    n, d = reshape.shape[-2:]
+    start, length = int(node.attrs["start"]), int(node.attrs["length"])
+    columns = (np.arange(n)[:, None] * d + start + np.arange(length)[None, :]).ravel()
+    onehot = np.zeros((n * d, len(columns)), dtype=np.float32)
+    onehot[columns, np.arange(len(columns))] = 1.0
+    picker = graph.add_constant(graph.unique_name(f"{node.name}.columns"), onehot)
+    cut = add_op(graph, graph.unique_name(f"{node.name}.gather"), "matmul", [x, picker])
+    view = add_op(graph, graph.unique_name(f"{node.name}.view"), "reshape", [cut], {"shape": list(node.shape)})
+    graph.replace(node.name, view, prune=True)
+    return True
+
+
 @rewrite(Pattern(("add", "matmul"), users=Pattern("narrow", where=_on_last_dim)))
 def fold_column_slices_into_matmul(graph: Graph, node: Node) -> bool:
     """narrow(x @ W [+ b], last dim) -> x @ W[..., s] [+ b[s]] for constant W and b: a split of a fused
@@ -352,7 +378,8 @@ def hoist_binary_above_tms(graph: Graph, node: Node) -> bool:
 
 # The declared order of one optimize sweep.
 REWRITES = (canonicalize_permutes, heads_to_slices, channels_first_as_matrix_tms, hoist_unary_above_tms, cancel_tms,
-            fold_transpose_flatten_into_matmul, narrow_before_reshape, fold_column_slices_into_matmul,
+            fold_transpose_flatten_into_matmul, narrow_before_reshape, gather_before_split,
+            fold_column_slices_into_matmul,
             split_shared_tms, hoist_binary_above_tms)
 
 
