@@ -66,13 +66,15 @@ class RelativeBuckets(torch.nn.Module):
 
 
 class WindowIndexMath(torch.nn.Module):
-    """Window-partition index math (Swin's shifted-window mask): fmod, remainder, equal, floor, tile, casts."""
+    """Window-partition index math (Swin's shifted-window mask): fmod, remainder, equal, floor, tile, casts, a
+    slice assignment (BEiT's relative position index)."""
 
     def forward(self, x):
         idx = torch.arange(x.shape[-1])
         same = torch.eq(torch.fmod(idx, 4)[:, None], torch.remainder(idx, 4)[None, :])
         block = torch.floor(idx.float() / 8).tile(2)[:idx.shape[0]]
         mask = same.float() * 2.0 + (block[:, None] == block[None, :]).to(torch.float32)
+        mask[:, 1:5] = 3.0  # a slice_scatter
         return x * mask
 
 

@@ -359,6 +359,14 @@ def _split(imp: _Importer, call: relax.Call, out: tuple) -> tuple:
                  for b, e in zip(bounds, bounds[1:]))
 
 
+def _slice_scatter(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    start, end, step = (int(_scalar(a)) for a in call.args[2:5])
+    axis = int(call.attrs.axis) % len(out)
+    start, end = (min(max(i + out[axis] if i < 0 else i, 0), out[axis]) for i in (start, end))
+    return imp.emit("slice_scatter", [imp.arg(call, 0), imp.arg(call, 1)],
+                    {"axis": axis, "start": start, "end": end, "step": step})
+
+
 def _power(imp: _Importer, call: relax.Call, out: tuple) -> str:
     e = call.args[1]
     if not (isinstance(e, tvm.ir.Constant) and e.value.numpy().size == 1):
@@ -459,6 +467,7 @@ _OPS: dict[str, Handler] = {
     "relax.concat": _concat,
     "relax.tile": lambda imp, call, out: imp.emit("tile", [imp.arg(call, 0)], {"repeats": _ints(call.attrs.repeats)}),
     "relax.split": _split,
+    "relax.slice_scatter": _slice_scatter,
 }
 _OPS.update(relax_cnn.HANDLERS)  # batch_norm, pad, clip, pools, spatial mean (CNN models)
 

@@ -131,6 +131,18 @@ register(OpDef("strided_slice", _strided_slice_shape, lambda v, a: v[0][_slices(
                kind="tm", decompose=_decompose_strided_slice))
 
 
+def _slice_scatter_eval(values, attrs):
+    out = values[0].copy()
+    index = [slice(None)] * out.ndim
+    index[int(attrs["axis"])] = slice(int(attrs["start"]), int(attrs["end"]), int(attrs["step"]))
+    out[tuple(index)] = values[1]
+    return out
+
+
+# data with src written into data[start:end:step] along axis (constant-evaluated: BEiT's relative position index)
+register(OpDef("slice_scatter", lambda s, a: s[0], _slice_scatter_eval, arity=(2, 2), kind="other"))
+
+
 def _cumsum_eval(values, attrs):
     return np.cumsum(values[0], axis=int(attrs["axis"]))
 

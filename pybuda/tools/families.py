@@ -81,22 +81,19 @@ FAMILIES: dict[str, ZooModel] = {m.name: m for m in [
                               neck_hidden_sizes=[8, 16, 24, 32, 48, 64, 96]), _images(32), False),
     ZooModel("levit", _hf("LevitConfig", "LevitModel", image_size=64, hidden_sizes=[32, 64, 96], num_attention_heads=[1, 2, 3],
                           depths=[1, 1, 1], key_dim=[8, 8, 8]), _images(64), False),
-    ZooModel("cvt", _hf("CvtConfig", "CvtModel", embed_dim=[16, 32], num_heads=[1, 2], depth=[1, 1],
-                        patch_sizes=[7, 3], patch_stride=[4, 2], patch_padding=[2, 1], mlp_ratio=[2.0, 2.0],
-                        attention_drop_rate=[0.0, 0.0], drop_rate=[0.0, 0.0], drop_path_rate=[0.0, 0.0],
-                        qkv_bias=[True, True], cls_token=[False, True], qkv_projection_method=["dw_bn", "dw_bn"],
-                        kernel_qkv=[3, 3], padding_kv=[1, 1], stride_kv=[2, 2], padding_q=[1, 1], stride_q=[1, 1]),
-             _images(32), False),
+    # (CvT's builder indexes the drop-path rates of a stage by the stage: stage k needs depth > k)
+    ZooModel("cvt", _hf("CvtConfig", "CvtModel", embed_dim=[16, 32, 48], num_heads=[1, 2, 3], depth=[1, 2, 3],
+                        mlp_ratio=[2.0, 2.0, 2.0], drop_path_rate=[0.0, 0.0, 0.0]), _images(32), False),
     # segmentation encoder
     ZooModel("segformer", _hf("SegformerConfig", "SegformerModel", num_encoder_blocks=2, depths=[1, 1],
                               sr_ratios=[2, 1], hidden_sizes=[16, 32], num_attention_heads=[1, 2],
                               patch_sizes=[7, 3], strides=[4, 2], mlp_ratios=[2, 2]), _images(32), False),
-    # 1-D convolutional audio encoders
-    ZooModel("wav2vec2", _hf("Wav2Vec2Config", "Wav2Vec2Model", hidden_size=64, num_hidden_layers=2,
+    # 1-D convolutional audio encoders, with their CTC head (one output: the bare encoders return two)
+    ZooModel("wav2vec2", _hf("Wav2Vec2Config", "Wav2Vec2ForCTC", vocab_size=32, hidden_size=64, num_hidden_layers=2,
                              num_attention_heads=2, intermediate_size=128, conv_dim=(32, 32, 32),
                              conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16,
                              num_conv_pos_embedding_groups=4), _audio(1600), False),
-    ZooModel("hubert", _hf("HubertConfig", "HubertModel", hidden_size=64, num_hidden_layers=2,
+    ZooModel("hubert", _hf("HubertConfig", "HubertForCTC", vocab_size=32, hidden_size=64, num_hidden_layers=2,
                            num_attention_heads=2, intermediate_size=128, conv_dim=(32, 32, 32),
                            conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16,
                            num_conv_pos_embedding_groups=4), _audio(1600), False),
