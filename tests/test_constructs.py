@@ -248,3 +248,20 @@ class Slices(torch.nn.Module):
 
 def test_unaligned_slices_and_stacks(tmp_path):
     _check(Slices(), _x(1, 40, 72), tmp_path=tmp_path)
+
+
+class InterleavedSplit(torch.nn.Module):
+    """A fused projection viewed as (tokens, heads, 3, head_dim) and split along the 3 (BLOOM's query/key/value)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(_x(64, 192, seed=9) / 8.0)
+
+    def forward(self, x):
+        qkv = (x @ self.w).view(1, 32, 2, 3, 32)
+        q, k, v = qkv[..., 0, :], qkv[..., 1, :], qkv[..., 2, :]
+        return torch.softmax(q.transpose(1, 2) @ k.permute(0, 2, 3, 1), dim=-1) @ v.transpose(1, 2)
+
+
+def test_interleaved_split_of_a_fused_projection(tmp_path):
+    _check(InterleavedSplit(), _x(1, 32, 64), tmp_path=tmp_path)

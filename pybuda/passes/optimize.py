@@ -205,24 +205,38 @@ def narrow_before_reshape(graph: Graph, node: Node) -> bool:
     return True
 
 
-def _splits_last_dim(graph: Graph, node: Node) -> bool:
-    """A reshape (.., L) -> (.., n, d) with n * d == L and the leading positions unchanged."""
+def _split_rank(graph: Graph, node: Node) -> int:
+    """k when a reshape splits the last dim into its last k dims (k >= 2), leading positions unchanged; else 0."""
+    if node.kind != "op" or node.op_type != "reshape":
+        return 0
     shape = graph.operand_shape(graph.operands(node.name)[0])
     out = node.shape
-    return len(out) >= 2 and out[-2] * out[-1] == shape[-1] and out[-2] > 1 and \
-        int(np.prod(shape[:-1])) == int(np.prod(out[:-2]))
+    for k in range(2, len(out) + 1):
+        if int(np.prod(out[-k:])) == shape[-1] and int(np.prod(shape[:-1])) == int(np.prod(out[:-k])):
+            return k if out[-k] > 1 else 0
+    return 0
 
 
-@rewrite(Pattern("narrow", where=_on_last_dim, operands=[Pattern("reshape", where=_splits_last_dim)]))
+def _narrows_split_dim(graph: Graph, node: Node) -> bool:
+    """A narrow of one of the dims its producer's reshape split the last dim into."""
+    k = _split_rank(graph, graph.producer(node.name))
+    return k > 0 and -k <= norm_dim(int(node.attrs["dim"]), len(node.shape)) < 0
+
+
+@rewrite(Pattern("narrow", where=_narrows_split_dim, operands=[Pattern("reshape")]))
 def gather_before_split(graph: Graph, node: Node) -> bool:
-    """narrow(reshape(x, (.., n, d)), last dim) -> reshape(x @ P): the same part of every one of n interleaved
-    groups (LeViT's per-head q/k/v) is a column gather of x by a constant one-hot matrix P."""
+    """narrow(reshape(x, (.., s1, .., sk)), one of the s dims) -> reshape(x @ P): the same part of every group of
+    an interleaved split (LeViT's per-head q/k/v, BLOOM's (heads, 3, head_dim) fused projection) is a column
+    gather of x by a constant one-hot matrix P."""
     reshape = graph.producer(node.name)
     (x,) = graph.operands(reshape.name)
-    n, d = reshape.shape[-2:]
+    k = _split_rank(graph, reshape)
+    split = reshape.shape[-k:]
+    index = [slice(None)] * k
     start, length = int(node.attrs["start"]), int(node.attrs["length"])
-    columns = (np.arange(n)[:, None] * d + start + np.arange(length)[None, :]).ravel()
-    onehot = np.zeros((n * d, len(columns)), dtype=np.float32)
+    index[norm_dim(int(node.attrs["dim"]), len(node.shape))] = slice(start, start + length)
+    columns = np.arange(int(np.prod(split))).reshape(split)[tuple(index)].ravel()
+    onehot = np.zeros((int(np.prod(split)), len(columns)), dtype=np.float32)
     onehot[columns, np.arange(len(columns))] = 1.0
     picker = graph.add_constant(graph.unique_name(f"{node.name}.columns"), onehot)
     cut = add_op(graph, graph.unique_name(f"{node.name}.gather"), "matmul", [x, picker])
