@@ -13,8 +13,8 @@ from pybuda.verify import pcc
 pytestmark = pytest.mark.models
 
 PASSING = ["distilbert", "roberta", "albert", "electra", "deberta", "deberta_v2", "t5_encoder", "opt", "gpt_neo",
-           "bloom", "llama", "qwen2", "mistral", "deit", "beit", "convnext", "regnet", "efficientnet", "mobilenet_v1", "levit",
-           "segformer", "wav2vec2", "hubert"]
+           "bloom", "llama", "qwen2", "mistral", "deit", "beit", "convnext", "regnet", "efficientnet",
+           "mobilenet_v1", "levit", "segformer", "wav2vec2", "hubert"]
 
 
 @pytest.mark.parametrize("name", PASSING)

@@ -1,4 +1,5 @@
-"""Indexing ops: embedding (take), take along any axis, gather_elements, index_tensor, strided_slice, cumsum, concatenate.
+"""Indexing ops: embedding (take), take along any axis, gather_elements, index_tensor, strided_slice,
+slice_scatter, cumsum, concatenate.
 Embedding runs on the host (CPU fallback); the others are constant-evaluated, or lowered as noted."""
 from __future__ import annotations
 

@@ -79,8 +79,8 @@ FAMILIES: dict[str, ZooModel] = {m.name: m for m in [
     # hybrid conv / attention
     ZooModel("mobilevit", _hf("MobileViTConfig", "MobileViTModel", image_size=32, hidden_sizes=[32, 48, 64],
                               neck_hidden_sizes=[8, 16, 24, 32, 48, 64, 96]), _images(32), False),
-    ZooModel("levit", _hf("LevitConfig", "LevitModel", image_size=64, hidden_sizes=[32, 64, 96], num_attention_heads=[1, 2, 3],
-                          depths=[1, 1, 1], key_dim=[8, 8, 8]), _images(64), False),
+    ZooModel("levit", _hf("LevitConfig", "LevitModel", image_size=64, hidden_sizes=[32, 64, 96],
+                          num_attention_heads=[1, 2, 3], depths=[1, 1, 1], key_dim=[8, 8, 8]), _images(64), False),
     # (CvT's builder indexes the drop-path rates of a stage by the stage: stage k needs depth > k)
     ZooModel("cvt", _hf("CvtConfig", "CvtModel", embed_dim=[16, 32, 48], num_heads=[1, 2, 3], depth=[1, 2, 3],
                         mlp_ratio=[2.0, 2.0, 2.0], drop_path_rate=[0.0, 0.0, 0.0]), _images(32), False),
