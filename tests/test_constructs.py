@@ -102,6 +102,39 @@ def test_constant_subgraphs_are_evaluated_at_compile_time(tmp_path, module, shap
     assert _host_ops(compiled) == set()
 
 
+class RMSNormAttention(torch.nn.Module):
+    """RMS norm, then masked scaled-dot-product attention (Llama, T5): the attention's guards against fully
+    masked rows (x == -inf) fold, since a division by mean(x*x) + eps is finite."""
+
+    def __init__(self):
+        super().__init__()
+        self.wq = torch.nn.Parameter(_x(32, 32, seed=10) / 32 ** 0.5)
+        self.wk = torch.nn.Parameter(_x(32, 32, seed=11) / 32 ** 0.5)
+
+    def forward(self, x):
+        h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        mask = torch.ones(x.shape[-2], x.shape[-2], dtype=torch.bool).tril()
+        q, k = (h @ self.wq)[:, None], (h @ self.wk)[:, None]
+        return F.scaled_dot_product_attention(q, k, h[:, None], attn_mask=mask)
+
+
+def test_attention_guards_fold_after_an_rms_norm(tmp_path):
+    compiled = _check(RMSNormAttention(), _x(1, 32, 32), tmp_path=tmp_path)
+    assert _host_ops(compiled) == set()
+
+
+class FinfoMinMask(torch.nn.Module):
+    """A causal mask filled with float32's finfo.min (GPT-Neo): no x - fill may overflow at 16 bits."""
+
+    def forward(self, x):
+        causal = torch.ones(x.shape[-2], x.shape[-1], dtype=torch.bool).tril()
+        return torch.softmax(torch.where(causal, x @ x.transpose(-1, -2), torch.finfo(torch.float32).min), -1)
+
+
+def test_where_with_a_finfo_min_fill(tmp_path):
+    _check(FinfoMinMask(), _x(1, 32, 32), tmp_path=tmp_path)
+
+
 # ---- TMs that move data across tiles --------------------------------------------------------------------------
 
 class SqueezeExcite(torch.nn.Module):

@@ -63,6 +63,15 @@ def _sign(graph: Graph, name: str) -> str | None:
     return None
 
 
+def _may_overflow(graph: Graph, node: Node) -> bool:
+    """A log, or a division (reciprocal, divide, negative power) by a value that is not provably positive."""
+    if node.op_type == "log":
+        return True
+    divides = node.op_type in ("reciprocal", "divide") or \
+        (node.op_type == "power" and float(node.attrs["exponent"]) < 0)
+    return divides and _sign(graph, graph.operands(node.name)[-1].src) != "positive"
+
+
 def _finite(graph: Graph, name: str, memo: dict[str, bool]) -> bool:
     """Whether a value can hold no inf/nan: computed from finite inputs, parameters and constants without log or
     division by a value that may be zero (softmax, sigmoid and tanh are finite whatever they read). `memo` holds
@@ -76,9 +85,7 @@ def _finite(graph: Graph, name: str, memo: dict[str, bool]) -> bool:
             memo[node.name] = bool(np.isfinite(node.value).all())
         elif node.kind == "input" or node.op_type in ("softmax", "sigmoid", "tanh"):
             memo[node.name] = True
-        elif (node.op_type in ("log", "reciprocal", "divide") or
-              (node.op_type == "power" and float(node.attrs["exponent"]) < 0)) and \
-                not (node.op_type != "log" and _sign(graph, graph.operands(node.name)[-1].src) == "positive"):
+        elif _may_overflow(graph, node):
             memo[node.name] = False
         else:
             srcs = [o.src for o in graph.operands(node.name)]
