@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-zoo bench install clean
+.PHONY: demo test test-zoo test-models bench install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ test: $(STAMP)
 # the full-size model zoo (BERT-base/large, GPT-2, ViT-B/16 on e150 and n150): slow, not part of `make test`
 test-zoo: $(STAMP)
 	$(PY) -m pytest -q -m zoo tests/test_zoo_full.py
+
+# the models users bring (DistilBERT, Llama, ConvNeXt, SegFormer, ...: small configs, random weights)
+test-models: $(STAMP)
+	$(PY) -m pytest -q -m models tests/test_zoo_models.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/compile_time.py

@@ -164,7 +164,7 @@ def host_io_stage(state: CompileState) -> CompileState:
 
 def lower_stage(state: CompileState) -> CompileState:
     """Lower to Buda ops (4-D, tiles, edge TMs); every override must name an op of a lowered graph."""
-    state = _on_device(state, lambda g: lower(g, state.config))
+    state = _on_device(state, lambda g: lower(g, state.config, state.device.arch))
     cfg.check_override_names(state.config, [op for g in state.device_graphs() for op in g.op_names()])
     return state
 

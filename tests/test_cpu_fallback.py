@@ -212,15 +212,15 @@ class CrossTileReshape(nn.Module):
     def __init__(self):
         super().__init__()
         self.a = nn.Linear(32, 32)
-        self.b = nn.Linear(16, 16)
+        self.b = nn.Linear(48, 48)
 
     def forward(self, x):
-        return self.b(self.a(x).reshape(1, 16, 16))
+        return self.b(self.a(x).reshape(1, 4, 48))   # rows of 32 regrouped into rows of 48: no device lowering
 
 
 @pytest.mark.parametrize("build, shape, message, advice", [
     (CumsumMiddle, (2, 8, 32), "has no device lowering", r"by adding '(\w+)' to cpu_fallback_ops"),
-    (CrossTileReshape, (1, 8, 32), "moves data across tiles", r"add '(\w+)' to cpu_fallback_ops"),
+    (CrossTileReshape, (1, 6, 32), "moves data across tiles", r"add '(\w+)' to cpu_fallback_ops"),
 ])
 def test_following_the_advice_of_the_error_compiles(build, shape, message, advice, tmp_path):
     torch.manual_seed(0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
-from .optypes import ELTWISE_SHAPED_OPS, family_of
+from .optypes import BINARY_OPS, DATACOPY_OPS, ELTWISE_SHAPED_OPS, SFPU_OPS, family_of
 
 LATENCY_HIDING_BYTES = 32 * 1024   # an input buffer hides ~1024 cycles of 32 B/cycle transfer
 
@@ -213,3 +213,19 @@ def input_count(op: OpGeometry) -> int | None:
     if op.type == "embedding":
         return 2
     return None
+
+
+def transpose_illegal(op_type: str, index: int, arch: str | None) -> tuple[str, object, object] | None:
+    """Why a transpose TM on input `index` of an `op_type` op is illegal on `arch` (None: on every arch), as
+    (message, what would be legal, what was found), or None if it is legal (netlist-format.md §3.8): matmul input 1,
+    any unary (datacopy/sfpu) input, binary input 0 on wormhole_b0. Int32 inputs are the validator's concern."""
+    if op_type == "matmul":
+        return None if index == 1 else (
+            f"transpose is only supported on matmul input 1, found on input {index}", 1, index)
+    if op_type in DATACOPY_OPS or op_type in SFPU_OPS:
+        return None
+    if index == 0 and op_type in BINARY_OPS:
+        return None if arch == "wormhole_b0" else (
+            "transpose on binary input 0 is not supported on grayskull", "wormhole_b0", arch or "any arch")
+    return (f"transpose can be done only on matmul input 1, a unary input or binary input 0 (not on grayskull); "
+            f"found on {op_type} input {index}", "matmul in1 / unary / binary in0", f"{op_type} input {index}")

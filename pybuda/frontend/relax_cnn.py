@@ -8,6 +8,10 @@ the importer's helpers (`arg`, `emit`, `constant`, `shape`, `unsupported`).
     relax.clip                     clip (ReLU6 is clip(0, 6))
     relax.nn.avg_pool2d            avg_pool2d
     relax.nn.adaptive_avg_pool2d   adaptive_avg_pool2d
+    relax.nn.conv1d                conv1d
+    relax.nn.conv2d_transpose      conv_transpose2d
+    relax.image.resize2d           resize2d (nearest, linear)
+    relax.nn.group_norm            groupnorm ((N, C, L) or (N, C, H, W))
     relax.mean                     over H and W of an NCHW tensor (a global average pool): adaptive_avg_pool2d
                                    (1, 1); any other axes: reduce_avg per axis, as torch_import maps it
 """
@@ -99,7 +103,57 @@ def _mean(imp, call: relax.Call, out: tuple) -> str:
     return _reduce("reduce_avg")(imp, call, out)
 
 
+def _layouts(imp, call: relax.Call, data: str, kernel: str) -> None:
+    a = call.attrs
+    if (a.data_layout, a.kernel_layout, a.out_layout or a.data_layout) != (data, kernel, data):
+        imp.unsupported(f" with layouts {a.data_layout}/{a.kernel_layout}/{a.out_layout}")
+
+
+def _conv1d(imp, call: relax.Call, out: tuple) -> str:
+    _layouts(imp, call, "NCW", "OIW")
+    a = call.attrs
+    return imp.emit("conv1d", [imp.arg(call, 0), imp.arg(call, 1)], {
+        "stride": int(a.strides[0]), "padding": [int(p) for p in a.padding], "dilation": int(a.dilation[0]),
+        "groups": int(a.groups)})
+
+
+def _conv2d_transpose(imp, call: relax.Call, out: tuple) -> str:
+    _layouts(imp, call, "NCHW", "IOHW")
+    a = call.attrs
+    return imp.emit("conv_transpose2d", [imp.arg(call, 0), imp.arg(call, 1)], {
+        "stride": [int(s) for s in a.strides], "padding": [int(p) for p in a.padding],
+        "output_padding": [int(p) for p in a.output_padding], "dilation": [int(d) for d in a.dilation],
+        "groups": int(a.groups)})
+
+
+def _resize2d(imp, call: relax.Call, out: tuple) -> str:
+    a = call.attrs
+    if a.layout != "NCHW":
+        imp.unsupported(f" with layout {a.layout}")
+    return imp.emit("resize2d", [imp.arg(call, 0)], {
+        "size": list(out[-2:]), "method": str(a.method),
+        "coordinate_transformation_mode": str(a.coordinate_transformation_mode),
+        "rounding_method": str(a.rounding_method)})
+
+
+def _group_norm(imp, call: relax.Call, out: tuple) -> str:
+    a = call.attrs
+    x = imp.arg(call, 0)
+    rank = len(imp.shape(x))
+    if rank not in (3, 4) or int(a.channel_axis) % rank != 1 or sorted(int(i) % rank for i in a.axes) != \
+            list(range(2, rank)):
+        imp.unsupported(f" over channel axis {a.channel_axis}, axes {list(a.axes)} (only (N, C, L) or (N, C, H, W))")
+    c = imp.shape(x)[1]
+    gamma = imp.arg(call, 1) if a.scale else imp.constant(np.ones(c, dtype=np.float32))
+    beta = imp.arg(call, 2) if a.center else imp.constant(np.zeros(c, dtype=np.float32))
+    return imp.emit("groupnorm", [x, gamma, beta], {"groups": int(a.num_groups), "epsilon": float(a.epsilon)})
+
+
 HANDLERS = {
+    "relax.nn.conv1d": _conv1d,
+    "relax.nn.conv2d_transpose": _conv2d_transpose,
+    "relax.image.resize2d": _resize2d,
+    "relax.nn.group_norm": _group_norm,
     "relax.nn.batch_norm": _batch_norm,
     "relax.nn.pad": _pad,
     "relax.clip": _clip,

@@ -302,14 +302,22 @@ def _strided_slice(imp: _Importer, call: relax.Call, out: tuple) -> str:
     x = imp.arg(call, 0)
     axes, begin, end, strides = (_ints(call.args[i]) for i in range(1, 5))
     shape = imp.shape(x)
-    return imp.emit("strided_slice", [x], {"axes": [a % len(shape) for a in axes], "begin": begin,
-                                           "end": [min(e, shape[a]) for a, e in zip(axes, end)], "strides": strides})
+    axes = [a % len(shape) for a in axes]
+    if any(s < 1 for s in strides):
+        imp.unsupported(f" with strides {strides} (positive strides only)")
+    begin, end = ([min(max(i + shape[a] if i < 0 else i, 0), shape[a]) for a, i in zip(axes, ends)]
+                  for ends in (begin, end))
+    return imp.emit("strided_slice", [x], {"axes": axes, "begin": begin, "end": end, "strides": strides})
 
 
 def _take(imp: _Importer, call: relax.Call, out: tuple) -> str:
-    if int(call.attrs.axis) != 0:
-        imp.unsupported(f" along axis {int(call.attrs.axis)} (only axis 0, an embedding lookup)")
-    return imp.emit("embedding", [imp.arg(call, 0), imp.arg(call, 1)])
+    """An axis-0 lookup is an embedding; any other axis a `take` (constant-evaluated)."""
+    axis = int(call.attrs.axis) if call.attrs.axis is not None else None
+    if axis is None:
+        imp.unsupported(" of a flattened tensor")
+    if axis == 0:
+        return imp.emit("embedding", [imp.arg(call, 0), imp.arg(call, 1)])
+    return imp.emit("take", [imp.arg(call, 0), imp.arg(call, 1)], {"axis": axis})
 
 
 def _gather_elements(imp: _Importer, call: relax.Call, out: tuple) -> str:
@@ -366,10 +374,18 @@ def _split(imp: _Importer, call: relax.Call, out: tuple) -> tuple:
                  for b, e in zip(bounds, bounds[1:]))
 
 
+def _slice_scatter(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    start, end, step = (int(_scalar(a)) for a in call.args[2:5])
+    axis = int(call.attrs.axis) % len(out)
+    start, end = (min(max(i + out[axis] if i < 0 else i, 0), out[axis]) for i in (start, end))
+    return imp.emit("slice_scatter", [imp.arg(call, 0), imp.arg(call, 1)],
+                    {"axis": axis, "start": start, "end": end, "step": step})
+
+
 def _power(imp: _Importer, call: relax.Call, out: tuple) -> str:
     e = call.args[1]
     if not (isinstance(e, tvm.ir.Constant) and e.value.numpy().size == 1):
-        imp.unsupported(" with a non-constant exponent")
+        return imp.emit("pow", [imp.arg(call, 0), imp.arg(call, 1)])
     exponent = float(e.value.numpy())
     x = imp.arg(call, 0)
     return imp.emit("multiply", [x, x]) if exponent == 2.0 else imp.emit("power", [x], {"exponent": exponent})
@@ -404,6 +420,14 @@ def _reduce(op_type: str) -> Handler:
     return handler
 
 
+def _bitwise_not(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    """Bitwise not of a boolean is logical not; of integers it is not supported."""
+    dtype = str(call.args[0].ty.dtype)
+    if dtype != "bool":
+        imp.unsupported(f" of {dtype} (booleans only)")
+    return imp.emit("logical_not", [imp.arg(call, 0)])
+
+
 def _dropout(imp: _Importer, call: relax.Call, out: tuple) -> tuple:
     """Relax dropout returns (output, mask); the mask is not available."""
     return imp.emit("dropout", [imp.arg(call, 0)], {"p": float(call.attrs.rate)}), None
@@ -415,7 +439,9 @@ _OPS: dict[str, Handler] = {
     "relax.nn.relu": _unary("relu"),
     "relax.nn.gelu": _unary("gelu", approximate="none"),
     "relax.nn.gelu_tanh": _unary("gelu", approximate="tanh"),
-    **{f"relax.{op}": _unary(op) for op in ("exp", "log", "sqrt", "tanh", "sigmoid", "abs")},
+    **{f"relax.{op}": _unary(op) for op in ("exp", "log", "sqrt", "tanh", "sigmoid", "abs", "floor")},
+    "relax.sin": _unary("sine"),
+    "relax.cos": _unary("cosine"),
     "relax.rsqrt": _rsqrt,
     "relax.negative": _negative,
     **{f"relax.{op}": _binary(op) for op in ("add", "subtract", "multiply", "divide", "maximum", "minimum")},
@@ -446,11 +472,17 @@ _OPS: dict[str, Handler] = {
     "relax.bitwise_and": _binary("logical_and"),
     "relax.bitwise_or": _binary("logical_or"),
     "relax.logical_not": _unary("logical_not"),
+    "relax.bitwise_not": _bitwise_not,
+    "relax.mod": _binary("fmod"),
+    "relax.floor_mod": _binary("floor_mod"),
+    "relax.floor_divide": _binary("floor_divide"),
     "relax.where": lambda imp, call, out: imp.emit("where", [imp.arg(call, i) for i in range(3)]),
     "relax.cumsum": _cumsum,
     "relax.index_tensor": _index_tensor,
     "relax.concat": _concat,
+    "relax.tile": lambda imp, call, out: imp.emit("tile", [imp.arg(call, 0)], {"repeats": _ints(call.attrs.repeats)}),
     "relax.split": _split,
+    "relax.slice_scatter": _slice_scatter,
 }
 _OPS.update(relax_cnn.HANDLERS)  # batch_norm, pad, clip, pools, spatial mean (CNN models)
 

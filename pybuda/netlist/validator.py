@@ -20,7 +20,7 @@ The arch is the one the backend would select (env `ARCH_NAME` there): `arch` if 
 from __future__ import annotations
 
 from ..arch.l1 import InputBuffer, footprint
-from ..arch.operands import OpGeometry, expected_input, input_count, prologue_tiles_per_core
+from ..arch.operands import OpGeometry, expected_input, input_count, prologue_tiles_per_core, transpose_illegal
 from ..arch.optypes import BINARY_OPS, DATACOPY_OPS, OP_TYPES, SFPU_OPS
 from ..arch.tms import TMError, edge_shape, shape_after_tms
 from ..dataformat import DataFormat as DF
@@ -690,24 +690,11 @@ def _check_tm_legality(c: _Ctx, op: Op, index: int, tms: list) -> None:
             c.add(op, "tm.tile_broadcast", f"input {index}: tile_broadcast is only allowed in fused ops",
                   "a fused-op schedule", typ)
         elif kind == "transpose":
-            int32_in0 = bool(op.in_df) and op.in_df[0] == DF.Int32
-            if typ == "matmul":
-                if index != 1:
-                    c.add(op, "tm.transpose", f"transpose is only supported on matmul input 1, found on input {index}",
-                          1, index)
-            elif typ in DATACOPY_OPS or typ in SFPU_OPS:
-                if int32_in0:
-                    c.add(op, "tm.transpose", "transpose of an Int32 input is not supported", "not Int32", "Int32")
-            elif index == 0 and typ in BINARY_OPS:
-                if int32_in0:
-                    c.add(op, "tm.transpose", "transpose of an Int32 input is not supported", "not Int32", "Int32")
-                if c.gs:
-                    c.add(op, "tm.transpose", "transpose on binary input 0 is not supported on grayskull",
-                          "wormhole_b0", c.arch)
-            else:
-                c.add(op, "tm.transpose", f"transpose can be done only on matmul input 1, a unary input or binary "
-                      f"input 0 (not on grayskull); found on {typ} input {index}", "matmul in1 / unary / binary in0",
-                      f"{typ} input {index}")
+            illegal = transpose_illegal(typ, index, c.arch)
+            if illegal is not None:
+                c.add(op, "tm.transpose", *illegal)
+            elif typ != "matmul" and bool(op.in_df) and op.in_df[0] == DF.Int32:
+                c.add(op, "tm.transpose", "transpose of an Int32 input is not supported", "not Int32", "Int32")
 
 
 def _check_tile_dims(c: _Ctx, op: Op, in_tiles: list) -> None:

@@ -135,6 +135,17 @@ def _decompose_divide(ctx):
     ctx.replace(ctx.op("multiply", [a, ctx.op("reciprocal", [b])]))
 
 
+# Elementwise ops without a device lowering: constant-evaluated (alibi slopes, window index math) or run on the host.
+_HOST_BINARY = {
+    "pow": np.power,                     # tensor exponent (`power` takes a constant one)
+    "fmod": np.fmod,                     # sign of the dividend (torch.fmod, Relax mod)
+    "floor_mod": np.mod,                 # sign of the divisor (torch.remainder, Relax floor_mod)
+    "floor_divide": np.floor_divide,
+}
+for _name, _fn in _HOST_BINARY.items():
+    register(OpDef(_name, _bcast, (lambda fn: lambda v, a: fn(v[0], v[1]))(_fn), arity=(2, 2), kind="binary"))
+register(OpDef("floor", _same_shape, lambda v, a: np.floor(v[0]), kind="unary"))
+
 register(OpDef("divide", _bcast, lambda v, a: v[0] / v[1], arity=(2, 2), kind="binary", decompose=_decompose_divide))
 
 

@@ -1,4 +1,5 @@
-"""Indexing ops: embedding (take), gather_elements, index_tensor, strided_slice, cumsum, concatenate.
+"""Indexing ops: embedding (take), take along any axis, gather_elements, index_tensor, strided_slice,
+slice_scatter, cumsum, concatenate.
 Embedding runs on the host (CPU fallback); the others are constant-evaluated, or lowered as noted."""
 from __future__ import annotations
 
@@ -15,6 +16,56 @@ def _embedding_shape(shapes, attrs):
 
 register(OpDef("embedding", _embedding_shape, lambda v, a: v[0][v[1].astype(np.int64)], arity=(2, 2),
                kind="other"))
+
+
+def _take_shape(shapes, attrs):
+    data, idx = shapes
+    axis = norm_dim(int(attrs["axis"]), len(data)) + len(data)
+    return (*data[:axis], *idx, *data[axis + 1:])
+
+
+def _decompose_take(ctx):
+    """A constant index: one position or a contiguous run is a narrow (plus a reshape); any other index along
+    the last two dims is a matmul by a constant one-hot matrix (reflect/replicate padding, strided slices). A
+    runtime index stays a host/constant op."""
+    src = ctx.graph.node(ctx.operands[1].src)
+    if src.kind != "constant" or ctx.operands[1].tms:
+        return
+    shape = ctx.node_input_shape(0)
+    axis = norm_dim(int(ctx.node.attrs["axis"]), len(shape))
+    index = src.value.astype(np.int64)
+    index = np.where(index < 0, index + shape[axis], index).reshape(-1)
+    x = ctx.operands[0]
+    if len(index) and np.array_equal(index, np.arange(index[0], index[0] + len(index))):
+        y = ctx.op("narrow", [x], {"dim": axis, "start": int(index[0]), "length": len(index)})
+    elif axis in (-1, -2) and src.value.ndim == 1:
+        onehot = np.zeros((len(index), shape[axis]), dtype=np.float32)
+        onehot[np.arange(len(index)), index] = 1.0
+        if axis == -1:
+            y = ctx.op("matmul", [x, ctx.constant(onehot.T.copy(), "take_picker")])
+        else:
+            y = ctx.op("matmul", [ctx.constant(onehot, "take_picker"), x])
+    else:
+        return
+    ctx.replace(ctx.op("reshape", [y], {"shape": list(ctx.node.shape)}))
+
+
+# numpy.take along any axis: position ids read from a registered buffer, relative-position tables, window
+# index math (constant-evaluated), a class token read by a constant index (a narrow), reflect/replicate padding
+# (constant indices along H and W). An axis-0 lookup of a runtime index is an embedding.
+register(OpDef("take", _take_shape, lambda v, a: np.take(v[0], v[1].astype(np.int64), axis=int(a["axis"])),
+               arity=(2, 2), kind="other", decompose=_decompose_take))
+
+
+def _tile_shape(shapes, attrs):
+    reps = [int(r) for r in attrs["repeats"]]
+    shape = (1,) * (len(reps) - len(shapes[0])) + tuple(shapes[0])
+    reps = [1] * (len(shape) - len(reps)) + reps
+    return tuple(d * r for d, r in zip(shape, reps))
+
+
+# numpy.tile (constant-evaluated: alibi tables, masks built from shapes)
+register(OpDef("tile", _tile_shape, lambda v, a: np.tile(v[0], [int(r) for r in a["repeats"]]), kind="tm"))
 
 
 def _gather_elements_eval(values, attrs):
@@ -50,22 +101,47 @@ def _strided_slice_shape(shapes, attrs):
 
 
 def _decompose_strided_slice(ctx):
-    """A stride-1 slice of one axis is a narrow (which has device lowerings); the rest stay host-only."""
+    """Stride-1 slices are narrows (which have device lowerings). A strided slice reads constant positions: of
+    the last two dims, one `take` per sliced axis; of others, a `take` of the rows of the tensor viewed as
+    (positions, last dim), then of its columns (picker matmuls either way)."""
     a = ctx.node.attrs
     shape = ctx.node_input_shape(0)
     parts = [(int(ax), int(b), int(e), int(s)) for ax, b, e, s in zip(a["axes"], a["begin"], a["end"], a["strides"])]
     parts = [p for p in parts if not (p[1] == 0 and p[2] >= shape[p[0]] and p[3] == 1)]
-    if any(s != 1 for _, _, _, s in parts):
-        return
     x = ctx.operands[0]
-    for axis, b, e, _ in parts:
-        e = min(e, shape[axis])
-        x = ctx.op("narrow", [x], {"dim": axis - len(shape), "start": b, "length": e - b})
+    if all(s == 1 for *_, s in parts):
+        for axis, b, e, _ in parts:
+            e = min(e, shape[axis])
+            x = ctx.op("narrow", [x], {"dim": axis - len(shape), "start": b, "length": e - b})
+    elif all(axis >= len(shape) - 2 for axis, *_ in parts):
+        for axis, b, e, s in parts:
+            index = np.arange(shape[axis])[b:e:s].astype(np.float32)
+            x = ctx.op("take", [x, ctx.constant(index, "slice_index")], {"axis": axis - len(shape)})
+    else:
+        rows = np.arange(int(np.prod(shape[:-1]))).reshape(shape[:-1])[_slices(shape, a)[:-1]].ravel()
+        x = ctx.op("reshape", [x], {"shape": [int(np.prod(shape[:-1])), shape[-1]]})
+        x = ctx.op("take", [x, ctx.constant(rows.astype(np.float32), "slice_rows")], {"axis": -2})
+        cols = np.arange(shape[-1])[_slices(shape, a)[-1]]
+        if len(cols) != shape[-1]:
+            x = ctx.op("take", [x, ctx.constant(cols.astype(np.float32), "slice_cols")], {"axis": -1})
+        x = ctx.op("reshape", [x], {"shape": list(ctx.node.shape)})
     ctx.replace(x)
 
 
 register(OpDef("strided_slice", _strided_slice_shape, lambda v, a: v[0][_slices(v[0].shape, a)],
                kind="tm", decompose=_decompose_strided_slice))
+
+
+def _slice_scatter_eval(values, attrs):
+    out = values[0].copy()
+    index = [slice(None)] * out.ndim
+    index[int(attrs["axis"])] = slice(int(attrs["start"]), int(attrs["end"]), int(attrs["step"]))
+    out[tuple(index)] = values[1]
+    return out
+
+
+# data with src written into data[start:end:step] along axis (constant-evaluated: BEiT's relative position index)
+register(OpDef("slice_scatter", lambda s, a: s[0], _slice_scatter_eval, arity=(2, 2), kind="other"))
 
 
 def _cumsum_eval(values, attrs):

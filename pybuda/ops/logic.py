@@ -34,8 +34,14 @@ def _where_eval(values, attrs):
 
 
 def _decompose_where(ctx):
-    """where(c, x, y) = y + c * (x - y): exact for a 0/1 condition and finite x, y."""
+    """where(c, x, y) = y + c * (x - y): exact for a 0/1 condition and finite x, y. With a constant condition
+    it is c * x + (1 - c) * y (both products are masks, (1 - c) * y folds for a constant y), so no x - y is
+    formed: a large fill (the finfo.min of a causal mask) would overflow it in a 16-bit format."""
     c, x, y = ctx.operands
+    if ctx.graph.node(c.src).kind in ("constant", "parameter"):
+        keep_y = ctx.op("subtract", [ctx.constant(np.array(1.0, dtype=np.float32), "one"), c])
+        ctx.replace(ctx.op("add", [ctx.op("multiply", [c, x]), ctx.op("multiply", [keep_y, y])]))
+        return
     ctx.replace(ctx.op("add", [y, ctx.op("multiply", [c, ctx.op("subtract", [x, y])])]))
 
 

@@ -1,6 +1,7 @@
 """Tensor manipulations. On device they become edge TMs (transpose, slices, stacks, broadcasts) or vanish
 into the tile padding; a reshape that moves data across tiles is lowered with a picker matmul when it is
-a row-major flatten, and is otherwise an error naming the op."""
+a row-major flatten, and is otherwise an error naming the op. Narrows, slices and stacks whose pieces are not
+whole tiles move the pieces with constant 0/1 picker matmuls (`place`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -76,18 +77,54 @@ def _reshape_shape(shapes, attrs):
 
 
 def _lower_as_reshape(ctx, x):
-    """A TM whose 4-D padded layout is unchanged is free; a row-major flatten uses a picker; else error."""
-    out = ctx.node.shape
+    """A reshape (or a permute that is one) on device; an error naming the op when it has no lowering."""
+    y = _reshape_tms(ctx, x, tuple(ctx.node.shape))
+    if y is None:
+        raise OpError(
+            f"op {ctx.node.name!r} ({ctx.node.op_type}): reshape {x.shape} -> {ctx.node.shape} moves data across "
+            "tiles and has no device lowering; it must be cancelled by an inverse TM, folded into a host "
+            f"input/output transform, or run on the host: add {ctx.node.op_type!r} to cpu_fallback_ops")
+    return y
+
+
+def _reshape_tms(ctx, x, out: tuple):
+    """x reshaped to `out` by tile TMs and picker matmuls, or None. A TM whose 4-D padded layout is unchanged is
+    free; a row-major flatten of tile-aligned rows uses a picker; a row that becomes a column (or back) is a
+    transpose; row blocks that become z slices (or back) are a vslice (vstack), single rows that become z slices
+    (or back) an hslice (hstack), a row that becomes a matrix (or back) both; every row becoming a z slice
+    matrix (or back) is a vslice (vstack) and that (e.g. (1, 96, 1024) <-> (1, 96, 32, 32)); every row becoming
+    n rows (or back) is that per row between a vslice and a vstack (e.g. (96, 1024) <-> (3072, 32))."""
     if to4d(x.shape) == to4d(out):
         return ctx.relabel(x, out)
     w, z, r, c = to4d(x.shape)
     ow, oz, orr, oc = to4d(out)
-    if w == ow and z == oz and orr == 1 and oc == r * c and c % 32 == 0:
+    if w != ow:
+        return None
+    if z == oz and orr == 1 and oc == r * c and c % 32 == 0:
         return _lower_flatten_rows(ctx, x, out)
-    raise OpError(
-        f"op {ctx.node.name!r} ({ctx.node.op_type}): reshape {x.shape} -> {out} moves data across tiles and "
-        "has no device lowering; it must be cancelled by an inverse TM, folded into a host input/output "
-        f"transform, or run on the host: add {ctx.node.op_type!r} to cpu_fallback_ops")
+    if z == oz and (r, c) == (oc, orr) and 1 in (r, c):
+        return ctx.tm(x, ("transpose",), out)  # a row becomes a column or back: (1, C) <-> (C, 1)
+    if c == oc and z * r == oz * orr and (oz % z == 0 or z % oz == 0):
+        return stack_tm(ctx, x, *(("vslice", oz // z) if oz >= z else ("vstack", z // oz)), out)
+    if r == orr == 1 and z * c == oz * oc and (oz % z == 0 or z % oz == 0):
+        return stack_tm(ctx, x, *(("hslice", oz // z) if oz >= z else ("hstack", z // oz)), out)
+    if z == oz and 1 in (r, orr) and r * c == orr * oc:
+        n = max(r, orr)
+        if r == 1:
+            return stack_tm(ctx, stack_tm(ctx, x, "hslice", n, (z * n, 1, oc)), "vstack", n, out)
+        return stack_tm(ctx, stack_tm(ctx, x, "vslice", n, (z * n, 1, c)), "hstack", n, out)
+    if r > 1 and oz == z * r and orr * oc == c:
+        return _reshape_tms(ctx, stack_tm(ctx, x, "vslice", r, (z * r, 1, c)), out)
+    if orr > 1 and z == oz * orr and r * c == oc:
+        rows = _reshape_tms(ctx, x, (z, 1, oc))
+        return None if rows is None else stack_tm(ctx, rows, "vstack", orr, out)
+    if z == oz and r > 1 and orr % r == 0 and c == (orr // r) * oc:  # every row becomes n rows
+        mats = _reshape_tms(ctx, stack_tm(ctx, x, "vslice", r, (z * r, 1, c)), (z * r, orr // r, oc))
+        return None if mats is None else stack_tm(ctx, mats, "vstack", r, out)
+    if z == oz and orr > 1 and r % orr == 0 and oc == (r // orr) * c:  # every n rows become one row
+        rows = _reshape_tms(ctx, stack_tm(ctx, x, "vslice", orr, (z * orr, r // orr, c)), (z * orr, 1, oc))
+        return None if rows is None else stack_tm(ctx, rows, "vstack", orr, out)
+    return None
 
 
 def _lower_flatten_rows(ctx, x, out):
@@ -138,18 +175,35 @@ def _stack_eval(kind):
     return ev
 
 
+def _blocks(n: int, width: int) -> np.ndarray:
+    """Where the n*width positions of n blocks of `width` sit when each block starts at a tile boundary."""
+    j = np.arange(n * width)
+    return (j // width) * ceil_tile(width) + j % width
+
+
+def stack_tm(ctx, x, kind: str, n: int, out: tuple):
+    """x through an hslice/hstack/vslice/vstack of factor n, to logical shape `out`: a tile TM when the pieces
+    are whole tiles; otherwise a slice first spreads the pieces to tile boundaries (a picker matmul) and slices
+    whole tiles, a stack stacks whole tiles and then gathers the pieces together."""
+    *_, z, r, c = to4d(x.shape)
+    aligned = {"hslice": (c // n) % 32 == 0, "hstack": c % 32 == 0,
+               "vslice": (r // n) % 32 == 0, "vstack": r % 32 == 0}[kind]
+    if aligned:
+        return ctx.tm(x, (kind, n), out)
+    dim = -1 if kind[0] == "h" else -2
+    if kind.endswith("slice"):
+        width = x.shape[dim] // n
+        spread = place(ctx, x, dim, np.arange(n * width), _blocks(n, width), n * ceil_tile(width), aux=f"{kind}_spread")
+        return ctx.tm(spread, (kind, n), out)
+    width = x.shape[dim]
+    wide = list(out)
+    wide[dim] = n * ceil_tile(width)
+    stacked = ctx.tm(ctx.mask_padding(x, rows=dim == -2, cols=dim == -1), (kind, n), tuple(wide))
+    return place(ctx, stacked, dim, _blocks(n, width), np.arange(n * width), n * width)
+
+
 def _stack_lower(kind):
-    def lower(ctx):
-        (x,) = ctx.operands
-        n = int(ctx.node.attrs["factor"])
-        *_, z, r, c = to4d(x.shape)
-        aligned = {"hslice": (c // n) % 32 == 0, "hstack": c % 32 == 0,
-                   "vslice": (r // n) % 32 == 0, "vstack": r % 32 == 0}[kind]
-        if not aligned:
-            raise OpError(f"op {ctx.node.name!r}: {kind} {n} of {x.shape} is not tile-aligned and has no "
-                          "device lowering yet")
-        return ctx.tm(x, (kind, n), ctx.node.shape)
-    return lower
+    return lambda ctx: stack_tm(ctx, ctx.operands[0], kind, int(ctx.node.attrs["factor"]), ctx.node.shape)
 
 
 for _k in ("hslice", "hstack", "vslice", "vstack"):
@@ -213,8 +267,35 @@ def _lower_narrow(ctx):
         return ctx.relabel(x, ctx.node.shape, pad_zero=tuple(pz))
     if length == x.shape[d]:
         return ctx.relabel(x, ctx.node.shape)
+    if d in (-1, -2):
+        return pick(ctx, x, d, np.arange(start, start + length))
     raise OpError(f"op {ctx.node.name!r}: narrow of dim {d} start={start} length={length} of {x.shape} "
-                  "needs data movement and has no device lowering yet")
+                  "needs data movement across z and has no device lowering yet (narrow of the last two dims has)")
+
+
+def pick(ctx, x, dim: int, index: np.ndarray, aux: str | None = None):
+    """Positions `index` of x along dim -1 or -2, by a constant 0/1 picker matmul (see `place`)."""
+    return place(ctx, x, dim, np.asarray(index), np.arange(len(index)), len(index), aux)
+
+
+def place(ctx, x, dim: int, src: np.ndarray, dst: np.ndarray, size: int, aux: str | None = None):
+    """x with position src[i] moved to dst[i] along dim -1 (x @ P) or -2 (P @ x) of a result `size` long, the
+    other positions zero; P is a constant 0/1 matrix, zero across x's padding, so x's padding never reaches the
+    result and the result's padding is zero."""
+    n = x.shape[dim]
+    out = list(x.shape)
+    out[dim] = size
+    if dim == -2:
+        picker = np.zeros((ceil_tile(size), ceil_tile(n)), dtype=np.float32)
+        picker[dst, src] = 1.0
+        pk = ctx.constant_padded(picker[None, None], (size, n), f"{aux or 'pick'}_picker")
+        pk = ctx.broadcast_to(pk, (*x.shape[:-2], size, n), axes="z")
+        return ctx.op("matmul", [pk, x], {}, pad_zero=(True, x.pad_zero[1]), logical_shape=tuple(out), aux=aux)
+    picker = np.zeros((ceil_tile(n), ceil_tile(size)), dtype=np.float32)
+    picker[src, dst] = 1.0
+    pk = ctx.constant_padded(picker[None, None], (n, size), f"{aux or 'pick'}_picker")
+    pk = ctx.broadcast_to(pk, (*x.shape[:-2], n, size), axes="z")
+    return ctx.op("matmul", [x, pk], {}, pad_zero=(x.pad_zero[0], True), logical_shape=tuple(out), aux=aux)
 
 
 register(OpDef("narrow", _narrow_shape, _narrow_eval, kind="tm", tm=True, lower=_lower_narrow))

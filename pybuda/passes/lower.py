@@ -10,6 +10,7 @@ import dataclasses
 
 import numpy as np
 
+from ..arch.operands import transpose_illegal
 from ..ir import Graph, Operand
 from ..ops import registry
 from ..ops.common import ceil_tile
@@ -52,11 +53,12 @@ class Lowered:
 class LowerContext:
     """What a registry lowering sees: the PyBuda node, its lowered operands, and Buda-graph builders."""
 
-    def __init__(self, bgraph: Graph, node, operands: list[Lowered], config):
+    def __init__(self, bgraph: Graph, node, operands: list[Lowered], config, arch: str | None = None):
         self.graph = bgraph
         self.node = node
         self.operands = operands
         self.config = config
+        self.arch = arch                  # the target arch; None: what is legal on every arch
         self._count = 0
 
     def _name(self, aux: str | None) -> str:
@@ -73,6 +75,7 @@ class LowerContext:
         """Add a Buda op reading `operands`; `aux` names a helper op (mask, broadcast) after its purpose."""
         logical = tuple(logical_shape if logical_shape is not None else self.node.shape)
         expected = padded4(logical)
+        operands = [self._transpose_legal(buda_type, i, x) for i, x in enumerate(operands)]
         name = self._name(aux)
         shape = registry.infer_shape(buda_type, [self.graph.operand_shape(o.operand) for o in operands], attrs, name)
         if shape != expected:
@@ -82,6 +85,14 @@ class LowerContext:
         self.graph.add_op(name, buda_type, [o.operand for o in operands], attrs, shape=shape, logical_shape=logical,
                           original_op_type=self.node.framework_op_type, large_padding=any(v for _, v in filled))
         return Lowered(name, (), logical, tuple(pad_zero), frozenset(replicated), frozenset(filled))
+
+    def _transpose_legal(self, buda_type: str, index: int, x: Lowered) -> Lowered:
+        """x, or a datacopy (nop) applying x's TMs when they hold a transpose the backend does not allow on
+        input `index` of a `buda_type` op (the rule of pybuda.arch.operands, which the validator applies too)."""
+        if not any(tm[0] == "transpose" for tm in x.tms) or transpose_illegal(buda_type, index, self.arch) is None:
+            return x
+        return self.op("nop", [x], {}, pad_zero=x.pad_zero, replicated=x.replicated, logical_shape=x.shape,
+                       aux=f"in{index}_transpose", filled=x.filled)
 
     def constant_padded(self, value4d: np.ndarray, logical_shape: tuple, name_hint: str = "constant",
                         kind: str = "constant") -> Lowered:
@@ -219,8 +230,8 @@ class LowerContext:
         return x
 
 
-def lower(graph: Graph, config=None) -> Graph:
-    """Build the Buda graph of a decomposed and optimized PyBuda graph."""
+def lower(graph: Graph, config=None, arch: str | None = None) -> Graph:
+    """Build the Buda graph of a decomposed and optimized PyBuda graph for `arch` (None: legal on every arch)."""
     bgraph = Graph(graph.name)
     values: dict[str, Lowered] = {}
     for name in graph.topo_order():
@@ -241,7 +252,7 @@ def lower(graph: Graph, config=None) -> Graph:
                               "anywhere in the model), or report the op")
             if any(o.tms for o in graph.operands(name)):
                 raise OpError(f"op {name!r}: PyBuda-level edge TMs are not expected before lowering")
-            ctx = LowerContext(bgraph, node, [values[o.src] for o in graph.operands(name)], config)
+            ctx = LowerContext(bgraph, node, [values[o.src] for o in graph.operands(name)], config, arch)
             result = opdef.lower(ctx)
             if tuple(result.shape) != tuple(node.shape):
                 raise OpError(f"lowering of {name!r} ({node.op_type}) produced logical shape {result.shape}, "
@@ -250,7 +261,7 @@ def lower(graph: Graph, config=None) -> Graph:
         else:  # output: device output queues read op outputs without TMs
             v = values[graph.operands(name)[0].src]
             if v.tms or bgraph.node(v.src).kind != "op":
-                ctx = LowerContext(bgraph, graph.node(graph.operands(name)[0].src), [v], config)
+                ctx = LowerContext(bgraph, graph.node(graph.operands(name)[0].src), [v], config, arch)
                 v = ctx.op("nop", [v], {}, v.pad_zero, v.replicated, logical_shape=v.shape, aux="output_nop")
             out = bgraph.node(bgraph.add_output(name, v.src))
             out.logical_shape, out.host_transforms = v.shape, node.host_transforms

@@ -177,6 +177,20 @@ def heads_to_slices(graph: Graph, node: Node) -> bool:
     return True
 
 
+@rewrite(Pattern(_PERMUTES, where=lambda graph, node: _heads_perm(graph, node) == [-1, -3, -2]))
+def channels_first_as_matrix_tms(graph: Graph, node: Node) -> bool:
+    """(.., H, W, C) -> (.., C, H, W)  ==  reshape to (.., H*W, C), transpose, reshape to (.., C, H, W): the back
+    permute of a channels-last block (ConvNeXt) as the layout TMs of convolutions, which cancel with the next
+    convolution's and lower as a row stack and a transpose."""
+    (x,) = graph.operands(node.name)
+    *lead, h, w, c = graph.operand_shape(x)
+    rows = add_op(graph, graph.unique_name(f"{node.name}.rows"), "reshape", [x], {"shape": [*lead, h * w, c]})
+    cols = add_op(graph, graph.unique_name(f"{node.name}.t"), "transpose", [rows], {"dim0": -2, "dim1": -1})
+    graph.replace(node.name, add_op(graph, graph.unique_name(f"{node.name}.nchw"), "reshape", [cols],
+                                    {"shape": list(node.shape)}), prune=True)
+    return True
+
+
 def _keeps_last_dim(graph: Graph, node: Node) -> bool:
     return graph.operand_shape(graph.operands(node.name)[0])[-1] == node.shape[-1]
 
@@ -186,6 +200,46 @@ def narrow_before_reshape(graph: Graph, node: Node) -> bool:
     """narrow(reshape(x), last dim) -> reshape(narrow(x, last dim)) when the reshape keeps the last dim."""
     (x,) = graph.operands(graph.producer(node.name).name)
     cut = add_op(graph, graph.unique_name(f"{node.name}.first"), "narrow", [x], dict(node.attrs, dim=-1))
+    view = add_op(graph, graph.unique_name(f"{node.name}.view"), "reshape", [cut], {"shape": list(node.shape)})
+    graph.replace(node.name, view, prune=True)
+    return True
+
+
+def _split_rank(graph: Graph, node: Node) -> int:
+    """k when a reshape splits the last dim into its last k dims (k >= 2), leading positions unchanged; else 0."""
+    if node.kind != "op" or node.op_type != "reshape":
+        return 0
+    shape = graph.operand_shape(graph.operands(node.name)[0])
+    out = node.shape
+    for k in range(2, len(out) + 1):
+        if int(np.prod(out[-k:])) == shape[-1] and int(np.prod(shape[:-1])) == int(np.prod(out[:-k])):
+            return k if out[-k] > 1 else 0
+    return 0
+
+
+def _narrows_split_dim(graph: Graph, node: Node) -> bool:
+    """A narrow of one of the dims its producer's reshape split the last dim into."""
+    k = _split_rank(graph, graph.producer(node.name))
+    return k > 0 and -k <= norm_dim(int(node.attrs["dim"]), len(node.shape)) < 0
+
+
+@rewrite(Pattern("narrow", where=_narrows_split_dim, operands=[Pattern("reshape")]))
+def gather_before_split(graph: Graph, node: Node) -> bool:
+    """narrow(reshape(x, (.., s1, .., sk)), one of the s dims) -> reshape(x @ P): the same part of every group of
+    an interleaved split (LeViT's per-head q/k/v, BLOOM's (heads, 3, head_dim) fused projection) is a column
+    gather of x by a constant one-hot matrix P."""
+    reshape = graph.producer(node.name)
+    (x,) = graph.operands(reshape.name)
+    k = _split_rank(graph, reshape)
+    split = reshape.shape[-k:]
+    index = [slice(None)] * k
+    start, length = int(node.attrs["start"]), int(node.attrs["length"])
+    index[norm_dim(int(node.attrs["dim"]), len(node.shape))] = slice(start, start + length)
+    columns = np.arange(int(np.prod(split))).reshape(split)[tuple(index)].ravel()
+    onehot = np.zeros((int(np.prod(split)), len(columns)), dtype=np.float32)
+    onehot[columns, np.arange(len(columns))] = 1.0
+    picker = graph.add_constant(graph.unique_name(f"{node.name}.columns"), onehot)
+    cut = add_op(graph, graph.unique_name(f"{node.name}.gather"), "matmul", [x, picker])
     view = add_op(graph, graph.unique_name(f"{node.name}.view"), "reshape", [cut], {"shape": list(node.shape)})
     graph.replace(node.name, view, prune=True)
     return True
@@ -254,6 +308,10 @@ def _tm_preimage(tm: Node, in_shape: tuple, c_shape: tuple) -> list | None:
     return ops
 
 
+def _is_reshape(node: Node) -> bool:
+    return node.kind == "op" and node.op_type == "reshape"
+
+
 def _binary_hoist_plan(graph: Graph, name: str, shared_ok: bool = False):
     """How to hoist binary op `name` above the TM(s) feeding it: (tm node, [(operand, ops to apply) x 2]), or
     None. With `shared_ok`, TMs read by other users too count (to decide whether to copy them first)."""
@@ -270,10 +328,11 @@ def _binary_hoist_plan(graph: Graph, name: str, shared_ok: bool = False):
         if a.op_type == b.op_type and a.attrs == b.attrs and graph.operand_shape(xa) == graph.operand_shape(xb):
             return a, [(xa, []), (xb, [])]
     for i in (0, 1):
-        if is_tm[i] and is_const_like(graph, ops[1 - i].src):
+        if is_tm[i] and (is_const_like(graph, ops[1 - i].src) or _is_reshape(nodes[1 - i])):
             (x,) = graph.operands(nodes[i].name)
             pre = _tm_preimage(nodes[i], graph.operand_shape(x), nodes[1 - i].shape)
-            if pre is not None:
+            if pre is not None and (is_const_like(graph, ops[1 - i].src)
+                                    or all(op_type == "reshape" for op_type, _ in pre)):
                 plan = [(x, []), (ops[1 - i], pre)]
                 return nodes[i], plan if i == 0 else plan[::-1]
     return None
@@ -314,9 +373,10 @@ def split_shared_tms(graph: Graph, node: Node) -> bool:
 def hoist_binary_above_tms(graph: Graph, node: Node) -> bool:
     """b(tm(x), tm(y)) -> tm(b(x, y)) for an elementwise binary b whose operands come through the same TM
     (same type, attributes and input shape, no broadcast), and b(tm(x), c) -> tm(b(x, c')) for a constant c
-    (c' = c through the inverse TM, folded by consteval). A residual add of two convolution outputs, or a
-    per-channel scale and shift of one, then happens in the (spatial, channel) layout, and the layout TMs
-    around it cancel."""
+    (c' = c through the inverse TM, folded by consteval), or for a reshaped runtime c when the inverse TM is a
+    reshape too (it merges with c's reshape). A residual add of two convolution outputs, a per-channel scale and
+    shift of one, or a squeeze-and-excitation gate then happens in the (spatial, channel) layout, and the layout
+    TMs around it cancel."""
     plan = _binary_hoist_plan(graph, node.name)
     if plan is None:
         return False
@@ -331,8 +391,9 @@ def hoist_binary_above_tms(graph: Graph, node: Node) -> bool:
 
 
 # The declared order of one optimize sweep.
-REWRITES = (canonicalize_permutes, heads_to_slices, hoist_unary_above_tms, cancel_tms,
-            fold_transpose_flatten_into_matmul, narrow_before_reshape, fold_column_slices_into_matmul,
+REWRITES = (canonicalize_permutes, heads_to_slices, channels_first_as_matrix_tms, hoist_unary_above_tms, cancel_tms,
+            fold_transpose_flatten_into_matmul, narrow_before_reshape, gather_before_split,
+            fold_column_slices_into_matmul,
             split_shared_tms, hoist_binary_above_tms)
 
 

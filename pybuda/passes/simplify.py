@@ -40,9 +40,42 @@ def consteval(graph: Graph, node: Node) -> bool:
     return True
 
 
+_SIGN_KEEPING = ("reshape", "broadcast", "transpose", "permute", "reduce_avg", "reduce_sum", "sqrt")
+
+
+def _sign(graph: Graph, name: str) -> str | None:
+    """"positive" (every element >= some c > 0), "nonnegative", or None (unknown) for a value: constants by their
+    values; x*x, square, abs and relu are nonnegative; positive + nonnegative is positive; TMs, sums, means and
+    square roots keep the sign (the sum of an RMS norm: mean(x*x) + eps)."""
+    node = graph.node(name)
+    if node.kind in ("parameter", "constant"):
+        return "positive" if np.all(node.value > 0) else "nonnegative" if np.all(node.value >= 0) else None
+    if node.kind != "op":
+        return None
+    srcs = [o.src for o in graph.operands(name)]
+    if node.op_type in ("square", "abs", "relu") or (node.op_type == "multiply" and srcs[0] == srcs[1]):
+        return "nonnegative"
+    if node.op_type in _SIGN_KEEPING:
+        return _sign(graph, srcs[0])
+    if node.op_type == "add":
+        signs = {_sign(graph, s) for s in srcs}
+        return None if None in signs else "positive" if "positive" in signs else "nonnegative"
+    return None
+
+
+def _may_overflow(graph: Graph, node: Node) -> bool:
+    """A log, or a division (reciprocal, divide, negative power) by a value that is not provably positive."""
+    if node.op_type == "log":
+        return True
+    divides = node.op_type in ("reciprocal", "divide") or \
+        (node.op_type == "power" and float(node.attrs["exponent"]) < 0)
+    return divides and _sign(graph, graph.operands(node.name)[-1].src) != "positive"
+
+
 def _finite(graph: Graph, name: str, memo: dict[str, bool]) -> bool:
-    """Whether a value can hold no inf/nan: computed from finite inputs, parameters and constants without division
-    or log (softmax, sigmoid and tanh are finite whatever they read). `memo` holds the answers for other nodes."""
+    """Whether a value can hold no inf/nan: computed from finite inputs, parameters and constants without log or
+    division by a value that may be zero (softmax, sigmoid and tanh are finite whatever they read). `memo` holds
+    the answers for other nodes."""
     stack = [name]
     while stack:
         node = graph.node(stack[-1])
@@ -52,8 +85,7 @@ def _finite(graph: Graph, name: str, memo: dict[str, bool]) -> bool:
             memo[node.name] = bool(np.isfinite(node.value).all())
         elif node.kind == "input" or node.op_type in ("softmax", "sigmoid", "tanh"):
             memo[node.name] = True
-        elif node.op_type in ("log", "reciprocal", "divide") or \
-                (node.op_type == "power" and float(node.attrs["exponent"]) < 0):
+        elif _may_overflow(graph, node):
             memo[node.name] = False
         else:
             srcs = [o.src for o in graph.operands(node.name)]
