@@ -271,10 +271,12 @@ class Structured(Linear):
             return {"relu": a, "sigmoid": b}
         if self.kind == "nested":
             return a, (b, [a + b])
+        if self.kind == "reversed":   # the first output is computed from the second
+            return b - a, a
         return Pair(a, b)
 
 
-@pytest.mark.parametrize("kind", ["dict", "nested", "namedtuple"])
+@pytest.mark.parametrize("kind", ["dict", "nested", "namedtuple", "reversed"])
 def test_outputs_come_back_in_the_model_structure(tmp_path, kind):
     model, x = Structured(kind), torch.randn(2, 4, 32)
     compiled = pybuda.compile(model, x, output_dir=tmp_path)
