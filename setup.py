@@ -6,7 +6,7 @@ setup(
     description="Compile PyTorch models for Tenstorrent Grayskull/Wormhole: netlists, placement, simulation",
     packages=find_packages(include=["pybuda", "pybuda.*"]),
     package_data={"pybuda": ["device/*.yaml", "arch/params/*.yaml"]},
-    python_requires=">=3.10",
+    python_requires=">=3.11",
     install_requires=[
         "torch>=2.4",
         "apache-tvm==0.27.*",

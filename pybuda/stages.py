@@ -265,11 +265,16 @@ def stop_stage(depth: CompileDepth | str, stages: list[Stage] | tuple[Stage, ...
 def run_stages(stages: list[Stage] | tuple[Stage, ...], state: CompileState,
                stop_after: str | None = None) -> Iterator[tuple[Stage, CompileState, float]]:
     """Check the list, then run its stages in order (through `stop_after`), yielding each stage, the state it
-    returned and the seconds it took."""
+    returned and the seconds it took. An error raised by a stage keeps its type and gets a note naming the stage
+    and the model (shown with its traceback)."""
     check_stages(stages)
     for stage in stages:
         start = time.perf_counter()
-        state = stage.run(state)
+        try:
+            state = stage.run(state)
+        except Exception as e:
+            e.add_note(f"raised in compile stage {stage.name!r} of model {state.name!r}")
+            raise
         yield stage, state, time.perf_counter() - start
         if stage.name == stop_after:
             return

@@ -117,3 +117,12 @@ def test_each_stage_keeps_its_own_graph(tmp_path):
     assert {n.df for n in compiled.graphs["lower"].nodes("op")} == {pybuda.DataFormat.Float32}
     assert {n.df for n in compiled.graphs["data_formats"].nodes("op")} == {pybuda.DataFormat.Float16_b}
     assert compiled.device_graph is compiled.graphs["data_formats"]
+
+
+def test_an_error_in_a_stage_names_the_stage_and_keeps_its_type(tmp_path):
+    def failing_balance(state):
+        raise KeyError("mlp.w2")
+
+    with pytest.raises(KeyError) as err:
+        pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path, stages=_replace("balance", failing_balance))
+    assert err.value.__notes__ == ["raised in compile stage 'balance' of model 'mlp'"]
