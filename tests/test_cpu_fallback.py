@@ -237,6 +237,7 @@ def _graph(ops: list[tuple[str, str, list]]) -> Graph:
     g = Graph("g")
     g.add_input("x", (1, 4, 32))
     g.add_parameter("w", np.ones((32, 32), dtype=np.float32))
+    g.add_parameter("b", np.ones((1, 4, 32), dtype=np.float32))
     for name, op_type, operands in ops:
         add_op(g, name, op_type, operands, {"axis": -1} if op_type == "cumsum" else {})
     g.add_output("out", ops[-1][0])
@@ -244,13 +245,16 @@ def _graph(ops: list[tuple[str, str, list]]) -> Graph:
 
 
 @pytest.mark.parametrize("ops, expected", [
-    # weight-free ancestors go along to host-pre (the legacy pre-process)
+    # ancestors without device work go along to host-pre (the legacy pre-process)
     ([("e", "exp", ["x"]), ("c", "cumsum", ["e"]), ("m", "matmul", ["c", "w"])],
      [("host", ["e", "c"]), ("device", ["m"])]),
-    # weighted ancestors, weight-free descendants: they go along to host-post
+    # an elementwise op reading a buffer (RoBERTa's token types gathered by position) is no device work either
+    ([("e", "multiply", ["x", "b"]), ("c", "cumsum", ["e"]), ("m", "matmul", ["c", "w"])],
+     [("host", ["e", "c"]), ("device", ["m"])]),
+    # a matmul before, none after: the descendants go along to host-post
     ([("m", "matmul", ["x", "w"]), ("c", "cumsum", ["m"]), ("e", "exp", ["c"])],
      [("device", ["m"]), ("host", ["c", "e"])]),
-    # weights on both sides: the op alone, between two device parts
+    # matmuls on both sides: the op alone, between two device parts
     ([("m", "matmul", ["x", "w"]), ("c", "cumsum", ["m"]), ("n", "matmul", ["c", "w"])],
      [("device", ["m"]), ("host", ["c"]), ("device", ["n"])]),
 ])

@@ -1,13 +1,14 @@
 """CPU fallback: partition the framework graph into an ordered list of host and device segments.
 
 The ops whose type (or framework op type, for decomposed ops) is in `cpu_fallback_ops` run on the host, and
-take along the ops that carry no weights on one side of them (the legacy pre/post fallback devices):
-    at the start    its ancestors read no weights  -> they go with it to the host before the device (host-pre)
-    at the end      else, its descendants read none -> they go with it to the host after the device (host-post)
+take along the side of them that does none of the device's work (the legacy pre/post fallback devices):
+    at the start    no ancestor is device work      -> they go with it to the host before the device (host-pre)
+    at the end      else, no descendant is          -> they go with it to the host after the device (host-post)
     in the middle   else it runs alone on the host, splitting the device graph (host-mid)
-("weights": parameters and non-scalar constants.) Each op then gets the earliest segment of its side that
-comes no earlier than its operands' segments: host-pre, device, host-mid, device, ..., host-post (empty
-segments are dropped). A segment is a Graph whose inputs and outputs are named values: model inputs, model
+("device work": matmuls and the nn ops, i.e. convolutions, norms, softmax, pools, by the registry's op kind; the
+rest, index arithmetic, casts, comparisons, gathers from buffers and elementwise ops, is cheap on the host.) Each
+op then gets the earliest segment of its side that comes no earlier than its operands' segments: host-pre,
+device, host-mid, device, ..., host-post (empty segments are dropped). A segment is a Graph whose inputs and outputs are named values: model inputs, model
 outputs, or `<op>.out` for an op's value crossing to a later segment; segments run in order.
 """
 from __future__ import annotations
@@ -17,9 +18,11 @@ import dataclasses
 import networkx as nx
 
 from ..ir import Graph
+from ..ops import registry
 from ..ops.registry import OpError
 
 HOST, DEVICE = "host", "device"
+DEVICE_WORK_KINDS = ("matmul", "nn")   # registry op kinds that keep their side of a fallback op on the device
 
 # Relax / legacy TVM names users put in cpu_fallback_ops, mapped to registry op types.
 _ALIASES = {"take": "embedding", "adv_index": "embedding", "nn.embedding": "embedding"}
@@ -60,25 +63,21 @@ def partition(graph: Graph, config) -> tuple[Segment, ...]:
 
 
 def _host_ops(graph: Graph, fallback: list[str]) -> set[str]:
-    """The fallback ops and the weight-free side each takes along (module docstring)."""
+    """The fallback ops and the side without device work each takes along (module docstring)."""
     g = graph._g
     host = set(fallback)
     for name in fallback:
         ancestors = {a for a in nx.ancestors(g, name) if graph.node(a).kind == "op"}
         descendants = {d for d in nx.descendants(g, name) if graph.node(d).kind == "op"}
-        if not any(_reads_weights(graph, a) for a in ancestors):
+        if not any(_device_work(graph, a) for a in ancestors):
             host |= ancestors
-        elif not any(_reads_weights(graph, d) for d in descendants):
+        elif not any(_device_work(graph, d) for d in descendants):
             host |= descendants
     return host
 
 
-def _reads_weights(graph: Graph, op: str) -> bool:
-    for operand in graph.operands(op):
-        node = graph.node(operand.src)
-        if node.kind == "parameter" or node.kind == "constant" and node.value.size > 1:
-            return True
-    return False
+def _device_work(graph: Graph, op: str) -> bool:
+    return registry.get(graph.node(op).op_type).kind in DEVICE_WORK_KINDS
 
 
 def _segment_index(graph: Graph, host: set[str]) -> dict[str, int]:
