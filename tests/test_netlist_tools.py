@@ -225,7 +225,7 @@ def test_load_leaves_the_garbage_collector_as_it_found_it(enabled):
     was = gc.isenabled()
     (gc.enable if enabled else gc.disable)()
     try:
-        load(yaml.safe_dump(BASE))
+        load(BASE)
         with pytest.raises(Exception):
             load("queues: [unclosed")
         assert gc.isenabled() is enabled
