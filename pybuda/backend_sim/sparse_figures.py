@@ -8,10 +8,9 @@ picker is rebuilt from the op's shapes (docs/simulator.md "Sparse matmuls withou
 - the activation's K = m_k x u_kt tile rows hold a square image of W x W pixels (ceil(W^2 / 32) = K);
 - a (kernel, stride) conv or pool with "same" padding ((kernel - 1) // 2 before) on it has Ho = ceil(W / stride)
   and taps of ceil(Ho^2 / 32) tile rows each: kernel^2 taps, or kernel taps (one kernel row: the legacy
-  compiler splits a conv into one sparse matmul per kernel row; the middle row is taken). The candidate whose
-  total is nearest the op's output tile rows (grid rows x t x mblock_m x ublock_rt) wins, the smallest stride,
-  then kernel, whole kernels before rows. No candidate with exactly the op's output tile rows: not a picker, and
-  the cycle model keeps its dense bound;
+  compiler splits a conv into one sparse matmul per kernel row; the middle row is taken). Of the candidates
+  with exactly the op's output tile rows (grid rows x t x mblock_m x ublock_rt), the smallest stride, then
+  kernel, whole kernels before rows, is taken; none: not a picker, and the cycle model keeps its dense bound;
 - its picks give the non-zero (output tile row, activation tile) pairs; output tile rows go to cores as the op
   lays them out (t slices of grid rows x mblock_m x ublock_rt tile rows), and the busiest core's count is the
   figure.
