@@ -12,8 +12,8 @@ picker is rebuilt from the op's shapes (docs/simulator.md "Sparse matmuls withou
   with exactly the op's output tile rows (grid rows x t x mblock_m x ublock_rt), the smallest stride, then
   kernel, whole kernels before rows, is taken; none: not a picker, and the cycle model keeps its dense bound;
 - its picks give the non-zero (output tile row, activation tile) pairs; output tile rows go to cores as the op
-  lays them out (t slices of grid rows x mblock_m x ublock_rt tile rows), and the busiest core's count is the
-  figure.
+  lays them out (t slices of grid rows x mblock_m x ublock_rt tile rows); the busiest core's tiles are the
+  figure (`indices_len`), with its non-zero ublocks and strips (for the V2 formula).
 """
 from __future__ import annotations
 
@@ -76,8 +76,8 @@ def implied_picker(k_tiles: int, out_tile_rows: int) -> Picker | None:
     return min(matches, key=lambda p: (p.stride, p.kernel, p.one_row, p.width)) if matches else None
 
 
-def nz_tiles_per_output_row(picker: Picker) -> np.ndarray:
-    """Distinct activation tiles each output tile row of the picker reads (taps stacked along the rows)."""
+def nz_pairs(picker: Picker) -> tuple[np.ndarray, np.ndarray]:
+    """(output tile row, activation tile) of each non-zero tile of the picker (taps stacked along the rows)."""
     wo, s, pad, w = picker.out_width, picker.stride, (picker.kernel - 1) // 2, picker.width
     oy, ox = np.divmod(np.arange(wo * wo), wo)
     rows, cols = [], []
@@ -87,21 +87,35 @@ def nz_tiles_per_output_row(picker: Picker) -> np.ndarray:
         rows.append((tap * picker.tap_tile_rows * TILE + np.flatnonzero(ok)) // TILE)
         cols.append((iy[ok] * w + ix[ok]) // TILE)
     pairs = np.unique(np.concatenate(rows) * (w * w) + np.concatenate(cols))
-    return np.bincount(pairs // (w * w), minlength=picker.tile_rows)
+    return np.divmod(pairs, w * w)
+
+
+@dataclasses.dataclass(frozen=True)
+class SparseFigures:
+    """The busiest core's non-zero tiles, ublocks (output ublock x strip holding a tile) and strips (t x u_kt-wide
+    activation block holding a tile): the inputs of the backend's sparse-matmul cycle formulas."""
+
+    nz_tiles: int
+    nz_ublocks: int
+    nz_strips: int
 
 
 @functools.lru_cache(maxsize=1024)
-def inferred_nz_tiles(k_tiles: int, grid_rows: int, t: int, core_tile_rows: int) -> int | None:
-    """Non-zero tiles of the busiest core of a conv/pool picker, from the op's shapes (module docstring); None
+def inferred_figures(k_tiles: int, u_kt: int, grid_rows: int, t: int, mblock_m: int,
+                     ublock_rt: int) -> SparseFigures | None:
+    """Non-zero figures of the busiest core of a conv/pool picker, from the op's shapes (module docstring); None
     when the shapes are not a picker's."""
-    out_tile_rows = grid_rows * t * core_tile_rows
-    picker = implied_picker(k_tiles, out_tile_rows)
+    core_tile_rows = mblock_m * ublock_rt
+    picker = implied_picker(k_tiles, grid_rows * t * core_tile_rows)
     if picker is None:
         return None
-    counts = nz_tiles_per_output_row(picker)
-    slice_rows = out_tile_rows // t
-    core = (np.arange(out_tile_rows) % slice_rows) // core_tile_rows
-    return max(1, int(np.bincount(core, weights=counts, minlength=grid_rows).max()))
+    rows, cols = nz_pairs(picker)
+    ti, local = np.divmod(rows, grid_rows * core_tile_rows)
+    core, row = np.divmod(local, core_tile_rows)
+    mine = core == np.argmax(np.bincount(core, minlength=grid_rows))
+    strip = ti[mine] * -(-k_tiles // u_kt) + cols[mine] // u_kt
+    ublock = strip * mblock_m + row[mine] // ublock_rt
+    return SparseFigures(int(mine.sum()), len(np.unique(ublock)), len(np.unique(strip)))
 
 
 def sparse_geometry(op: nm.Op) -> OpGeometry:
@@ -110,7 +124,7 @@ def sparse_geometry(op: nm.Op) -> OpGeometry:
     geom = op.geometry
     if not geom.identity or op.attrs.indices_len:
         return geom
-    nz = inferred_nz_tiles(geom.k_tiles, op.grid_size[0], geom.t, geom.mblock[0] * geom.ublock[0])
-    if nz is None:
+    fig = inferred_figures(geom.k_tiles, geom.u_kt, op.grid_size[0], geom.t, geom.mblock[0], geom.ublock[0])
+    if fig is None:
         return geom
-    return dataclasses.replace(geom, attrs=dataclasses.replace(op.attrs, indices_len=nz))
+    return dataclasses.replace(geom, attrs=dataclasses.replace(op.attrs, indices_len=fig.nz_tiles))
