@@ -217,3 +217,17 @@ def test_console_script_entry_point(tmp_path, module):
     r = subprocess.run([sys.executable, "-m", module, "netlist", "validate", str(bad)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "shape.matmul_in0" in r.stdout
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_load_leaves_the_garbage_collector_as_it_found_it(enabled):
+    import gc
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        load(BASE)
+        with pytest.raises(Exception):
+            load("queues: [unclosed")
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

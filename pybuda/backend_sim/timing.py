@@ -23,6 +23,7 @@ from pybuda.netlist import model as nm
 from .errors import SimulatorError
 from .loading import load_netlist, program_of, select_device
 from .program import ProgramRunner, QueueSetting, param_names
+from .sparse_figures import sparse_geometry
 
 __all__ = ["estimate", "PerfReport", "EpochPerf", "OpPerf", "TensorInfo", "LIMITERS"]
 
@@ -288,7 +289,7 @@ def _output_info(nl: nm.Netlist, op: nm.Op, queues: list[str], read_by_ops: bool
 
 def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, written: dict, writer_of: dict) -> OpLoad:
     """What one netlist op asks of the hardware per input (the one backend model's OpLoad)."""
-    geom = op.geometry
+    geom = sparse_geometry(op)
     kernel = kernel_cycles(arch, geom, op.out_df, op.math_fidelity or MathFidelity.HiFi4)
     reads, preds = [], []
     for k, src in enumerate(op.inputs):
