@@ -7,6 +7,7 @@ balancer can call it in inner loops.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 
@@ -24,6 +25,16 @@ MATMUL_TILE_CYCLES = {"grayskull": 32, "wormhole_b0": 16}  # ideal cycles per 32
 _PARAMS_DIR = Path(__file__).resolve().parent / "params"
 
 _f32 = np.float32
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SparseNz:
+    """What a sparse matmul's encoding holds for one core: non-zero tiles, ublocks and strips (netlist-format.md
+    §5.1 `sparse_indices`, `sparse_nz_ublocks`, `sparse_nz_strips`)."""
+
+    tiles: int
+    ublocks: int
+    strips: int
 
 
 @functools.lru_cache(maxsize=None)
@@ -87,7 +98,8 @@ def _finish(cycles: np.floating) -> int:
     return max(MIN_CYCLES, min(MAX_CYCLES, value))
 
 
-def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fidelity: "MathFidelity | str") -> int:
+def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fidelity: "MathFidelity | str",
+                  nz: SparseNz | None = None) -> int:
     """Cycles for one core to process one input of an op (netlist-format.md §5.3).
 
     The op's per-core output blocking (t, mblock, ublock), its inner-dimension split (m_k, u_kt: matmul,

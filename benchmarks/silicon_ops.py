@@ -1,0 +1,62 @@
+"""Per-op kernel cycles: our model (pybuda.arch.cycles.kernel_cycles) against the cycles measured on silicon.
+
+For every sweep CSV under the silicon reference (one folder per arch) prints a Markdown table: rows, mean and max
+|estimate - measured| / measured, and the overall mean over all rows. `--worst N` lists the N worst rows.
+
+    PYTHONPATH=. python benchmarks/silicon_ops.py [--root DIR] [--worst N]
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pybuda.arch.cycles import kernel_cycles
+from pybuda.arch.sweeps import SweepRow, read_sweep, sweep_files
+
+DEFAULT_ROOT = Path("/work/shared/reference/silicon/op-sweeps")
+
+
+def estimate(row: SweepRow) -> int:
+    """Our kernel cycles for one sweep row."""
+    return kernel_cycles(row.arch, row.op, row.out_df, row.math_fidelity, nz=row.nz)
+
+
+def rel_error(row: SweepRow) -> float:
+    """|estimate - measured| / measured."""
+    return abs(estimate(row) - row.measured) / row.measured
+
+
+def file_errors(root: Path) -> dict[str, list[tuple[float, SweepRow]]]:
+    """{'arch/file.csv': [(relative error, row), ...]} for every sweep file under root."""
+    return {f"{p.parent.name}/{p.name}": [(rel_error(r), r) for r in read_sweep(p)] for p in sweep_files(root)}
+
+
+def _describe(row: SweepRow) -> str:
+    o = row.op
+    extra = f" m_k={o.m_k} u_kt={o.u_kt}" if o.type in ("matmul", "depthwise") else ""
+    nz = f" nz={row.nz.tiles}/{row.nz.ublocks}/{row.nz.strips}" if row.nz else ""
+    return (f"{o.type} {row.out_df} {row.math_fidelity} t={o.t} mb={list(o.mblock)} ub={list(o.ublock)}"
+            f"{extra}{nz}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="folder of <arch>/*.csv sweeps")
+    ap.add_argument("--worst", type=int, default=0, metavar="N", help="also list the N worst rows")
+    args = ap.parse_args(argv)
+    errors = file_errors(args.root)
+    print("| file | rows | mean abs err % | max % |\n|---|---:|---:|---:|")
+    for name, rows in errors.items():
+        errs = [e for e, _ in rows]
+        print(f"| {name} | {len(errs)} | {100 * sum(errs) / len(errs):.1f} | {100 * max(errs):.1f} |")
+    every = [e for rows in errors.values() for e, _ in rows]
+    print(f"\nOverall: {len(every)} rows, mean abs error {100 * sum(every) / len(every):.1f} %")
+    if args.worst:
+        print(f"\n| worst rows | estimate | measured | err % |\n|---|---:|---:|---:|")
+        ranked = sorted(((e, name, r) for name, rows in errors.items() for e, r in rows), key=lambda x: -x[0])
+        for e, name, r in ranked[:args.worst]:
+            print(f"| {name}: {_describe(r)} | {estimate(r)} | {r.measured:.0f} | {100 * e:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
