@@ -18,7 +18,7 @@ DEFAULT_ROOT = Path("/work/shared/reference/silicon/op-sweeps")
 
 def estimate(row: SweepRow) -> int:
     """Our kernel cycles for one sweep row."""
-    return kernel_cycles(row.arch, row.op, row.out_df, row.math_fidelity, nz=row.nz)
+    return kernel_cycles(row.arch, row.op, row.out_df, row.math_fidelity, nz=row.nz, in_df=row.in_df)
 
 
 def rel_error(row: SweepRow) -> float:

@@ -25,6 +25,11 @@ MATMUL_TILE_CYCLES = {"grayskull": 32, "wormhole_b0": 16}  # ideal cycles per 32
 _PARAMS_DIR = Path(__file__).resolve().parent / "params"
 
 _f32 = np.float32
+_DF_WEIGHT = {DataFormat.Float16: 2, DataFormat.Float16_b: 2, DataFormat.Float32: 4}  # binary tile weight scale
+# binary ops whose tile cost does not scale with the output format: maximum (backend), the quantisation ops
+# (silicon: dequantization to Float32 costs what the table says, not 4x)
+_DFW_FREE_BINARY = frozenset({"maximum", "quantization", "dequantization", "requantization"})
+_QUANT_OPS = frozenset({"quantization", "dequantization", "requantization"})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -38,14 +43,31 @@ class SparseNz:
 
 
 @functools.lru_cache(maxsize=None)
-def load_params(arch: str) -> dict:
-    """The parameter table of an architecture: {op: {attribute_key: {param: float32}}} (cached)."""
+def _load_yaml(arch: str) -> dict:
     if arch not in ARCHS:
         raise ValueError(f"no op-cycle parameters for arch {arch!r}; legal: {', '.join(ARCHS)}")
     with open(_PARAMS_DIR / f"{arch}.yaml") as f:
-        raw = yaml.safe_load(f)
+        return yaml.safe_load(f)
+
+
+@functools.lru_cache(maxsize=None)
+def load_params(arch: str) -> dict:
+    """The parameter table of an architecture: {op: {attribute_key: {param: float32}}} (cached)."""
     return {op: {key: {p: _f32(v) for p, v in params.items()} for key, params in sets.items()}
-            for op, sets in raw["ops"].items()}
+            for op, sets in _load_yaml(arch)["ops"].items()}
+
+
+def _at_or_below(table: dict, key: int) -> dict | list:
+    """table[key], else the entry of the next smaller key present (the backend's worst-case fallback)."""
+    return table[max(k for k in table if k <= key)]
+
+
+@functools.lru_cache(maxsize=1024)
+def sparse_v2_stage_cycles(arch: str, table: str, urt: int, uct: int, u_kt: int) -> tuple[int, int, int]:
+    """(math with tile decode, reload, pack) cycles per tile of sparse matmul V2 for an output ublock and u_kt,
+    from the per-(urt, uct, u_kt) table `table` ("lofi" or "hifi2") of the arch's `sparse_v2` parameters."""
+    by_rt = _load_yaml(arch)["sparse_v2"][table]
+    return tuple(_at_or_below(_at_or_below(_at_or_below(by_rt, urt), uct), u_kt))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -99,7 +121,7 @@ def _finish(cycles: np.floating) -> int:
 
 
 def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fidelity: "MathFidelity | str",
-                  nz: SparseNz | None = None) -> int:
+                  nz: SparseNz | None = None, in_df: "DataFormat | str | None" = None) -> int:
     """Cycles for one core to process one input of an op (netlist-format.md §5.3).
 
     The op's per-core output blocking (t, mblock, ublock), its inner-dimension split (m_k, u_kt: matmul,
@@ -107,7 +129,9 @@ def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fi
     dim and z (reduce), identity (sparse matmul: non-zero tiles per core from `indices_len`, else the dense upper
     bound t*m_k*mblock_m*ublock_rt*u_kt), accumulate and z (matmul: t*z products per input), requant/dequant.
     Op types without a formula of their own (unary, reduce, fused_op, embedding, topk, tilizer, unknown) use the
-    unary formula, with `nop` parameters when the table has none, as the backend does.
+    unary formula, with `nop` parameters when the table has none, as the backend does. `nz`: a sparse matmul's
+    encoding counts (selects the wormhole_b0 V2 formula where it applies). `in_df`: the format of input 0; the
+    (de|re)quantization tables are keyed by it (int8 or int32 integer operand), other ops by the output format.
     """
     df = DataFormat.parse(out_df)
     fidelity = MathFidelity.parse(math_fidelity)
@@ -118,7 +142,7 @@ def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fi
     if min(t, mm, mn, urt, uct, m_k, u_kt) <= 0:
         raise ValueError(f"{op.type}: t, mblock, ublock, m_k, u_kt must be positive "
                          f"(t={t}, mblock={[mm, mn]}, ublock={[urt, uct]}, m_k={m_k}, u_kt={u_kt})")
-    params = param_set(arch, op, df)
+    params = param_set(arch, op, DataFormat.parse(in_df) if in_df is not None and op.type in _QUANT_OPS else df)
     phases = fidelity.phases
     n_ublocks = mm * mn
     n_tiles = n_ublocks * urt * uct
@@ -128,7 +152,11 @@ def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fi
         if a.accumulate:
             t *= a.z or 1
         if op.identity:
-            nz_tiles = a.indices_len or t * m_k * mm * urt * u_kt
+            table = _sparse_v2_table(arch, df, fidelity) if nz else None
+            if table:
+                stages = sparse_v2_stage_cycles(arch, table, urt, uct, u_kt)
+                return _finish(_sparse_matmul_v2(params, stages, t, mm, mn, urt, uct, m_k, nz, fidelity))
+            nz_tiles = nz.tiles if nz else a.indices_len or t * m_k * mm * urt * u_kt
             return _finish(_sparse_matmul_v1(params, t, mm, mn, urt, uct, m_k, nz_tiles, phases))
         if arch == "grayskull":
             return _finish(_dense_matmul_v1(params, t, mm, mn, urt, uct, m_k, u_kt, phases))
@@ -136,24 +164,27 @@ def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fi
     if op.type == "depthwise":
         return _finish(_dense_matmul_v2(params, t, mm, mn, urt, uct, m_k, 1, phases))
     if family == "binary":
-        dfw = 1
-        if op.type != "maximum":
-            if df in (DataFormat.Float16, DataFormat.Float16_b):
-                dfw = 2
-            elif df is DataFormat.Float32:
-                dfw = 4
+        dfw = 1 if op.type in _DFW_FREE_BINARY else _DF_WEIGHT.get(df, 1)
         cycles = _f32(t) * (_f32(n_ublocks) * params["ublock_weight"]
                             + _f32(n_tiles) * params["tile_weight"] * _f32(dfw))
         return _finish(cycles)
-    if family == "splice":
-        cycles = _f32(t) * (_f32(n_ublocks) * params["ublock_weight"] + _f32(n_tiles) * params["tile_weight"])
-        return _finish(cycles)
-    z, w3 = 1, _f32(0)
-    if op.type == "reduce" and a.dim == "z" and (a.z or 1) > 1:
-        z = a.z
-        w3 = params.get("z_weight", _f32(0))
-    cycles = _f32(t * z) * (_f32(n_ublocks) * params["ublock_weight"] + _f32(n_tiles) * params["tile_weight"] + w3)
-    return _finish(cycles)
+    if op.type == "reduce" and a.dim == "z":
+        return _finish(_reduce_z(params, t, a.z or 1, n_ublocks, n_tiles))
+    return _finish(_f32(t) * _f32(n_ublocks) * _ublock_cycles(params, urt * uct))
+
+
+def _ublock_cycles(p: dict, ublock_tiles: int) -> np.floating:
+    """Unary/nary cost of one ublock: ublock_weight + tiles*tile_weight, at least `ublock_floor` (0 unless the
+    table sets it: a ublock's fixed unpack/pack overhead overlaps its tile work, so the slower of the two counts)."""
+    return max(p.get("ublock_floor", _f32(0)), p["ublock_weight"] + _f32(ublock_tiles) * p["tile_weight"])
+
+
+def _reduce_z(p: dict, t, z, n_ublocks, n_tiles) -> np.floating:
+    """reduce over z: t*(U*ublock_weight + T*tile_weight + z*(T*z_tile_weight + z_weight)). With ublock_weight =
+    tile_weight = 0 this is the backend's t*z*(T*tile_weight + z_weight) (grayskull table); the wormhole_b0 table
+    is fitted to silicon (first z slice a copy, the others accumulate)."""
+    return _f32(t) * (_f32(n_ublocks) * p["ublock_weight"] + _f32(n_tiles) * p["tile_weight"]
+                      + _f32(z) * (_f32(n_tiles) * p["z_tile_weight"] + p["z_weight"]))
 
 
 def ideal_math_cycles(arch: str, op: OpGeometry, math_fidelity: "MathFidelity | str") -> int:
@@ -199,3 +230,31 @@ def _sparse_matmul_v1(p: dict, t, mm, mn, urt, uct, m_k, nz_tiles, phases) -> np
     decode = (_f32(nz_tiles) * p["nz_tile_decode"] * _f32(2 + mn) + _f32(sparse_ublocks) * p["ublock_decode"]
               + _f32(nz_ublocks) * p["nz_ublock_decode"])
     return math + reload + pack + decode
+
+
+_SPARSE_V2_FIDELITY_WEIGHT = {1: _f32(1.0), 2: _f32(1.0), 3: _f32(1.2), 4: _f32(1.7)}  # by fidelity phases
+
+
+def _sparse_v2_table(arch: str, df: DataFormat, fidelity: MathFidelity) -> str | None:
+    """The V2 stage table a sparse matmul uses, or None when V2 does not apply (grayskull; formats and
+    fidelities other than Bfp8 + LoFi or Float16 + HiFi2..4)."""
+    if arch != "wormhole_b0":
+        return None
+    if fidelity.phases == 1 and df in (DataFormat.Bfp8, DataFormat.Bfp8_b):
+        return "lofi"
+    if fidelity.phases > 1 and df in (DataFormat.Float16, DataFormat.Float16_b):
+        return "hifi2"
+    return None
+
+
+def _sparse_matmul_v2(p: dict, stages: tuple, t, mm, mn, urt, uct, m_k, nz: SparseNz,
+                      fidelity: MathFidelity) -> np.floating:
+    """Sparse (identity) matmul V2 (wormhole_b0): decode + math with tile decode + reload + pack, from the
+    encoding's non-zero strips, ublocks and tiles and the per-(urt, uct, u_kt) stage cycles."""
+    math_w, reload_w, pack_w = stages
+    decode = (nz.strips * mm * int(p["v2_ublock_decode"]) + nz.ublocks * int(p["v2_nz_ublock_decode"])
+              + nz.strips * int(p["v2_nz_strip_decode"]))
+    math = int(_f32(nz.tiles * mn * uct * math_w) * _SPARSE_V2_FIDELITY_WEIGHT[fidelity.phases])
+    reload = nz.ublocks * mn * uct * urt * reload_w if m_k > 1 else 0
+    pack = t * mn * mm * uct * urt * pack_w
+    return _f32(decode + math + reload + pack)

@@ -54,6 +54,7 @@ class SweepRow:
     out_df: str
     math_fidelity: str
     measured: float
+    in_df: str
     nz: SparseNz | None = None
 
 
@@ -119,7 +120,8 @@ def _per_operand_row(arch: str, op_type: str, flags: frozenset, r: dict) -> Swee
     geom = OpGeometry(op_type, (1, 1), int(r["output_t"]), (int(r["output_mb_r"]), int(r["output_mb_c"])),
                       (int(r["output_ub_r"]), int(r["output_ub_c"])), _attrs(op_type, flags, **kw))
     inputs = int(r["last-input-idx-recorded"]) - int(r["first-input-idx-recorded"]) + 1
-    return SweepRow(arch, geom, r["output_df"], r["math_fidelity"], float(r["total-runtime"]) / inputs)
+    return SweepRow(arch, geom, r["output_df"], r["math_fidelity"], float(r["total-runtime"]) / inputs,
+                    r["input0_df"])
 
 
 def _compact_row(arch: str, op_type: str, flags: frozenset, r: dict) -> SweepRow:
@@ -130,8 +132,8 @@ def _compact_row(arch: str, op_type: str, flags: frozenset, r: dict) -> SweepRow
         kw["z"] = int(r["z"])
     geom = OpGeometry(op_type, (1, 1), int(r["t"]), (int(r["mblock_m"]), int(r["mblock_n"])),
                       (int(r["ublock_rt"]), int(r["ublock_ct"])), _attrs(op_type, flags, **kw))
-    out_df = r.get("output_df") or r.get("input0_df") or r["input0"]
-    return SweepRow(arch, geom, out_df, r["math_fidelity"], float(r["runtime"]))
+    in_df = r.get("input0_df") or r["input0"]
+    return SweepRow(arch, geom, r.get("output_df") or in_df, r["math_fidelity"], float(r["runtime"]), in_df)
 
 
 def _sparse_row(arch: str, r: dict) -> SweepRow:
@@ -140,4 +142,4 @@ def _sparse_row(arch: str, r: dict) -> SweepRow:
     geom = OpGeometry("matmul", (1, 1), int(r["output_t"]), (int(r["output_mb_r"]), int(r["output_mb_c"])),
                       (int(r["output_ub_r"]), int(r["output_ub_c"])), attrs)
     nz = SparseNz(int(r["nz_tiles"]), int(r["nz_ublocks"]), int(r["nz_strips"]))
-    return SweepRow(arch, geom, r["output_df"], r["math_fidelity"], float(r["runtime"]), nz)
+    return SweepRow(arch, geom, r["output_df"], r["math_fidelity"], float(r["runtime"]), r["input1_df"], nz)
