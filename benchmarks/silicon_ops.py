@@ -1,7 +1,8 @@
 """Per-op kernel cycles: our model (pybuda.arch.cycles.kernel_cycles) against the cycles measured on silicon.
 
 For every sweep CSV under the silicon reference (one folder per arch) prints a Markdown table: rows, mean and max
-|estimate - measured| / measured, and the overall mean over all rows. `--worst N` lists the N worst rows.
+|estimate - measured| / measured, the overall mean over all rows, and the error of the backend's own sparse matmul
+V2 formula on the same rows. `--worst N` lists the N worst rows.
 
     PYTHONPATH=. python benchmarks/silicon_ops.py [--root DIR] [--worst N]
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pybuda.arch.cycles import kernel_cycles
+from pybuda.arch.cycles import backend_sparse_matmul_v2, kernel_cycles
 from pybuda.arch.sweeps import SweepRow, read_sweep, sweep_files
 
 DEFAULT_ROOT = Path("/work/shared/reference/silicon/op-sweeps")
@@ -51,6 +52,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {name} | {len(errs)} | {100 * sum(errs) / len(errs):.1f} | {100 * max(errs):.1f} |")
     every = [e for rows in errors.values() for e, _ in rows]
     print(f"\nOverall: {len(every)} rows, mean abs error {100 * sum(every) / len(every):.1f} %")
+    backend = [abs(b - r.measured) / r.measured for rows in errors.values() for _, r in rows if r.nz
+               and (b := backend_sparse_matmul_v2(r.arch, r.op, r.out_df, r.math_fidelity, r.nz)) is not None]
+    if backend:
+        print(f"Sparse matmul with the backend's V2 tables instead: {len(backend)} rows, "
+              f"mean abs error {100 * sum(backend) / len(backend):.1f} %")
     if args.worst:
         print(f"\n| worst rows | estimate | measured | err % |\n|---|---:|---:|---:|")
         ranked = sorted(((e, name, r) for name, rows in errors.items() for e, r in rows), key=lambda x: -x[0])

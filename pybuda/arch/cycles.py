@@ -152,10 +152,8 @@ def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fi
         if a.accumulate:
             t *= a.z or 1
         if op.identity:
-            table = _sparse_v2_table(arch, df, fidelity) if nz else None
-            if table:
-                stages = sparse_v2_stage_cycles(arch, table, urt, uct, u_kt)
-                return _finish(_sparse_matmul_v2(params, stages, t, mm, mn, urt, uct, m_k, nz, fidelity))
+            if nz and _sparse_v2_table(arch, df, fidelity):
+                return _finish(_sparse_matmul_v2(params, mm, mn, urt, uct, nz, phases))
             nz_tiles = nz.tiles if nz else a.indices_len or t * m_k * mm * urt * u_kt
             return _finish(_sparse_matmul_v1(params, t, mm, mn, urt, uct, m_k, nz_tiles, phases))
         if arch == "grayskull":
@@ -170,12 +168,14 @@ def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fi
         return _finish(cycles)
     if op.type == "reduce" and a.dim == "z":
         return _finish(_reduce_z(params, t, a.z or 1, n_ublocks, n_tiles))
-    return _finish(_f32(t) * _f32(n_ublocks) * _ublock_cycles(params, urt * uct))
+    t_weight = params.get("t_weight", _f32(0))
+    return _finish(_f32(t) * (_f32(n_ublocks) * _ublock_cycles(params, urt * uct) + t_weight))
 
 
 def _ublock_cycles(p: dict, ublock_tiles: int) -> np.floating:
     """Unary/nary cost of one ublock: ublock_weight + tiles*tile_weight, at least `ublock_floor` (0 unless the
-    table sets it: a ublock's fixed unpack/pack overhead overlaps its tile work, so the slower of the two counts)."""
+    table sets it: a ublock's fixed unpack/pack overhead overlaps its tile work, so the slower of the two counts).
+    The unary/nary formula is t*(U*this + t_weight); t_weight (fixed cycles per t slice) is 0 unless set."""
     return max(p.get("ublock_floor", _f32(0)), p["ublock_weight"] + _f32(ublock_tiles) * p["tile_weight"])
 
 
@@ -247,14 +247,37 @@ def _sparse_v2_table(arch: str, df: DataFormat, fidelity: MathFidelity) -> str |
     return None
 
 
-def _sparse_matmul_v2(p: dict, stages: tuple, t, mm, mn, urt, uct, m_k, nz: SparseNz,
-                      fidelity: MathFidelity) -> np.floating:
-    """Sparse (identity) matmul V2 (wormhole_b0): decode + math with tile decode + reload + pack, from the
-    encoding's non-zero strips, ublocks and tiles and the per-(urt, uct, u_kt) stage cycles."""
-    math_w, reload_w, pack_w = stages
+def _sparse_matmul_v2(p: dict, mm, mn, urt, uct, nz: SparseNz, phases: int) -> np.floating:
+    """Sparse (identity) matmul V2 as measured on wormhole_b0 silicon (docs/simulator.md "Op-level calibration").
+
+    Per column block (mblock_n), every ublock row of every non-zero strip costs v2_sparse_ublock_weight plus
+    v2_sparse_ublock_tile_weight per tile of the output ublock; every non-zero tile costs v2_nz_tile_weight once,
+    v2_nz_tile_mn_weight per column block and, per tile MAC, v2_mac_weight plus v2_hifi_phase_weight for each
+    fidelity phase beyond the second. Silicon shows no dependence on u_kt, m_k, or LoFi vs HiFi2, which the
+    backend's per-(urt, uct, u_kt) tables assume (`backend_sparse_matmul_v2`).
+    """
+    sparse_ublocks = _f32(nz.strips * mm * mn)
+    per_mac = p["v2_mac_weight"] + _f32(max(0, phases - 2)) * p["v2_hifi_phase_weight"]
+    return (sparse_ublocks * (p["v2_sparse_ublock_weight"] + _f32(urt * uct) * p["v2_sparse_ublock_tile_weight"])
+            + _f32(nz.tiles) * (p["v2_nz_tile_weight"] + _f32(mn) * p["v2_nz_tile_mn_weight"])
+            + _f32(nz.tiles * mn * uct) * per_mac)
+
+
+def backend_sparse_matmul_v2(arch: str, op: OpGeometry, out_df: "DataFormat | str",
+                             math_fidelity: "MathFidelity | str", nz: SparseNz) -> int | None:
+    """The backend's sparse matmul V2 (netlist-format.md §5.3): decode + math with tile decode + reload + pack,
+    with per-(urt, uct, u_kt) stage cycles; None where V2 does not apply. Kept as the reference the silicon fit
+    is measured against (benchmarks/silicon_ops.py); `kernel_cycles` uses `_sparse_matmul_v2`."""
+    df, fidelity = DataFormat.parse(out_df), MathFidelity.parse(math_fidelity)
+    table = _sparse_v2_table(arch, df, fidelity)
+    if table is None:
+        return None
+    p = param_set(arch, op, df)
+    (mm, mn), (urt, uct) = op.mblock, op.ublock
+    math_w, reload_w, pack_w = sparse_v2_stage_cycles(arch, table, urt, uct, op.u_kt)
     decode = (nz.strips * mm * int(p["v2_ublock_decode"]) + nz.ublocks * int(p["v2_nz_ublock_decode"])
               + nz.strips * int(p["v2_nz_strip_decode"]))
     math = int(_f32(nz.tiles * mn * uct * math_w) * _SPARSE_V2_FIDELITY_WEIGHT[fidelity.phases])
-    reload = nz.ublocks * mn * uct * urt * reload_w if m_k > 1 else 0
-    pack = t * mn * mm * uct * urt * pack_w
-    return _f32(decode + math + reload + pack)
+    reload = nz.ublocks * mn * uct * urt * reload_w if op.m_k > 1 else 0
+    pack = op.t * mn * mm * uct * urt * pack_w
+    return _finish(_f32(decode + math + reload + pack))
