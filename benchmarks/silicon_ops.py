@@ -11,25 +11,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pybuda.arch.cycles import backend_sparse_matmul_v2, kernel_cycles
-from pybuda.arch.sweeps import SweepRow, read_sweep, sweep_files
+from pybuda.arch.cycles import backend_sparse_matmul_v2
+from pybuda.arch.sweeps import SweepRow, estimate, file_errors
 
 DEFAULT_ROOT = Path("/work/shared/reference/silicon/op-sweeps")
-
-
-def estimate(row: SweepRow) -> int:
-    """Our kernel cycles for one sweep row."""
-    return kernel_cycles(row.arch, row.op, row.out_df, row.math_fidelity, nz=row.nz, in_df=row.in_df)
-
-
-def rel_error(row: SweepRow) -> float:
-    """|estimate - measured| / measured."""
-    return abs(estimate(row) - row.measured) / row.measured
-
-
-def file_errors(root: Path) -> dict[str, list[tuple[float, SweepRow]]]:
-    """{'arch/file.csv': [(relative error, row), ...]} for every sweep file under root."""
-    return {f"{p.parent.name}/{p.name}": [(rel_error(r), r) for r in read_sweep(p)] for p in sweep_files(root)}
 
 
 def _describe(row: SweepRow) -> str:

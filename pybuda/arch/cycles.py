@@ -108,7 +108,7 @@ def _active_keys(op: OpGeometry, df: DataFormat) -> frozenset:
         active.add("approx")
     if a.vector in ("r", "c"):
         active.add(f"vector_{a.vector}")
-    if a.l1_acc:
+    if a.l1_acc and op.m_k > 1:  # silicon: with one k block nothing accumulates in L1 (plain matmul cost)
         active.add("l1_acc_en")
     if op.type == "reduce" and a.dim == "c":
         active.add("dim_c")

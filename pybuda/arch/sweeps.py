@@ -14,7 +14,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from .cycles import SparseNz
+from .cycles import SparseNz, kernel_cycles
 from .operands import OpGeometry
 
 _NAME = re.compile(r"^(?:whb0-)?(?P<op>.+?)-(?:op-)?performance\.csv$")
@@ -56,6 +56,21 @@ class SweepRow:
     measured: float
     in_df: str
     nz: SparseNz | None = None
+
+
+def estimate(row: SweepRow) -> int:
+    """The model's kernel cycles for one sweep row."""
+    return kernel_cycles(row.arch, row.op, row.out_df, row.math_fidelity, nz=row.nz, in_df=row.in_df)
+
+
+def rel_error(row: SweepRow) -> float:
+    """|estimate - measured| / measured."""
+    return abs(estimate(row) - row.measured) / row.measured
+
+
+def file_errors(root: Path) -> dict[str, list[tuple[float, SweepRow]]]:
+    """{'arch/file.csv': [(relative error, row), ...]} for every sweep file under root."""
+    return {f"{p.parent.name}/{p.name}": [(rel_error(r), r) for r in read_sweep(p)] for p in sweep_files(root)}
 
 
 def sweep_files(root: Path) -> list[Path]:
