@@ -26,10 +26,10 @@ _PARAMS_DIR = Path(__file__).resolve().parent / "params"
 
 _f32 = np.float32
 _DF_WEIGHT = {DataFormat.Float16: 2, DataFormat.Float16_b: 2, DataFormat.Float32: 4}  # binary tile weight scale
+_QUANT_OPS = frozenset({"quantization", "dequantization", "requantization"})
 # binary ops whose tile cost does not scale with the output format: maximum (backend), the quantisation ops
 # (silicon: dequantization to Float32 costs what the table says, not 4x)
-_DFW_FREE_BINARY = frozenset({"maximum", "quantization", "dequantization", "requantization"})
-_QUANT_OPS = frozenset({"quantization", "dequantization", "requantization"})
+_DFW_FREE_BINARY = _QUANT_OPS | {"maximum"}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
