@@ -7,6 +7,7 @@ balancer can call it in inner loops.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 
@@ -24,17 +25,49 @@ MATMUL_TILE_CYCLES = {"grayskull": 32, "wormhole_b0": 16}  # ideal cycles per 32
 _PARAMS_DIR = Path(__file__).resolve().parent / "params"
 
 _f32 = np.float32
+_DF_WEIGHT = {DataFormat.Float16: 2, DataFormat.Float16_b: 2, DataFormat.Float32: 4}  # binary tile weight scale
+_QUANT_OPS = frozenset({"quantization", "dequantization", "requantization"})
+# binary ops whose tile cost does not scale with the output format: maximum (backend), the quantisation ops
+# (silicon: dequantization to Float32 costs what the table says, not 4x)
+_DFW_FREE_BINARY = _QUANT_OPS | {"maximum"}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SparseNz:
+    """What a sparse matmul's encoding holds for one core: non-zero tiles, ublocks and strips (netlist-format.md
+    §5.1 `sparse_indices`, `sparse_nz_ublocks`, `sparse_nz_strips`)."""
+
+    tiles: int
+    ublocks: int
+    strips: int
+
+
+@functools.lru_cache(maxsize=None)
+def _load_yaml(arch: str) -> dict:
+    if arch not in ARCHS:
+        raise ValueError(f"no op-cycle parameters for arch {arch!r}; legal: {', '.join(ARCHS)}")
+    with open(_PARAMS_DIR / f"{arch}.yaml") as f:
+        return yaml.safe_load(f)
 
 
 @functools.lru_cache(maxsize=None)
 def load_params(arch: str) -> dict:
     """The parameter table of an architecture: {op: {attribute_key: {param: float32}}} (cached)."""
-    if arch not in ARCHS:
-        raise ValueError(f"no op-cycle parameters for arch {arch!r}; legal: {', '.join(ARCHS)}")
-    with open(_PARAMS_DIR / f"{arch}.yaml") as f:
-        raw = yaml.safe_load(f)
     return {op: {key: {p: _f32(v) for p, v in params.items()} for key, params in sets.items()}
-            for op, sets in raw["ops"].items()}
+            for op, sets in _load_yaml(arch)["ops"].items()}
+
+
+def _at_or_below(table: dict, key: int) -> dict | list:
+    """table[key], else the entry of the next smaller key present (the backend's worst-case fallback)."""
+    return table[max(k for k in table if k <= key)]
+
+
+@functools.lru_cache(maxsize=1024)
+def sparse_v2_stage_cycles(arch: str, table: str, urt: int, uct: int, u_kt: int) -> tuple[int, int, int]:
+    """(math with tile decode, reload, pack) cycles per tile of sparse matmul V2 for an output ublock and u_kt,
+    from the per-(urt, uct, u_kt) table `table` ("lofi" or "hifi2") of the arch's `sparse_v2` parameters."""
+    by_rt = _load_yaml(arch)["sparse_v2"][table]
+    return tuple(_at_or_below(_at_or_below(_at_or_below(by_rt, urt), uct), u_kt))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -75,7 +108,7 @@ def _active_keys(op: OpGeometry, df: DataFormat) -> frozenset:
         active.add("approx")
     if a.vector in ("r", "c"):
         active.add(f"vector_{a.vector}")
-    if a.l1_acc:
+    if a.l1_acc and op.m_k > 1:  # silicon: with one k block nothing accumulates in L1 (plain matmul cost)
         active.add("l1_acc_en")
     if op.type == "reduce" and a.dim == "c":
         active.add("dim_c")
@@ -87,7 +120,8 @@ def _finish(cycles: np.floating) -> int:
     return max(MIN_CYCLES, min(MAX_CYCLES, value))
 
 
-def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fidelity: "MathFidelity | str") -> int:
+def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fidelity: "MathFidelity | str",
+                  nz: SparseNz | None = None, in_df: "DataFormat | str | None" = None) -> int:
     """Cycles for one core to process one input of an op (netlist-format.md §5.3).
 
     The op's per-core output blocking (t, mblock, ublock), its inner-dimension split (m_k, u_kt: matmul,
@@ -95,7 +129,9 @@ def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fi
     dim and z (reduce), identity (sparse matmul: non-zero tiles per core from `indices_len`, else the dense upper
     bound t*m_k*mblock_m*ublock_rt*u_kt), accumulate and z (matmul: t*z products per input), requant/dequant.
     Op types without a formula of their own (unary, reduce, fused_op, embedding, topk, tilizer, unknown) use the
-    unary formula, with `nop` parameters when the table has none, as the backend does.
+    unary formula, with `nop` parameters when the table has none, as the backend does. `nz`: a sparse matmul's
+    encoding counts (selects the wormhole_b0 V2 formula where it applies). `in_df`: the format of input 0; the
+    (de|re)quantization tables are keyed by it (int8 or int32 integer operand), other ops by the output format.
     """
     df = DataFormat.parse(out_df)
     fidelity = MathFidelity.parse(math_fidelity)
@@ -106,7 +142,7 @@ def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fi
     if min(t, mm, mn, urt, uct, m_k, u_kt) <= 0:
         raise ValueError(f"{op.type}: t, mblock, ublock, m_k, u_kt must be positive "
                          f"(t={t}, mblock={[mm, mn]}, ublock={[urt, uct]}, m_k={m_k}, u_kt={u_kt})")
-    params = param_set(arch, op, df)
+    params = param_set(arch, op, DataFormat.parse(in_df) if in_df is not None and op.type in _QUANT_OPS else df)
     phases = fidelity.phases
     n_ublocks = mm * mn
     n_tiles = n_ublocks * urt * uct
@@ -116,7 +152,9 @@ def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fi
         if a.accumulate:
             t *= a.z or 1
         if op.identity:
-            nz_tiles = a.indices_len or t * m_k * mm * urt * u_kt
+            if nz and _sparse_v2_table(arch, df, fidelity):
+                return _finish(_sparse_matmul_v2(params, mm, mn, urt, uct, nz, phases))
+            nz_tiles = nz.tiles if nz else a.indices_len or t * m_k * mm * urt * u_kt
             return _finish(_sparse_matmul_v1(params, t, mm, mn, urt, uct, m_k, nz_tiles, phases))
         if arch == "grayskull":
             return _finish(_dense_matmul_v1(params, t, mm, mn, urt, uct, m_k, u_kt, phases))
@@ -124,24 +162,29 @@ def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fi
     if op.type == "depthwise":
         return _finish(_dense_matmul_v2(params, t, mm, mn, urt, uct, m_k, 1, phases))
     if family == "binary":
-        dfw = 1
-        if op.type != "maximum":
-            if df in (DataFormat.Float16, DataFormat.Float16_b):
-                dfw = 2
-            elif df is DataFormat.Float32:
-                dfw = 4
+        dfw = 1 if op.type in _DFW_FREE_BINARY else _DF_WEIGHT.get(df, 1)
         cycles = _f32(t) * (_f32(n_ublocks) * params["ublock_weight"]
                             + _f32(n_tiles) * params["tile_weight"] * _f32(dfw))
         return _finish(cycles)
-    if family == "splice":
-        cycles = _f32(t) * (_f32(n_ublocks) * params["ublock_weight"] + _f32(n_tiles) * params["tile_weight"])
-        return _finish(cycles)
-    z, w3 = 1, _f32(0)
-    if op.type == "reduce" and a.dim == "z" and (a.z or 1) > 1:
-        z = a.z
-        w3 = params.get("z_weight", _f32(0))
-    cycles = _f32(t * z) * (_f32(n_ublocks) * params["ublock_weight"] + _f32(n_tiles) * params["tile_weight"] + w3)
-    return _finish(cycles)
+    if op.type == "reduce" and a.dim == "z":
+        return _finish(_reduce_z(params, t, a.z or 1, n_ublocks, n_tiles))
+    t_weight = params.get("t_weight", _f32(0))
+    return _finish(_f32(t) * (_f32(n_ublocks) * _ublock_cycles(params, urt * uct) + t_weight))
+
+
+def _ublock_cycles(p: dict, ublock_tiles: int) -> np.floating:
+    """Unary/nary cost of one ublock: ublock_weight + tiles*tile_weight, at least `ublock_floor` (0 unless the
+    table sets it: a ublock's fixed unpack/pack overhead overlaps its tile work, so the slower of the two counts).
+    The unary/nary formula is t*(U*this + t_weight); t_weight (fixed cycles per t slice) is 0 unless set."""
+    return max(p.get("ublock_floor", _f32(0)), p["ublock_weight"] + _f32(ublock_tiles) * p["tile_weight"])
+
+
+def _reduce_z(p: dict, t, z, n_ublocks, n_tiles) -> np.floating:
+    """reduce over z: t*(U*ublock_weight + T*tile_weight + z*(T*z_tile_weight + z_weight)). With ublock_weight =
+    tile_weight = 0 this is the backend's t*z*(T*tile_weight + z_weight) (grayskull table); the wormhole_b0 table
+    is fitted to silicon (first z slice a copy, the others accumulate)."""
+    return _f32(t) * (_f32(n_ublocks) * p["ublock_weight"] + _f32(n_tiles) * p["tile_weight"]
+                      + _f32(z) * (_f32(n_tiles) * p["z_tile_weight"] + p["z_weight"]))
 
 
 def ideal_math_cycles(arch: str, op: OpGeometry, math_fidelity: "MathFidelity | str") -> int:
@@ -187,3 +230,54 @@ def _sparse_matmul_v1(p: dict, t, mm, mn, urt, uct, m_k, nz_tiles, phases) -> np
     decode = (_f32(nz_tiles) * p["nz_tile_decode"] * _f32(2 + mn) + _f32(sparse_ublocks) * p["ublock_decode"]
               + _f32(nz_ublocks) * p["nz_ublock_decode"])
     return math + reload + pack + decode
+
+
+_SPARSE_V2_FIDELITY_WEIGHT = {1: _f32(1.0), 2: _f32(1.0), 3: _f32(1.2), 4: _f32(1.7)}  # by fidelity phases
+
+
+def _sparse_v2_table(arch: str, df: DataFormat, fidelity: MathFidelity) -> str | None:
+    """The V2 stage table a sparse matmul uses, or None when V2 does not apply (grayskull; formats and
+    fidelities other than Bfp8 + LoFi or Float16 + HiFi2..4)."""
+    if arch != "wormhole_b0":
+        return None
+    if fidelity.phases == 1 and df in (DataFormat.Bfp8, DataFormat.Bfp8_b):
+        return "lofi"
+    if fidelity.phases > 1 and df in (DataFormat.Float16, DataFormat.Float16_b):
+        return "hifi2"
+    return None
+
+
+def _sparse_matmul_v2(p: dict, mm, mn, urt, uct, nz: SparseNz, phases: int) -> np.floating:
+    """Sparse (identity) matmul V2 as measured on wormhole_b0 silicon (docs/simulator.md "Op-level calibration").
+
+    Per column block (mblock_n), every ublock row of every non-zero strip costs v2_sparse_ublock_weight plus
+    v2_sparse_ublock_tile_weight per tile of the output ublock; every non-zero tile costs v2_nz_tile_weight once,
+    v2_nz_tile_mn_weight per column block and, per tile MAC, v2_mac_weight plus v2_hifi_phase_weight for each
+    fidelity phase beyond the second. Silicon shows no dependence on u_kt, m_k, or LoFi vs HiFi2, which the
+    backend's per-(urt, uct, u_kt) tables assume (`backend_sparse_matmul_v2`).
+    """
+    sparse_ublocks = _f32(nz.strips * mm * mn)
+    per_mac = p["v2_mac_weight"] + _f32(max(0, phases - 2)) * p["v2_hifi_phase_weight"]
+    return (sparse_ublocks * (p["v2_sparse_ublock_weight"] + _f32(urt * uct) * p["v2_sparse_ublock_tile_weight"])
+            + _f32(nz.tiles) * (p["v2_nz_tile_weight"] + _f32(mn) * p["v2_nz_tile_mn_weight"])
+            + _f32(nz.tiles * mn * uct) * per_mac)
+
+
+def backend_sparse_matmul_v2(arch: str, op: OpGeometry, out_df: "DataFormat | str",
+                             math_fidelity: "MathFidelity | str", nz: SparseNz) -> int | None:
+    """The backend's sparse matmul V2 (netlist-format.md §5.3): decode + math with tile decode + reload + pack,
+    with per-(urt, uct, u_kt) stage cycles; None where V2 does not apply. Kept as the reference the silicon fit
+    is measured against (benchmarks/silicon_ops.py); `kernel_cycles` uses `_sparse_matmul_v2`."""
+    df, fidelity = DataFormat.parse(out_df), MathFidelity.parse(math_fidelity)
+    table = _sparse_v2_table(arch, df, fidelity)
+    if table is None:
+        return None
+    p = param_set(arch, op, df)
+    (mm, mn), (urt, uct) = op.mblock, op.ublock
+    math_w, reload_w, pack_w = sparse_v2_stage_cycles(arch, table, urt, uct, op.u_kt)
+    decode = (nz.strips * mm * int(p["v2_ublock_decode"]) + nz.ublocks * int(p["v2_nz_ublock_decode"])
+              + nz.strips * int(p["v2_nz_strip_decode"]))
+    math = int(_f32(nz.tiles * mn * uct * math_w) * _SPARSE_V2_FIDELITY_WEIGHT[fidelity.phases])
+    reload = nz.ublocks * mn * uct * urt * reload_w if op.m_k > 1 else 0
+    pack = op.t * mn * mm * uct * urt * pack_w
+    return _finish(_f32(decode + math + reload + pack))
