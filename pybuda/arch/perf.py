@@ -24,11 +24,14 @@ LIMITERS = ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out")
 @dataclasses.dataclass(frozen=True, slots=True)
 class Transfer:
     """Bytes one core of an op reads or writes per input over `link`; `once`: a prologue read / epilogue write,
-    moved once per epoch rather than per input."""
+    moved once per epoch rather than per input. A host read ("pcie" in an op's reads) names its queue (`source`)
+    and the queue's bytes per input (`source_bytes`, per epoch if `once`): what crosses PCIe."""
 
     bytes: float
     link: str
     once: bool = False
+    source: str = ""
+    source_bytes: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -77,11 +80,12 @@ class EpochTiming:
 def shared_bandwidths(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, float]:
     """Bytes/cycle one core gets on each link and direction in an epoch of `loads`: DRAM shared by the epoch's
     DRAM readers (writers) over the device's channels (at most half a channel's bandwidth per core), PCIe by its
-    host readers (writers); prologue and epilogue transfers contend only among themselves."""
+    host writers (host reads: `host_read_cycles`); prologue and epilogue transfers contend only among
+    themselves."""
     users: dict[str, int] = {}
     for load in loads:
         for direction, transfers in (("in", load.reads), ("out", load.writes)):
-            kinds = {_kind(t, direction) for t in transfers if t.link != "noc"}
+            kinds = {_kind(t, direction) for t in transfers if t.link != "noc" and not _host_read(t, direction)}
             for kind in kinds:
                 users[kind] = users.get(kind, 0) + load.cores
     bandwidths = {"noc": device.noc_bw_bytes_per_cycle}
@@ -95,25 +99,48 @@ def shared_bandwidths(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, 
     return bandwidths
 
 
+def host_read_cycles(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, float]:
+    """PCIe cycles of the epoch's host inputs: each distinct host queue's bytes once per input ("pcie_in") and
+    once per epoch for prologued ones ("prologue_pcie_in"), at the device's PCIe bandwidth."""
+    sources: dict[str, dict[str, float]] = {"pcie_in": {}, "prologue_pcie_in": {}}
+    for load in loads:
+        for t in load.reads:
+            if _host_read(t, "in"):
+                sources[_kind(t, "in")][t.source] = t.source_bytes
+    return {kind: sum(queues.values()) / device.pcie_bw_bytes_per_cycle for kind, queues in sources.items()}
+
+
+def _host_read(t: Transfer, direction: str) -> bool:
+    return t.link == "pcie" and direction == "in"
+
+
 def _kind(t: Transfer, direction: str) -> str:
     once = ("prologue_" if direction == "in" else "epilogue_") if t.once else ""
     return f"{once}{t.link}_{direction}"
 
 
-def op_timing(load: OpLoad, bandwidths: dict[str, float]) -> OpTiming:
-    """Limiter cycles of one op given its epoch's link bandwidths (`shared_bandwidths`)."""
+def op_timing(load: OpLoad, bandwidths: dict[str, float], host_reads: dict[str, float]) -> OpTiming:
+    """Limiter cycles of one op given its epoch's link bandwidths (`shared_bandwidths`) and host input cycles
+    (`host_read_cycles`)."""
     terms: dict[str, float] = {"kernel": float(load.kernel_cycles)}
     once_cycles = {"in": 0.0, "out": 0.0}
     once_bytes = {"in": 0, "out": 0}
+    host_prologue = 0.0
     for direction, transfers in (("in", load.reads), ("out", load.writes)):
         for t in transfers:
-            cycles = t.bytes / bandwidths[_kind(t, direction) if t.link != "noc" else "noc"]
+            host = _host_read(t, direction)
+            cycles = t.bytes / bandwidths["noc" if t.link == "noc" or host else _kind(t, direction)]
             if t.once:
                 once_bytes[direction] += int(t.bytes)
                 once_cycles[direction] += cycles
+                if host:
+                    host_prologue = host_reads["prologue_pcie_in"]
                 continue
-            term = f"{t.link}_{direction}"
+            term = f"{'noc' if host else t.link}_{direction}"
             terms[term] = max(terms.get(term, 0.0), cycles)
+            if host:
+                terms["pcie_in"] = host_reads["pcie_in"]
+    once_cycles["in"] = max(once_cycles["in"], host_prologue)
     limiter = max(LIMITERS, key=lambda name: (terms.get(name, -1.0), -LIMITERS.index(name)))
     bw = max((v for key, v in terms.items() if key != "kernel"), default=0.0)
     return OpTiming(name=load.name, kernel_cycles=load.kernel_cycles, terms=terms, limiter=limiter,
@@ -127,8 +154,8 @@ def epoch_timing(device: DeviceSpec, loads: Sequence[OpLoad], input_count: int) 
     if not loads:
         return EpochTiming(ops=(), pipeline_cycles=0.0, fill_cycles=0.0, prologue_cycles=0.0, epilogue_cycles=0.0,
                            epoch_cycles=0.0, slowest=None)
-    bandwidths = shared_bandwidths(device, loads)
-    ops = tuple(op_timing(load, bandwidths) for load in loads)
+    bandwidths, host_reads = shared_bandwidths(device, loads), host_read_cycles(device, loads)
+    ops = tuple(op_timing(load, bandwidths, host_reads) for load in loads)
     slowest = max(ops, key=lambda o: o.limiter_cycles)
     prologue = max(o.prologue_cycles for o in ops)
     epilogue = max(o.epilogue_cycles for o in ops)

@@ -300,8 +300,12 @@ def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, writte
             reads.append(Transfer(nbytes, "noc"))
             if src in graph.ops:
                 preds.append(src)
+        elif q.loc == "host":
+            t, rt, ct = q.shape
+            reads.append(Transfer(nbytes, "pcie", once=flag(src, "prologue"), source=src,
+                                  source_bytes=t * rt * ct * q.df.tile_bytes))
         else:
-            reads.append(Transfer(nbytes, "pcie" if q.loc == "host" else "dram", once=flag(src, "prologue")))
+            reads.append(Transfer(nbytes, "dram", once=flag(src, "prologue")))
             if writer_of.get(src, op.name) != op.name:
                 preds.append(writer_of[src])
     writes = [Transfer(geom.tiles_per_core * nl.queues[qn].df.tile_bytes,

@@ -100,8 +100,11 @@ class PlanCoster:
                 reads.append(Transfer(nbytes, "noc" if local else "dram"))
                 if local:
                     preds.append(inp.src)
+            elif inp.kind == "input" and self.links.inputs == "pcie":
+                t, rt, ct = inp.src_tiles
+                reads.append(Transfer(nbytes, "pcie", source=inp.src, source_bytes=t * rt * ct * inp.df.tile_bytes))
             elif inp.kind == "input":
-                reads.append(Transfer(nbytes, self.links.inputs))
+                reads.append(Transfer(nbytes, "dram"))
             else:
                 reads.append(Transfer(nbytes, "dram", once=local))
         writes = [Transfer(facts.out_bytes, self.links.outputs)] * facts.outputs

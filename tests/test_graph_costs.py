@@ -1,0 +1,39 @@
+"""Graph-level terms of the timing model (docs/simulator.md "Timing model"), each checked against a hand
+computation on a constructed netlist."""
+from __future__ import annotations
+
+from pybuda.backend_sim import estimate
+from pybuda.dataformat import DataFormat
+from pybuda.device import get_device
+
+E150 = get_device("e150")
+TILE = DataFormat.Float16_b.tile_bytes
+TILES = 8 * 8            # the input queue: t 1, 8 x 8 tiles per input
+
+
+def _netlist(readers: int, loc: str) -> str:
+    """`readers` nops on 1x1 grids, each reading the whole input queue x (at `loc`) and writing its own DRAM
+    output queue; x's one buffer sits in channel 0."""
+    where = "host: [0x0]" if loc == "host" else "dram: [[0, 0x0]]"
+    blocking = "t: 1, mblock: [8, 8], ublock: [1, 1]"
+    queues = f"  x: {{input: HOST, type: queue, entries: 1, grid_size: [1, 1], {blocking}, df: Float16_b, " \
+             f"target_device: 0, loc: {loc}, {where}}}\n"
+    queues += "".join(f"  out{i}: {{input: op{i}, type: queue, entries: 1, grid_size: [1, 1], {blocking}, "
+                      f"df: Float16_b, target_device: 0, loc: dram, dram: [[{1 + i % 7}, 0x0]]}}\n"
+                      for i in range(readers))
+    ops = "".join(f"    op{i}: {{type: nop, grid_loc: [{i // 12}, {i % 12}], grid_size: [1, 1], inputs: [x], "
+                  f"in_df: [Float16_b], out_df: Float16_b, intermed_df: Float16_b, acc_df: Float16_b, "
+                  f"math_fidelity: HiFi4, {blocking}, buf_size_mb: 2, ublock_order: r}}\n" for i in range(readers))
+    return ("devices: {arch: grayskull}\nqueues:\n" + queues + "graphs:\n  g:\n    target_device: 0\n"
+            "    input_count: 4\n" + ops + "programs:\n  - p:\n    - var: {$z: 0}\n    - execute: {graph_name: g, "
+            "queue_settings: {x: {prologue: false, epilogue: false, zero: false, rd_ptr_local: $z, "
+            "rd_ptr_global: $z}}}\n")
+
+
+def test_host_input_crosses_pcie_once_per_input():
+    """20 cores read the same host queue: PCIe carries its bytes once per input (not 20 times); each core gets
+    its copy over the NoC."""
+    report = estimate(_netlist(20, "host"), "e150")
+    op = report.epochs[0].ops[0]
+    assert op.terms["pcie_in"] == TILES * TILE / E150.pcie_bw_bytes_per_cycle
+    assert op.terms["noc_in"] == TILES * TILE / E150.noc_bw_bytes_per_cycle
