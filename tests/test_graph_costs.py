@@ -37,3 +37,14 @@ def test_host_input_crosses_pcie_once_per_input():
     op = report.epochs[0].ops[0]
     assert op.terms["pcie_in"] == TILES * TILE / E150.pcie_bw_bytes_per_cycle
     assert op.terms["noc_in"] == TILES * TILE / E150.noc_bw_bytes_per_cycle
+
+
+def test_readers_on_one_dram_channel_share_it():
+    """20 cores read x, whose one buffer is in channel 0: the channel carries 20 copies per input at one
+    channel's bandwidth, and that limits every reader (each also writes 64 tiles to a less busy channel)."""
+    report = estimate(_netlist(20, "dram"), "e150")
+    channel0 = 20 * TILES * TILE / E150.dram_channel_bw_bytes_per_cycle
+    for op in report.epochs[0].ops:
+        assert op.terms["dram_channel"] == channel0 and op.limiter == "dram_channel"
+    assert report.epochs[0].limiter == "dram_channel"
+    assert "DRAM channel" in report.to_text()

@@ -3,8 +3,12 @@ simulator reports (netlist-format.md §5.6, docs/simulator.md "Timing model").
 
 - An op moves data per input over links: NoC (op to op in the epoch), DRAM and PCIe (host) queues. Its limiter
   cycles per input are max(kernel cycles, per-core bytes / link bandwidth for every transfer); DRAM bandwidth is
-  shared by the cores of the epoch that read (write) DRAM, PCIe bandwidth by those that read (write) the host.
-  Prologue reads and epilogue writes move once per epoch instead of per input.
+  shared by the cores of the epoch that read (write) DRAM, PCIe bandwidth by those that write the host. A host
+  input crosses PCIe once per input however many cores read it (`pcie_in`: the epoch's distinct host queues'
+  bytes / PCIe bandwidth); each reading core then gets its share on-chip (`noc_in`). A DRAM channel serves
+  every per-input read and write of the epoch on the buffers it holds (`dram_channel`: the busiest channel an
+  op uses, its bytes per input / the channel's bandwidth). Prologue reads and epilogue writes move once per epoch
+  instead of per input.
 - An epoch (one execute of a graph over `input_count` inputs) costs fill (the longest chain of per-input limiter
   cycles through its ops) + (input_count - 1) x the slowest op's limiter + prologue load + epilogue write-back.
 - A program costs its epochs times their executions plus the device's epoch switch cost per change of graph.
@@ -18,20 +22,22 @@ from typing import Iterable, Sequence
 from ..device import DeviceSpec
 
 LINKS = ("noc", "dram", "pcie")
-LIMITERS = ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out")
+LIMITERS = ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out", "dram_channel")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Transfer:
     """Bytes one core of an op reads or writes per input over `link`; `once`: a prologue read / epilogue write,
     moved once per epoch rather than per input. A host read ("pcie" in an op's reads) names its queue (`source`)
-    and the queue's bytes per input (`source_bytes`, per epoch if `once`): what crosses PCIe."""
+    and the queue's bytes per input (`source_bytes`, per epoch if `once`): what crosses PCIe. A DRAM transfer
+    names the channel of each buffer of its queue (`channels`); the core's bytes spread evenly over them."""
 
     bytes: float
     link: str
     once: bool = False
     source: str = ""
     source_bytes: float = 0.0
+    channels: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -110,6 +116,32 @@ def host_read_cycles(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, f
     return {kind: sum(queues.values()) / device.pcie_bw_bytes_per_cycle for kind, queues in sources.items()}
 
 
+def channel_cycles(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[int, float]:
+    """Cycles per input each DRAM channel needs for the epoch's per-input reads and writes of its buffers (all
+    cores of every op, each core's bytes spread evenly over its queue's buffers)."""
+    load_bytes: dict[int, float] = {}
+    for load in loads:
+        for t in (*load.reads, *load.writes):
+            if t.link == "dram" and not t.once:
+                for ch in t.channels:
+                    load_bytes[ch] = load_bytes.get(ch, 0.0) + load.cores * t.bytes / len(t.channels)
+    return {ch: b / device.dram_channel_bw_bytes_per_cycle for ch, b in load_bytes.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochLinks:
+    """What the epoch's ops share: per-core link bandwidths (`shared_bandwidths`), host input cycles
+    (`host_read_cycles`) and DRAM channel cycles (`channel_cycles`)."""
+
+    bandwidths: dict
+    host_reads: dict
+    channels: dict
+
+    @classmethod
+    def of(cls, device: DeviceSpec, loads: Sequence[OpLoad]) -> "EpochLinks":
+        return cls(shared_bandwidths(device, loads), host_read_cycles(device, loads), channel_cycles(device, loads))
+
+
 def _host_read(t: Transfer, direction: str) -> bool:
     return t.link == "pcie" and direction == "in"
 
@@ -119,9 +151,9 @@ def _kind(t: Transfer, direction: str) -> str:
     return f"{once}{t.link}_{direction}"
 
 
-def op_timing(load: OpLoad, bandwidths: dict[str, float], host_reads: dict[str, float]) -> OpTiming:
-    """Limiter cycles of one op given its epoch's link bandwidths (`shared_bandwidths`) and host input cycles
-    (`host_read_cycles`)."""
+def op_timing(load: OpLoad, links: EpochLinks) -> OpTiming:
+    """Limiter cycles of one op given what its epoch's ops share (`EpochLinks`)."""
+    bandwidths, host_reads = links.bandwidths, links.host_reads
     terms: dict[str, float] = {"kernel": float(load.kernel_cycles)}
     once_cycles = {"in": 0.0, "out": 0.0}
     once_bytes = {"in": 0, "out": 0}
@@ -140,6 +172,8 @@ def op_timing(load: OpLoad, bandwidths: dict[str, float], host_reads: dict[str, 
             terms[term] = max(terms.get(term, 0.0), cycles)
             if host:
                 terms["pcie_in"] = host_reads["pcie_in"]
+            if t.channels:
+                terms["dram_channel"] = max([terms.get("dram_channel", 0.0), *(links.channels[c] for c in t.channels)])
     once_cycles["in"] = max(once_cycles["in"], host_prologue)
     limiter = max(LIMITERS, key=lambda name: (terms.get(name, -1.0), -LIMITERS.index(name)))
     bw = max((v for key, v in terms.items() if key != "kernel"), default=0.0)
@@ -154,8 +188,8 @@ def epoch_timing(device: DeviceSpec, loads: Sequence[OpLoad], input_count: int) 
     if not loads:
         return EpochTiming(ops=(), pipeline_cycles=0.0, fill_cycles=0.0, prologue_cycles=0.0, epilogue_cycles=0.0,
                            epoch_cycles=0.0, slowest=None)
-    bandwidths, host_reads = shared_bandwidths(device, loads), host_read_cycles(device, loads)
-    ops = tuple(op_timing(load, bandwidths, host_reads) for load in loads)
+    links = EpochLinks.of(device, loads)
+    ops = tuple(op_timing(load, links) for load in loads)
     slowest = max(ops, key=lambda o: o.limiter_cycles)
     prologue = max(o.prologue_cycles for o in ops)
     epilogue = max(o.epilogue_cycles for o in ops)
