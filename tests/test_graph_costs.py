@@ -2,6 +2,9 @@
 computation on a constructed netlist."""
 from __future__ import annotations
 
+import zlib
+
+from pybuda.arch.dram import queue_channels
 from pybuda.backend_sim import estimate
 from pybuda.dataformat import DataFormat
 from pybuda.device import get_device
@@ -48,3 +51,10 @@ def test_readers_on_one_dram_channel_share_it():
         assert op.terms["dram_channel"] == channel0 and op.limiter == "dram_channel"
     assert report.epochs[0].limiter == "dram_channel"
     assert "DRAM channel" in report.to_text()
+
+
+def test_queue_channels_are_consecutive_from_the_names_pick():
+    """The balancer and the netlist writer place a queue's buffers with the same function of its name."""
+    first = zlib.crc32(b"e2e_matmul_3_0") % 8
+    assert queue_channels("e2e_matmul_3_0", 10, 8) == tuple((first + i) % 8 for i in range(10))
+    assert sorted(queue_channels("w", 6, 6)) == list(range(6))   # as many buffers as channels: one in each

@@ -98,10 +98,10 @@ def shared_bandwidths(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, 
     for direction, once in (("in", "prologue_"), ("out", "epilogue_")):
         for prefix in ("", once):
             dram = users.get(f"{prefix}dram_{direction}", 0)
-            pcie = users.get(f"{prefix}pcie_{direction}", 0)
             bandwidths[f"{prefix}dram_{direction}"] = (
                 device.dram_bw_bytes_per_cycle / max(2, math.ceil(dram / device.dram_channels)))
-            bandwidths[f"{prefix}pcie_{direction}"] = device.pcie_bw_bytes_per_cycle / max(1, pcie)
+    for prefix in ("", "epilogue_"):
+        bandwidths[f"{prefix}pcie_out"] = device.pcie_bw_bytes_per_cycle / max(1, users.get(f"{prefix}pcie_out", 0))
     return bandwidths
 
 
