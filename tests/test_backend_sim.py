@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from pybuda.backend_sim import PerfReport, Simulator, SimulatorError, estimate, fidelity_product, quantize
+from pybuda.backend_sim.timing import LIMITERS
 from pybuda.backend_sim.formats import truncate_mantissa
 from pybuda.dataformat import DataFormat
 from pybuda.netlist import load as load_netlist
@@ -775,7 +776,9 @@ def test_estimate_prologue_and_math_utilization():
     ff1 = ops["ff_0_ff1"]
     assert ff1.kernel_cycles == 208887
     # weights (not prologue) stream from DRAM every input: 512 tiles per core, 32 DRAM-reading cores on 8 channels
-    assert ff1.terms["dram_in"] == pytest.approx(512 * 2080 / (8.75 / 4)) and ff1.limiter == "dram_in"
+    assert ff1.terms["dram_in"] == pytest.approx(512 * 2080 / (8.75 / 4))
+    # ... and all 8 buffers of that weight sit in channel 5: its 16 reading cores share one channel
+    assert ff1.terms["dram_channel"] == pytest.approx(16 * 512 * 2080 / 8.75) and ff1.limiter == "dram_channel"
     bias_mm = ops["ff.bert.encoder.layer.0.intermediate.dense.bias_s_brcst_m2_0_0.lc1"]
     assert bias_mm.prologue_bytes_per_core > 0 and "dram_in" not in bias_mm.terms
     (ep,) = r.epochs
@@ -793,7 +796,7 @@ def test_estimate_prologue_and_math_utilization():
 def test_estimate_runs_on_every_corpus_netlist(path):
     r = estimate(corpus(path))
     assert r.epochs and r.total_cycles > 0 and r.samples > 0 and r.samples_per_second > 0
-    assert all(o.limiter in ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out") for o in r.ops)
+    assert all(o.limiter in LIMITERS for o in r.ops)
 
 
 def test_estimate_loop_count_modified_in_body():

@@ -3,8 +3,12 @@ simulator reports (netlist-format.md §5.6, docs/simulator.md "Timing model").
 
 - An op moves data per input over links: NoC (op to op in the epoch), DRAM and PCIe (host) queues. Its limiter
   cycles per input are max(kernel cycles, per-core bytes / link bandwidth for every transfer); DRAM bandwidth is
-  shared by the cores of the epoch that read (write) DRAM, PCIe bandwidth by those that read (write) the host.
-  Prologue reads and epilogue writes move once per epoch instead of per input.
+  shared by the cores of the epoch that read (write) DRAM, PCIe bandwidth by those that write the host. A host
+  input crosses PCIe once per input however many cores read it (`pcie_in`: the epoch's distinct host queues'
+  bytes / PCIe bandwidth); each reading core then gets its share on-chip (`noc_in`). A DRAM channel serves
+  every per-input read and write of the epoch on the buffers it holds (`dram_channel`: the busiest channel an
+  op uses, its bytes per input / the channel's bandwidth). Prologue reads and epilogue writes move once per epoch
+  instead of per input.
 - An epoch (one execute of a graph over `input_count` inputs) costs fill (the longest chain of per-input limiter
   cycles through its ops) + (input_count - 1) x the slowest op's limiter + prologue load + epilogue write-back.
 - A program costs its epochs times their executions plus the device's epoch switch cost per change of graph.
@@ -18,17 +22,22 @@ from typing import Iterable, Sequence
 from ..device import DeviceSpec
 
 LINKS = ("noc", "dram", "pcie")
-LIMITERS = ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out")
+LIMITERS = ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out", "dram_channel")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Transfer:
     """Bytes one core of an op reads or writes per input over `link`; `once`: a prologue read / epilogue write,
-    moved once per epoch rather than per input."""
+    moved once per epoch rather than per input. A host read ("pcie" in an op's reads) names its queue (`source`)
+    and the queue's bytes per input (`source_bytes`, per epoch if `once`): what crosses PCIe. A DRAM transfer
+    names the channel of each buffer of its queue (`channels`); the core's bytes spread evenly over them."""
 
     bytes: float
     link: str
     once: bool = False
+    source: str = ""
+    source_bytes: float = 0.0
+    channels: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -77,22 +86,64 @@ class EpochTiming:
 def shared_bandwidths(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, float]:
     """Bytes/cycle one core gets on each link and direction in an epoch of `loads`: DRAM shared by the epoch's
     DRAM readers (writers) over the device's channels (at most half a channel's bandwidth per core), PCIe by its
-    host readers (writers); prologue and epilogue transfers contend only among themselves."""
+    host writers (host reads: `host_read_cycles`); prologue and epilogue transfers contend only among
+    themselves."""
     users: dict[str, int] = {}
     for load in loads:
         for direction, transfers in (("in", load.reads), ("out", load.writes)):
-            kinds = {_kind(t, direction) for t in transfers if t.link != "noc"}
+            kinds = {_kind(t, direction) for t in transfers if t.link != "noc" and not _host_read(t, direction)}
             for kind in kinds:
                 users[kind] = users.get(kind, 0) + load.cores
     bandwidths = {"noc": device.noc_bw_bytes_per_cycle}
     for direction, once in (("in", "prologue_"), ("out", "epilogue_")):
         for prefix in ("", once):
             dram = users.get(f"{prefix}dram_{direction}", 0)
-            pcie = users.get(f"{prefix}pcie_{direction}", 0)
             bandwidths[f"{prefix}dram_{direction}"] = (
                 device.dram_bw_bytes_per_cycle / max(2, math.ceil(dram / device.dram_channels)))
-            bandwidths[f"{prefix}pcie_{direction}"] = device.pcie_bw_bytes_per_cycle / max(1, pcie)
+    for prefix in ("", "epilogue_"):
+        bandwidths[f"{prefix}pcie_out"] = device.pcie_bw_bytes_per_cycle / max(1, users.get(f"{prefix}pcie_out", 0))
     return bandwidths
+
+
+def host_read_cycles(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, float]:
+    """PCIe cycles of the epoch's host inputs: each distinct host queue's bytes once per input ("pcie_in") and
+    once per epoch for prologued ones ("prologue_pcie_in"), at the device's PCIe bandwidth."""
+    sources: dict[str, dict[str, float]] = {"pcie_in": {}, "prologue_pcie_in": {}}
+    for load in loads:
+        for t in load.reads:
+            if _host_read(t, "in"):
+                sources[_kind(t, "in")][t.source] = t.source_bytes
+    return {kind: sum(queues.values()) / device.pcie_bw_bytes_per_cycle for kind, queues in sources.items()}
+
+
+def channel_cycles(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[int, float]:
+    """Cycles per input each DRAM channel needs for the epoch's per-input reads and writes of its buffers (all
+    cores of every op, each core's bytes spread evenly over its queue's buffers)."""
+    load_bytes: dict[int, float] = {}
+    for load in loads:
+        for t in (*load.reads, *load.writes):
+            if t.link == "dram" and not t.once:
+                for ch in t.channels:
+                    load_bytes[ch] = load_bytes.get(ch, 0.0) + load.cores * t.bytes / len(t.channels)
+    return {ch: b / device.dram_channel_bw_bytes_per_cycle for ch, b in load_bytes.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochLinks:
+    """What the epoch's ops share: per-core link bandwidths (`shared_bandwidths`), host input cycles
+    (`host_read_cycles`) and DRAM channel cycles (`channel_cycles`)."""
+
+    bandwidths: dict
+    host_reads: dict
+    channels: dict
+
+    @classmethod
+    def of(cls, device: DeviceSpec, loads: Sequence[OpLoad]) -> "EpochLinks":
+        return cls(shared_bandwidths(device, loads), host_read_cycles(device, loads), channel_cycles(device, loads))
+
+
+def _host_read(t: Transfer, direction: str) -> bool:
+    return t.link == "pcie" and direction == "in"
 
 
 def _kind(t: Transfer, direction: str) -> str:
@@ -100,20 +151,30 @@ def _kind(t: Transfer, direction: str) -> str:
     return f"{once}{t.link}_{direction}"
 
 
-def op_timing(load: OpLoad, bandwidths: dict[str, float]) -> OpTiming:
-    """Limiter cycles of one op given its epoch's link bandwidths (`shared_bandwidths`)."""
+def op_timing(load: OpLoad, links: EpochLinks) -> OpTiming:
+    """Limiter cycles of one op given what its epoch's ops share (`EpochLinks`)."""
+    bandwidths, host_reads = links.bandwidths, links.host_reads
     terms: dict[str, float] = {"kernel": float(load.kernel_cycles)}
     once_cycles = {"in": 0.0, "out": 0.0}
     once_bytes = {"in": 0, "out": 0}
+    host_prologue = 0.0
     for direction, transfers in (("in", load.reads), ("out", load.writes)):
         for t in transfers:
-            cycles = t.bytes / bandwidths[_kind(t, direction) if t.link != "noc" else "noc"]
+            host = _host_read(t, direction)
+            cycles = t.bytes / bandwidths["noc" if t.link == "noc" or host else _kind(t, direction)]
             if t.once:
                 once_bytes[direction] += int(t.bytes)
                 once_cycles[direction] += cycles
+                if host:
+                    host_prologue = host_reads["prologue_pcie_in"]
                 continue
-            term = f"{t.link}_{direction}"
+            term = f"{'noc' if host else t.link}_{direction}"
             terms[term] = max(terms.get(term, 0.0), cycles)
+            if host:
+                terms["pcie_in"] = host_reads["pcie_in"]
+            if t.channels:
+                terms["dram_channel"] = max([terms.get("dram_channel", 0.0), *(links.channels[c] for c in t.channels)])
+    once_cycles["in"] = max(once_cycles["in"], host_prologue)
     limiter = max(LIMITERS, key=lambda name: (terms.get(name, -1.0), -LIMITERS.index(name)))
     bw = max((v for key, v in terms.items() if key != "kernel"), default=0.0)
     return OpTiming(name=load.name, kernel_cycles=load.kernel_cycles, terms=terms, limiter=limiter,
@@ -127,8 +188,8 @@ def epoch_timing(device: DeviceSpec, loads: Sequence[OpLoad], input_count: int) 
     if not loads:
         return EpochTiming(ops=(), pipeline_cycles=0.0, fill_cycles=0.0, prologue_cycles=0.0, epilogue_cycles=0.0,
                            epoch_cycles=0.0, slowest=None)
-    bandwidths = shared_bandwidths(device, loads)
-    ops = tuple(op_timing(load, bandwidths) for load in loads)
+    links = EpochLinks.of(device, loads)
+    ops = tuple(op_timing(load, links) for load in loads)
     slowest = max(ops, key=lambda o: o.limiter_cycles)
     prologue = max(o.prologue_cycles for o in ops)
     epilogue = max(o.epilogue_cycles for o in ops)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # pragma: no cover
 BASE_COLUMNS = [
     "OP NAME", "OP TYPE", "GRAPH", "EPOCH", "DEVICE ID", "GRID", "CORE COUNT", "MATH FIDELITY", "T", "MBLOCK",
     "UBLOCK", "M_K", "U_KT", "KERNEL CYCLES", "BW LIMITED CYCLES", "LIMITER CYCLES", "LIMITER", "NOC IN CYCLES",
-    "DRAM IN CYCLES", "PCIE IN CYCLES", "DRAM OUT CYCLES", "PCIE OUT CYCLES", "KERNEL DURATION [ns]",
+    "DRAM IN CYCLES", "PCIE IN CYCLES", "DRAM OUT CYCLES", "PCIE OUT CYCLES", "DRAM CHANNEL CYCLES", "KERNEL DURATION [ns]",
     "LIMITER DURATION [ns]", "PROLOGUE BYTES PER CORE", "EPILOGUE BYTES PER CORE", "PM FPU UTIL (%)",
 ]
 TENSOR_FIELDS = ["W", "Z", "Y", "X", "DATATYPE", "MEMORY", "NAME"]
@@ -53,6 +53,7 @@ def csv_rows(report: "PerfReport") -> list[dict]:
             "PCIE IN CYCLES": round(o.terms.get("pcie_in", 0.0), 1),
             "DRAM OUT CYCLES": round(o.terms.get("dram_out", 0.0), 1),
             "PCIE OUT CYCLES": round(o.terms.get("pcie_out", 0.0), 1),
+            "DRAM CHANNEL CYCLES": round(o.terms.get("dram_channel", 0.0), 1),
             "KERNEL DURATION [ns]": round(o.kernel_cycles * ns_per_cycle, 1),
             "LIMITER DURATION [ns]": round(o.limiter_cycles * ns_per_cycle, 1),
             "PROLOGUE BYTES PER CORE": o.prologue_bytes_per_core, "EPILOGUE BYTES PER CORE": o.epilogue_bytes_per_core,
@@ -83,7 +84,7 @@ def _limiter_text(o: "OpPerf") -> str:
     if o.limiter == "kernel":
         return "kernel (math)"
     return {"noc_in": "NoC input", "dram_in": "DRAM read", "pcie_in": "PCIe read", "dram_out": "DRAM write",
-            "pcie_out": "PCIe write"}.get(o.limiter, o.limiter)
+            "pcie_out": "PCIe write", "dram_channel": "DRAM channel"}.get(o.limiter, o.limiter)
 
 
 def epoch_rows(report: "PerfReport") -> tuple[list[str], list[list[str]]]:

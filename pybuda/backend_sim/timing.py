@@ -287,6 +287,11 @@ def _output_info(nl: nm.Netlist, op: nm.Op, queues: list[str], read_by_ops: bool
                       df=op.out_df.value, memory="+".join(kinds) or "L1")
 
 
+def _channels(q: nm.Queue) -> tuple[int, ...]:
+    """DRAM channel of each buffer of a DRAM queue (none for a host queue)."""
+    return tuple(ch for ch, _ in q.allocations) if q.loc == "dram" else ()
+
+
 def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, written: dict, writer_of: dict) -> OpLoad:
     """What one netlist op asks of the hardware per input (the one backend model's OpLoad)."""
     geom = sparse_geometry(op)
@@ -300,12 +305,17 @@ def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, writte
             reads.append(Transfer(nbytes, "noc"))
             if src in graph.ops:
                 preds.append(src)
+        elif q.loc == "host":
+            t, rt, ct = q.shape
+            reads.append(Transfer(nbytes, "pcie", once=flag(src, "prologue"), source=src,
+                                  source_bytes=t * rt * ct * q.df.tile_bytes))
         else:
-            reads.append(Transfer(nbytes, "pcie" if q.loc == "host" else "dram", once=flag(src, "prologue")))
+            reads.append(Transfer(nbytes, "dram", once=flag(src, "prologue"), channels=_channels(q)))
             if writer_of.get(src, op.name) != op.name:
                 preds.append(writer_of[src])
     writes = [Transfer(geom.tiles_per_core * nl.queues[qn].df.tile_bytes,
-                       "pcie" if nl.queues[qn].loc == "host" else "dram", once=flag(qn, "epilogue"))
+                       "pcie" if nl.queues[qn].loc == "host" else "dram", once=flag(qn, "epilogue"),
+                       channels=_channels(nl.queues[qn]))
               for qn in written.get(op.name, [])]
     return OpLoad(op.name, geom.cores, kernel, tuple(reads), tuple(writes), tuple(preds))
 

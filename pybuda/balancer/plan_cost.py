@@ -5,12 +5,15 @@ estimate of the netlist written from it.
 Per op, the netlist reads each input from an op of the same epoch (NoC), an earlier epoch's output queue
 (DRAM), a graph input queue (host or DRAM), or a parameter/constant/sparse ram in DRAM (prologued or per input);
 it writes each model output it produces to an output queue (host or DRAM) and, when an op of a later epoch reads
-it, one epoch-to-epoch queue in DRAM. The program runs every epoch once per loop in order.
+it, one epoch-to-epoch queue in DRAM. A DRAM queue's buffers (one per grid cell of the op that writes it, one for
+inputs and parameters, one per grid row for sparse operands) sit in the channels `arch.dram.queue_channels`
+gives the netlist writer. The program runs every epoch once per loop in order.
 """
 from __future__ import annotations
 
 import dataclasses
 
+from ..arch.dram import queue_channels
 from ..arch.operands import tiles_read_per_core
 from ..arch.perf import EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles
 from ..device import DeviceSpec
@@ -46,7 +49,7 @@ class _OpFacts:
     inputs: tuple[NetlistInput, ...]
     read_bytes: tuple[float, ...]
     out_bytes: int
-    outputs: int           # model outputs it writes
+    outputs: tuple[str, ...]   # model outputs it writes
     cores: int
     kernel_cycles: int
 
@@ -60,8 +63,9 @@ class PlanCoster:
         self._facts: dict[tuple[str, OpModel, bool], _OpFacts] = {}
         self._loads: dict[tuple, OpLoad] = {}
         self._epochs: dict[tuple, EpochTiming] = {}
-        sources = [graph.output_source(out) for out in graph.output_names]
-        self._outputs = {name: sources.count(name) for name in set(sources)}
+        self._outputs: dict[str, tuple[str, ...]] = {}
+        for out in graph.output_names:
+            self._outputs[graph.output_source(out)] = (*self._outputs.get(graph.output_source(out), ()), out)
         self._operands: dict[str, list[NetlistInput]] = {}
         self._op_users = {n.name: [u for u, _ in graph.users(n.name) if graph.node(u).kind == "op"]
                           for n in graph.nodes("op")}
@@ -77,39 +81,50 @@ class PlanCoster:
             inputs = tuple(netlist_inputs(self.graph, name, model, exact, self._operands[name]))
             read = tuple(tiles_read_per_core(geom, k, i.tiles) * i.df.tile_bytes for k, i in enumerate(inputs))
             facts = _OpFacts(inputs, read, geom.tiles_per_core * self.graph.node(name).df.tile_bytes,
-                             self._outputs.get(name, 0), geom.cores, model.cycles)
+                             self._outputs.get(name, ()), geom.cores, model.cycles)
             self._facts[(name, model, exact)] = facts
         return facts
 
     def op_load(self, name: str, model: OpModel, epoch_of: dict[str, int], prologue: dict[str, bool],
-                later_users: bool, exact: bool = True) -> OpLoad:
+                later_users: bool, exact: bool = True, models: dict[str, OpModel] | None = None) -> OpLoad:
         """What op `name` asks of the hardware per input under `model` in its epoch. `epoch_of` places its
-        producers (ops missing from it count as in the same epoch), `later_users`: an op of a later epoch reads
-        it."""
+        producers (ops missing from it count as in the same epoch; `models` must hold those in earlier epochs),
+        `later_users`: an op of a later epoch reads it."""
         facts = self._op_facts(name, model, exact)
         epoch = epoch_of.get(name)
         context = tuple(epoch_of.get(i.src, epoch) == epoch if i.kind == "op" else prologue.get(i.src, False)
                         for i in facts.inputs)
-        key = (name, model, context, later_users, exact)
+        producer_cells = tuple(models[i.src].cores if i.kind == "op" and not local else 0
+                               for i, local in zip(facts.inputs, context))
+        key = (name, model, context, producer_cells, later_users, exact)
         load = self._loads.get(key)
         if load is not None:
             return load
         reads, preds = [], []
-        for inp, nbytes, local in zip(facts.inputs, facts.read_bytes, context):
-            if inp.kind == "op":
-                reads.append(Transfer(nbytes, "noc" if local else "dram"))
-                if local:
-                    preds.append(inp.src)
+        for inp, nbytes, local, cells in zip(facts.inputs, facts.read_bytes, context, producer_cells):
+            if inp.kind == "op" and local:
+                reads.append(Transfer(nbytes, "noc"))
+                preds.append(inp.src)
+            elif inp.kind == "op":
+                reads.append(self._dram(nbytes, f"e2e_{inp.src}_0", cells))
+            elif inp.kind == "input" and self.links.inputs == "pcie":
+                t, rt, ct = inp.src_tiles
+                reads.append(Transfer(nbytes, "pcie", source=inp.src, source_bytes=t * rt * ct * inp.df.tile_bytes))
             elif inp.kind == "input":
-                reads.append(Transfer(nbytes, self.links.inputs))
+                reads.append(self._dram(nbytes, inp.src, 1))
             else:
-                reads.append(Transfer(nbytes, "dram", once=local))
-        writes = [Transfer(facts.out_bytes, self.links.outputs)] * facts.outputs
+                reads.append(self._dram(nbytes, inp.src, model.grid[0] if inp.kind == "sparse" else 1, once=local))
+        writes = [Transfer(facts.out_bytes, "pcie") if self.links.outputs == "pcie"
+                  else self._dram(facts.out_bytes, out, model.cores) for out in facts.outputs]
         if later_users:
-            writes.append(Transfer(facts.out_bytes, "dram"))
+            writes.append(self._dram(facts.out_bytes, f"e2e_{name}_0", model.cores))
         load = OpLoad(name, facts.cores, facts.kernel_cycles, tuple(reads), tuple(writes), tuple(preds))
         self._loads[key] = load
         return load
+
+    def _dram(self, nbytes: float, queue: str, buffers: int, once: bool = False) -> Transfer:
+        """A transfer to or from DRAM queue `queue` of `buffers` buffers."""
+        return Transfer(nbytes, "dram", once=once, channels=queue_channels(queue, buffers, self.device.dram_channels))
 
     def standalone(self, name: str, model: OpModel) -> float:
         """Cycles per input of the op alone in an epoch (its producers beside it, its prologue amortised; sparse
@@ -131,7 +146,7 @@ class PlanCoster:
         for name in schedule:
             later = any(epoch_of[u] > epoch_of[name] for u in self._op_users[name])
             by_epoch.setdefault(epoch_of[name], []).append(
-                self.op_load(name, models[name], epoch_of, prologue, later))
+                self.op_load(name, models[name], epoch_of, prologue, later, models=models))
         epochs = tuple(self._epoch(tuple(by_epoch[e])) for e in sorted(by_epoch))
         cycles = program_cycles(self.device, ((e.epoch_cycles, 1) for e in epochs), max(0, len(epochs) - 1))
         return PlanCost(cycles, epochs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arch.dram import queue_channels
 from ..balancer import Placement
 from ..balancer.op_model import (SPARSE_QUEUES, best_ublock, buda_op_type, netlist_inputs, op_attributes,
                                  sparse_queue_operands, sparse_tiles_df)
@@ -33,17 +34,14 @@ def format_tm(tm: tuple) -> tuple:
 
 
 class _Allocator:
-    """Bump allocation per DRAM channel (round-robin over channels per buffer) and in host memory."""
+    """Bump allocation per DRAM channel (each buffer in the channel `queue_channels` gives it) and in host memory."""
 
     def __init__(self, device: DeviceSpec):
         self.device = device
         self.next = [DRAM_BASE] * device.dram_channels
-        self.channel = 0
         self.host_next = 0
 
-    def dram(self, nbytes: int, name: str) -> tuple:
-        ch = self.channel
-        self.channel = (self.channel + 1) % self.device.dram_channels
+    def dram(self, nbytes: int, name: str, ch: int) -> tuple:
         addr = self.next[ch]
         end = addr + nbytes
         if end > self.device.dram_channel_bytes:
@@ -69,7 +67,10 @@ def _queue(input_: str, qtype: str, entries: int, blocking: dict, df, loc: str, 
     gr, gc = blocking["grid_size"]
     tiles = blocking["t"] * blocking["mblock"][0] * blocking["mblock"][1] * blocking["ublock"][0] * blocking["ublock"][1]
     nbytes = entries * tiles * df.tile_bytes + QUEUE_HEADER_BYTES
-    buffers = [alloc.host(nbytes) if loc == "host" else alloc.dram(nbytes, name) for _ in range(gr * gc)]
+    if loc == "host":
+        buffers = [alloc.host(nbytes) for _ in range(gr * gc)]
+    else:
+        buffers = [alloc.dram(nbytes, name, ch) for ch in queue_channels(name, gr * gc, alloc.device.dram_channels)]
     return Queue(name=name, input=input_, type=qtype, entries=entries, ublock_order="r", df=df, target_device=0,
                  loc=loc, dram=buffers if loc == "dram" else None, host=buffers if loc == "host" else None, **blocking)
 

@@ -23,6 +23,7 @@ class DeviceSpec:
     dram_channels: int
     dram_channel_bytes: int
     dram_bw_bytes_per_cycle: float
+    dram_channel_bw_bytes_per_cycle: float
     noc_bw_bytes_per_cycle: float
     pcie_bw_bytes_per_cycle: float
     dest_tiles_16b: int
