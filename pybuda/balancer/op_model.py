@@ -25,6 +25,11 @@ from ..sparse.encoding import U16_PER_TILE, tile_table
 SPARSE_QUEUES = ("sparse_tiles", "encoding")  # identity-matmul inputs 0 and 2: queues "<op>.<suffix>"
 
 
+def e2e_queue(op: str) -> str:
+    """The epoch-to-epoch DRAM queue an op writes when an op of a later epoch reads it."""
+    return f"e2e_{op}_0"
+
+
 class BalancerError(ValueError):
     """No legal op model (or an override that cannot be honoured); the message names the op."""
 

@@ -18,7 +18,8 @@ from ..arch.operands import tiles_read_per_core
 from ..arch.perf import EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles
 from ..device import DeviceSpec
 from ..ir import Graph
-from .op_model import NetlistInput, OpModel, geometry, netlist_inputs, op_attributes, operand_inputs
+from .op_model import (NetlistInput, OpModel, e2e_queue, geometry, netlist_inputs, op_attributes,
+                       operand_inputs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +107,7 @@ class PlanCoster:
                 reads.append(Transfer(nbytes, "noc"))
                 preds.append(inp.src)
             elif inp.kind == "op":
-                reads.append(self._dram(nbytes, f"e2e_{inp.src}_0", cells))
+                reads.append(self._dram(nbytes, e2e_queue(inp.src), cells))
             elif inp.kind == "input" and self.links.inputs == "pcie":
                 t, rt, ct = inp.src_tiles
                 reads.append(Transfer(nbytes, "pcie", source=inp.src, source_bytes=t * rt * ct * inp.df.tile_bytes))
@@ -117,7 +118,7 @@ class PlanCoster:
         writes = [Transfer(facts.out_bytes, "pcie") if self.links.outputs == "pcie"
                   else self._dram(facts.out_bytes, out, model.cores) for out in facts.outputs]
         if later_users:
-            writes.append(self._dram(facts.out_bytes, f"e2e_{name}_0", model.cores))
+            writes.append(self._dram(facts.out_bytes, e2e_queue(name), model.cores))
         load = OpLoad(name, facts.cores, facts.kernel_cycles, tuple(reads), tuple(writes), tuple(preds))
         self._loads[key] = load
         return load

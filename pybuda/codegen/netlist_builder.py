@@ -7,8 +7,8 @@ import numpy as np
 
 from ..arch.dram import queue_channels
 from ..balancer import Placement
-from ..balancer.op_model import (SPARSE_QUEUES, best_ublock, buda_op_type, netlist_inputs, op_attributes,
-                                 sparse_queue_operands, sparse_tiles_df)
+from ..balancer.op_model import (SPARSE_QUEUES, best_ublock, buda_op_type, e2e_queue, netlist_inputs,
+                                 op_attributes, sparse_queue_operands, sparse_tiles_df)
 from ..dataformat import NOC_ALIGN, DataFormat, MathFidelity
 from ..device import DeviceSpec
 from ..ir import Graph
@@ -103,7 +103,7 @@ def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, confi
     e2e: dict[str, str] = {}
     for name in placement.placed:
         if any(bgraph.node(u).kind == "op" and epoch_of[u] > epoch_of[name] for u, _ in bgraph.users(name)):
-            qname = f"e2e_{name}_0"
+            qname = e2e_queue(name)
             m = placement.models[name]
             blocking = {"grid_size": tuple(m.grid), "t": m.t, "mblock": tuple(m.mblock), "ublock": tuple(m.ublock)}
             queues[qname] = _queue(name, "queue", microbatch, blocking, bgraph.node(name).df, "dram", alloc, qname)
