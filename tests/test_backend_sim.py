@@ -11,6 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from pybuda.arch.operands import output_granules
 from pybuda.backend_sim import PerfReport, Simulator, SimulatorError, estimate, fidelity_product, quantize
 from pybuda.backend_sim.timing import LIMITERS
 from pybuda.backend_sim.formats import truncate_mantissa
@@ -783,7 +784,14 @@ def test_estimate_prologue_and_math_utilization():
     assert bias_mm.prologue_bytes_per_core > 0 and "dram_in" not in bias_mm.terms
     (ep,) = r.epochs
     chain = ["ff_0_ff1", "ff_0_ff1.bias", "ff0_gelu", "ff_0_ff2", "ff_0_ff2.bias"]
-    assert ep.fill_cycles == pytest.approx(sum(ops[n].limiter_cycles for n in chain))
+    # one input crosses the chain: an accumulating matmul hands on its output at the end, the eltwise ops ublock
+    # by ublock (their per-input cycles over their output granules); one op of the chain takes the whole input
+    netlist = load_netlist(corpus(FF_NETLIST))
+    geometry = {op.name: op.geometry for g in netlist.graphs.values() for op in g.ops.values()}
+    assert [output_granules(geometry[n]) for n in chain] == [1, 32, 32, 1, 128]   # t x mblock ublocks
+    latency = [ops[n].limiter_cycles / output_granules(geometry[n]) for n in chain]
+    whole = max(ops[n].limiter_cycles - lat for n, lat in zip(chain, latency))
+    assert ep.fill_cycles == pytest.approx(sum(latency) + whole)
     assert ep.prologue_cycles > 0
     assert ep.epoch_cycles == pytest.approx(ep.fill_cycles + ep.prologue_cycles)
     ideal = 2 * 16 * 32 * 3 * 32  # tile MACs x fidelity x 32 cycles (grayskull)

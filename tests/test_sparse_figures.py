@@ -74,7 +74,7 @@ def _errors(pairs) -> dict[str, list[float]]:
 def test_inferred_figures_match_the_compilers_exact_figures(compiled):
     name, pairs = compiled
     assert pairs and all(op.attrs.indices_len == exact.nz_tiles for op, exact in pairs)
-    inferred = [sparse_geometry(_stripped(op)).attrs.indices_len for op, _ in pairs]
+    inferred = [sparse_geometry(_stripped(op))[0].attrs.indices_len for op, _ in pairs]
     exact = [e.nz_tiles for _, e in pairs]
     errors = _errors(pairs)
     assert errors["nz_tiles"] == [i / e - 1 for i, e in zip(inferred, exact)]
@@ -91,7 +91,7 @@ def test_inferred_figures_match_the_compilers_exact_figures(compiled):
 def test_exact_figures_are_used_when_present(compiled):
     _, pairs = compiled
     for op, _ in pairs:
-        assert sparse_geometry(op) == op.geometry
+        assert sparse_geometry(op) == (op.geometry, None)
 
 
 @pytest.mark.skipif(not RESNET50.exists(), reason="calibration netlists not present")
@@ -104,7 +104,7 @@ def test_legacy_resnet50_pickers_have_the_shapes_of_a_conv_or_pool():
         g = op.geometry
         out_rows = op.grid_size[0] * g.t * g.mblock[0] * g.ublock[0]
         assert implied_picker(g.k_tiles, out_rows).tile_rows == out_rows, op.name
-        nz, bound = sparse_geometry(op).attrs.indices_len, g.t * g.k_tiles * g.mblock[0] * g.ublock[0]
+        nz, bound = sparse_geometry(op)[0].attrs.indices_len, g.t * g.k_tiles * g.mblock[0] * g.ublock[0]
         assert 0 < nz <= bound, op.name
         fig = inferred_figures(g.k_tiles, g.u_kt, op.grid_size[0], g.t, g.mblock[0], g.ublock[0])
         assert fig.nz_tiles == nz and fig.nz_strips <= g.t * g.m_k, op.name

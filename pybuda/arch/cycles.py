@@ -128,8 +128,9 @@ def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fi
     depthwise) and its attributes select the formula and parameter variant: approximate_mode, vector, l1_acc,
     dim and z (reduce), identity (sparse matmul: non-zero tiles per core from `indices_len`, else the dense upper
     bound t*m_k*mblock_m*ublock_rt*u_kt), accumulate and z (matmul: t*z products per input), requant/dequant.
-    Op types without a formula of their own (unary, reduce, fused_op, embedding, topk, tilizer, unknown) use the
-    unary formula, with `nop` parameters when the table has none, as the backend does. `nz`: a sparse matmul's
+    Op types without a formula of their own (unary, reduce, embedding, topk, tilizer, unknown) use the unary
+    formula, with `nop` parameters when the table has none, as the backend does; so does a fused_op given alone
+    (its sub-ops cost more: `fused_op_cycles`). `nz`: a sparse matmul's
     encoding counts (selects the wormhole_b0 V2 formula where it applies). `in_df`: the format of input 0; the
     (de|re)quantization tables are keyed by it (int8 or int32 integer operand), other ops by the output format.
     """
@@ -170,6 +171,36 @@ def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fi
         return _finish(_reduce_z(params, t, a.z or 1, n_ublocks, n_tiles))
     t_weight = params.get("t_weight", _f32(0))
     return _finish(_f32(t) * (_f32(n_ublocks) * _ublock_cycles(params, urt * uct) + t_weight))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FusedStep:
+    """One sub-op of a fused op as a core runs it: its geometry (the fused op's grid and t, the sub-op's type,
+    mblock, ublock and attributes) and whether it reads its operand from / leaves its result in dest."""
+
+    op: OpGeometry
+    reads_dest: bool = False
+    writes_dest: bool = False
+
+
+# add/subtract/multiply that keep an operand or the result in dest skip that unpack or pack (pybuda-balancer.md
+# §2.2: the legacy estimate scales them by 0.5 for one side in dest, 0.2 for both)
+_DEST_BINARY_SCALE = {0: _f32(1.0), 1: _f32(0.5), 2: _f32(0.2)}
+_DEST_SCALED_OPS = frozenset({"add", "subtract", "multiply"})
+
+
+def fused_op_cycles(arch: str, steps: "tuple[FusedStep, ...]", out_df: "DataFormat | str",
+                    math_fidelity: "MathFidelity | str") -> int:
+    """Cycles for one core to run one input of a fused op: the sum of its sub-ops' kernel cycles, each on its
+    own blocking, add/subtract/multiply scaled for the dest side(s) they skip (the legacy compiler's estimate;
+    the backend itself costs a fused op as one nop, which misses every sub-op after the first)."""
+    total = _f32(0)
+    for step in steps:
+        cycles = _f32(kernel_cycles(arch, step.op, out_df, math_fidelity))
+        if step.op.type in _DEST_SCALED_OPS:
+            cycles = cycles * _DEST_BINARY_SCALE[int(step.reads_dest) + int(step.writes_dest)]
+        total = total + cycles
+    return _finish(total)
 
 
 def _ublock_cycles(p: dict, ublock_tiles: int) -> np.floating:

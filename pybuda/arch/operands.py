@@ -7,6 +7,7 @@ by name (`pybuda.netlist.model.Attributes` is the typed form; any object with th
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Protocol
 
 from .optypes import BINARY_OPS, DATACOPY_OPS, ELTWISE_SHAPED_OPS, SFPU_OPS, family_of
@@ -148,6 +149,30 @@ def tiles_read_per_core(op: OpGeometry, index: int, shape: tuple) -> float:
         if index == 1:
             return total / gc
     return total / op.cores
+
+
+def input_buffer_inputs(op: OpGeometry, index: int, shape: tuple, tile_bytes: int, min_tiles: int = 0) -> float:
+    """How many inputs' worth of input `index` (shape (t, rt, ct) after TMs) the op's input buffer holds, as the
+    backend sizes it (`input_buffer_tiles`); unbounded for a kernel-broadcast input (read once, kept)."""
+    if op.attrs.kernel_broadcast_tiles(index):
+        return math.inf
+    tiles = input_buffer_tiles(input_granule(op, index), tile_bytes, min_tiles=min_tiles)
+    per_input = tiles_read_per_core(op, index, shape)
+    return tiles / per_input if per_input else math.inf
+
+
+def output_granules(op: OpGeometry) -> int:
+    """How many blocks of one input's output the op emits one after the other: a whole mblock per t slice when
+    its output accumulates over an inner dimension (matmul with m_k > 1, reduce, an identity matmul), else every
+    ublock as it is computed."""
+    accumulates = op.type == "reduce" or op.identity or (op.type in ("matmul", "depthwise") and op.m_k > 1)
+    return op.t * (1 if accumulates else op.mblock[0] * op.mblock[1])
+
+
+def output_buffer_inputs(op: OpGeometry, buf_size_mb: int) -> float:
+    """How many inputs' worth of output the op's output buffer (`buf_size_mb` mblocks) holds: one input is t
+    mblocks."""
+    return max(buf_size_mb, 1) / op.t
 
 
 def prologue_tiles_per_core(op: OpGeometry, index: int, queue_shape: tuple) -> int:

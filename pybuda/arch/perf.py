@@ -9,6 +9,10 @@ simulator reports (netlist-format.md §5.6, docs/simulator.md "Timing model").
   every per-input read and write of the epoch on the buffers it holds (`dram_channel`: the busiest channel an
   op uses, its bytes per input / the channel's bandwidth). Prologue reads and epilogue writes move once per epoch
   instead of per input.
+- Fork-join stall (`fork_join`): where an op's output reaches a join over two paths, the short path's buffers
+  hold what the fork produced while the long path's latency runs; if they hold C inputs and the paths' latencies
+  differ by D cycles, the fork cannot run more than C inputs ahead, so the join (and the epoch) runs at most one
+  input per D / C cycles (Little's law over the loop fork -> long path -> join -> short path's free slots).
 - An epoch (one execute of a graph over `input_count` inputs) costs fill (the longest chain of per-input limiter
   cycles through its ops) + (input_count - 1) x the slowest op's limiter + prologue load + epilogue write-back.
 - A program costs its epochs times their executions plus the device's epoch switch cost per change of graph.
@@ -22,7 +26,7 @@ from typing import Iterable, Sequence
 from ..device import DeviceSpec
 
 LINKS = ("noc", "dram", "pcie")
-LIMITERS = ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out", "dram_channel")
+LIMITERS = ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out", "dram_channel", "fork_join")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -42,8 +46,9 @@ class Transfer:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class OpLoad:
-    """What one op asks of the hardware per input: its kernel cycles on one of its `cores`, its transfers, and
-    the ops of the same epoch whose output it waits for (`preds`)."""
+    """What one op asks of the hardware per input: its kernel cycles on one of its `cores`, its transfers, the
+    ops of the same epoch whose output it waits for (`preds`), and how many inputs' worth its output buffer
+    (`out_buffer`) and its input buffer on each pred's edge (`in_buffers`, aligned with `preds`) hold."""
 
     name: str
     cores: int
@@ -51,12 +56,15 @@ class OpLoad:
     reads: tuple = ()
     writes: tuple = ()
     preds: tuple = ()
+    out_buffer: float = math.inf
+    in_buffers: tuple = ()
+    granules: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
 class OpTiming:
-    """Per-core, per-input cycles of one op in its epoch: each limiter term, the winning one, and what its
-    prologue/epilogue moves once per epoch."""
+    """Per-core, per-input cycles of one op in its epoch: each limiter term, the winning one, what its
+    prologue/epilogue moves once per epoch, and the fork whose fork-join stalls it (if any)."""
 
     name: str
     kernel_cycles: int
@@ -68,6 +76,7 @@ class OpTiming:
     prologue_bytes: int
     epilogue_cycles: float
     epilogue_bytes: int
+    fork: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,33 +199,113 @@ def epoch_timing(device: DeviceSpec, loads: Sequence[OpLoad], input_count: int) 
                            epoch_cycles=0.0, slowest=None)
     links = EpochLinks.of(device, loads)
     ops = tuple(op_timing(load, links) for load in loads)
+    cycles = {o.name: o.limiter_cycles for o in ops}
+    latency = {load.name: o.limiter_cycles / load.granules for load, o in zip(loads, ops)}
+    order = _topological(loads)
+    fill = _fill(loads, cycles, latency, order)
+    stalls = fork_join_stalls(loads, latency, order)
+    ops = tuple(_stalled(o, *stalls[o.name]) if o.name in stalls else o for o in ops)
     slowest = max(ops, key=lambda o: o.limiter_cycles)
     prologue = max(o.prologue_cycles for o in ops)
     epilogue = max(o.epilogue_cycles for o in ops)
-    fill = _longest_chain(loads, ops)
     epoch = fill + (input_count - 1) * slowest.limiter_cycles + prologue + epilogue
     return EpochTiming(ops=ops, pipeline_cycles=slowest.limiter_cycles, fill_cycles=fill, prologue_cycles=prologue,
                        epilogue_cycles=epilogue, epoch_cycles=epoch, slowest=slowest)
 
 
-def _longest_chain(loads: Sequence[OpLoad], ops: Sequence[OpTiming]) -> float:
-    """Largest sum of per-input limiter cycles along a dependency chain (the slowest op alone if the
-    dependencies have a cycle)."""
-    cycles = {o.name: o.limiter_cycles for o in ops}
-    preds = {load.name: [p for p in load.preds if p in cycles and p != load.name] for load in loads}
-    best: dict[str, float] = {}
-    remaining = [load.name for load in loads]      # usually in topological order already: one pass
+def _stalled(op: OpTiming, cycles: float, fork: str) -> OpTiming:
+    """`op` with its fork-join stall as a limiter term."""
+    terms = {**op.terms, "fork_join": cycles}
+    if cycles <= op.limiter_cycles:
+        return dataclasses.replace(op, terms=terms)
+    return dataclasses.replace(op, terms=terms, limiter="fork_join", limiter_cycles=cycles, fork=fork)
+
+
+def fork_join_stalls(loads: Sequence[OpLoad], latency: dict[str, float],
+                     order: list[str] | None) -> dict[str, tuple[float, str]]:
+    """Per join op: the cycles per input its slowest fork-join allows, and that fork. For a fork F and two of
+    the join's edges a, b reached from F: (longest latency F -> a) - (shortest latency F -> b), over the inputs'
+    worth the short path holds (F's output buffer, then each op's input and output buffers along it, the
+    join's input buffer on b). Latency: each op's after F (`latency`, as the fill counts it). `order`: the ops in
+    dependency order (None: the dependencies have a cycle; no stall is computed)."""
+    names = {load.name for load in loads}
+    users: dict[str, list[tuple[str, float]]] = {}
+    for load in loads:
+        caps = (*load.in_buffers, *(math.inf,) * (len(load.preds) - len(load.in_buffers)))
+        for pred, cap in zip(load.preds, caps):
+            if pred in names and pred != load.name:
+                users.setdefault(pred, []).append((load.name, cap))
+    out_buffer = {load.name: load.out_buffer for load in loads}
+    if order is None:
+        return {}
+    rank = {name: i for i, name in enumerate(order)}
+    stalls: dict[str, tuple[float, str]] = {}
+    for fork in order:
+        if len({u for u, _ in users.get(fork, ())}) < 2:
+            continue
+        longest = {fork: 0.0}
+        shortest = {fork: (0.0, out_buffer[fork])}    # (latency, inputs held) of the quickest path
+        arrivals: dict[str, dict[str, tuple[float, float, float]]] = {}  # join -> pred -> (longest, shortest, held)
+        for name in sorted((n for n in order if rank[n] >= rank[fork]), key=rank.__getitem__):
+            if name not in longest:
+                continue
+            for user, cap in users.get(name, ()):
+                short_latency, held = shortest[name]
+                edges = arrivals.setdefault(user, {})
+                edges[name] = (longest[name], short_latency, max(held + cap, edges.get(name, (0, 0, 0))[2]))
+                lat = latency[user]
+                longest[user] = max(longest.get(user, 0.0), longest[name] + lat)
+                candidate = (short_latency + lat, held + cap + out_buffer[user])
+                if user not in shortest or candidate[0] < shortest[user][0]:
+                    shortest[user] = candidate
+        for join, by_pred in arrivals.items():
+            if len(by_pred) < 2:
+                continue
+            edges = list(by_pred.values())
+            worst = max(((la - sb) / hb for i, (la, _, _) in enumerate(edges)
+                         for j, (_, sb, hb) in enumerate(edges) if i != j and hb > 0), default=0.0)
+            if worst > stalls.get(join, (0.0, ""))[0]:
+                stalls[join] = (worst, fork)
+    return stalls
+
+
+def _in_epoch_preds(loads: Sequence[OpLoad]) -> dict[str, set[str]]:
+    names = {load.name for load in loads}
+    return {load.name: {p for p in load.preds if p in names and p != load.name} for load in loads}
+
+
+def _topological(loads: Sequence[OpLoad]) -> list[str] | None:
+    """The epoch's ops in dependency order (preds first), None if the dependencies have a cycle."""
+    preds = _in_epoch_preds(loads)
+    order: list[str] = []
+    done: set[str] = set()
+    remaining = [load.name for load in loads]
     while remaining:
-        waiting = []
-        for n in remaining:
-            if all(p in best for p in preds[n]):
-                best[n] = cycles[n] + max((best[p] for p in preds[n]), default=0.0)
-            else:
-                waiting.append(n)
-        if len(waiting) == len(remaining):
-            return max(cycles.values())
+        waiting = [n for n in remaining if not preds[n] <= done]
+        ready = [n for n in remaining if preds[n] <= done]
+        if not ready:
+            return None
+        order += ready
+        done.update(ready)
         remaining = waiting
-    return max(best.values())
+    return order
+
+
+def _fill(loads: Sequence[OpLoad], cycles: dict[str, float], latency: dict[str, float],
+          order: list[str] | None) -> float:
+    """One input's time across the epoch: the largest, over dependency chains, of the ops' latencies with one op
+    of the chain (the one that gains most) taking its whole per-input cycles instead; the slowest op alone if the
+    dependencies have a cycle."""
+    if order is None:
+        return max(cycles.values())
+    preds = _in_epoch_preds(loads)
+    partial: dict[str, float] = {}     # chains ending at the op, every op at its latency
+    whole: dict[str, float] = {}       # ... with one op at its whole per-input cycles
+    for n in order:
+        before = max((partial[p] for p in preds[n]), default=0.0)
+        partial[n] = latency[n] + before
+        whole[n] = max(cycles[n] + before, latency[n] + max((whole[p] for p in preds[n]), default=-math.inf))
+    return max(whole.values())
 
 
 def program_cycles(device: DeviceSpec, epochs: Iterable[tuple[float, int]], switches: int) -> int:

@@ -83,6 +83,8 @@ def _fmt_int(v: float) -> str:
 def _limiter_text(o: "OpPerf") -> str:
     if o.limiter == "kernel":
         return "kernel (math)"
+    if o.limiter == "fork_join":
+        return f"fork-join stall (fork {o.fork})"
     return {"noc_in": "NoC input", "dram_in": "DRAM read", "pcie_in": "PCIe read", "dram_out": "DRAM write",
             "pcie_out": "PCIe write", "dram_channel": "DRAM channel"}.get(o.limiter, o.limiter)
 

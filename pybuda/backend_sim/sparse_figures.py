@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from pybuda.arch.cycles import SparseNz
 from pybuda.arch.operands import OpGeometry
 from pybuda.netlist import model as nm
 
@@ -118,13 +119,15 @@ def inferred_figures(k_tiles: int, u_kt: int, grid_rows: int, t: int, mblock_m: 
     return SparseFigures(int(mine.sum()), len(np.unique(ublock)), len(np.unique(strip)))
 
 
-def sparse_geometry(op: nm.Op) -> OpGeometry:
-    """The op's geometry for the cycle model: an identity matmul without `indices_len` gets the inferred figure
-    (if its shapes are a conv/pool picker's)."""
+def sparse_geometry(op: nm.Op) -> tuple[OpGeometry, SparseNz | None]:
+    """The op's geometry for the cycle model and, for an identity matmul without `indices_len` whose shapes are
+    a conv/pool picker's, the inferred figures (`indices_len` set to the tiles; the encoding counts for the
+    sparse-matmul V2 formula)."""
     geom = op.geometry
     if not geom.identity or op.attrs.indices_len:
-        return geom
+        return geom, None
     fig = inferred_figures(geom.k_tiles, geom.u_kt, op.grid_size[0], geom.t, geom.mblock[0], geom.ublock[0])
     if fig is None:
-        return geom
-    return dataclasses.replace(geom, attrs=dataclasses.replace(op.attrs, indices_len=fig.nz_tiles))
+        return geom, None
+    return (dataclasses.replace(geom, attrs=dataclasses.replace(op.attrs, indices_len=fig.nz_tiles)),
+            SparseNz(fig.nz_tiles, fig.nz_ublocks, fig.nz_strips))

@@ -12,8 +12,8 @@ import collections
 import dataclasses
 from typing import Any, Mapping
 
-from pybuda.arch.cycles import ideal_math_cycles, kernel_cycles
-from pybuda.arch.operands import tiles_read_per_core
+from pybuda.arch.cycles import fused_op_cycles, ideal_math_cycles, kernel_cycles
+from pybuda.arch.operands import input_buffer_inputs, output_buffer_inputs, output_granules, tiles_read_per_core
 from pybuda.arch.perf import LIMITERS, EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles
 from pybuda.arch.tms import TMError, tm_shape
 from pybuda.dataformat import MathFidelity
@@ -67,6 +67,7 @@ class OpPerf:
     inputs: list[TensorInfo] = dataclasses.field(default_factory=list)
     output: TensorInfo | None = None
     attributes: dict = dataclasses.field(default_factory=dict)
+    fork: str = ""          # the fork whose fork-join stalls this op (limiter "fork_join")
 
 
 @dataclasses.dataclass
@@ -294,17 +295,24 @@ def _channels(q: nm.Queue) -> tuple[int, ...]:
 
 def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, written: dict, writer_of: dict) -> OpLoad:
     """What one netlist op asks of the hardware per input (the one backend model's OpLoad)."""
-    geom = sparse_geometry(op)
-    kernel = kernel_cycles(arch, geom, op.out_df, op.math_fidelity or MathFidelity.HiFi4)
-    reads, preds = [], []
+    geom, nz = sparse_geometry(op)
+    fidelity = op.math_fidelity or MathFidelity.HiFi4
+    fused = nl.fused_op_of(op) if op.type == "fused_op" else None
+    kernel = (fused_op_cycles(arch, fused.steps(op), op.out_df, fidelity) if fused is not None
+              else kernel_cycles(arch, geom, op.out_df, fidelity, nz=nz))
+    reads, preds, in_buffers = [], [], []
+    min_tiles = op.input_buf_min_size_tiles or ()
     for k, src in enumerate(op.inputs):
         q = nl.queues.get(src)
         producer = _producer(nl, op, k)
-        nbytes = tiles_read_per_core(geom, k, _edge_tiles(producer.shape, op, k)) * _in_df(op, k).tile_bytes
+        shape = _edge_tiles(producer.shape, op, k)
+        nbytes = tiles_read_per_core(geom, k, shape) * _in_df(op, k).tile_bytes
         if q is None:
             reads.append(Transfer(nbytes, "noc"))
             if src in graph.ops:
                 preds.append(src)
+                in_buffers.append(input_buffer_inputs(geom, k, shape, _in_df(op, k).tile_bytes,
+                                                      min_tiles[k] if k < len(min_tiles) else 0))
         elif q.loc == "host":
             t, rt, ct = q.shape
             reads.append(Transfer(nbytes, "pcie", once=flag(src, "prologue"), source=src,
@@ -313,11 +321,14 @@ def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, writte
             reads.append(Transfer(nbytes, "dram", once=flag(src, "prologue"), channels=_channels(q)))
             if writer_of.get(src, op.name) != op.name:
                 preds.append(writer_of[src])
+                in_buffers.append(float(q.entries))
     writes = [Transfer(geom.tiles_per_core * nl.queues[qn].df.tile_bytes,
                        "pcie" if nl.queues[qn].loc == "host" else "dram", once=flag(qn, "epilogue"),
                        channels=_channels(nl.queues[qn]))
               for qn in written.get(op.name, [])]
-    return OpLoad(op.name, geom.cores, kernel, tuple(reads), tuple(writes), tuple(preds))
+    return OpLoad(op.name, geom.cores, kernel, tuple(reads), tuple(writes), tuple(preds),
+                  out_buffer=output_buffer_inputs(geom, op.buf_size_mb), in_buffers=tuple(in_buffers),
+                  granules=output_granules(geom))
 
 
 def _epoch_perf(nl: nm.Netlist, graph: nm.Graph, settings: Mapping[str, QueueSetting], arch: str, spec: DeviceSpec,
@@ -360,7 +371,7 @@ def _epoch_perf(nl: nm.Netlist, graph: nm.Graph, settings: Mapping[str, QueueSet
             ublock=tuple(op.ublock), m_k=op.geometry.m_k, u_kt=op.geometry.u_kt,
             inputs=[_input_info(nl, op, k, flag(src, "prologue")) for k, src in enumerate(op.inputs)],
             output=_output_info(nl, op, written.get(op.name, []), op.name in read_in_graph),
-            attributes=dict(op.attrs.items())))
+            attributes=dict(op.attrs.items()), fork=t.fork))
     epoch_cycles = timing.epoch_cycles
     return EpochPerf(
         index=index, graph=graph.name, input_count=input_count, executions=executions,

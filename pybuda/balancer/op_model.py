@@ -22,6 +22,7 @@ from ..netlist.model import Attributes
 from ..sparse import TILE, SparseMatrix, SparseOperands, encoding_fits, sparse_operands
 from ..sparse.encoding import U16_PER_TILE, tile_table
 
+BUF_SIZE_MB = 2   # output buffer of every op: two mblocks (double buffering), as the netlist writes it
 SPARSE_QUEUES = ("sparse_tiles", "encoding")  # identity-matmul inputs 0 and 2: queues "<op>.<suffix>"
 
 
@@ -234,7 +235,7 @@ def _footprint_and_prologue(graph: Graph, name: str, geom: OpGeometry, inputs: l
     buffers = [InputBuffer(i.df.tile_bytes, prologue_tiles=prologue_tiles_per_core(geom, k, i.src_tiles)
                            if i.kind == "sparse" else 0) for k, i in enumerate(inputs)]
     total = sum(footprint(geom, buffers, out_tile_bytes=node.df.tile_bytes, intermed_tile_bytes=intermed.tile_bytes,
-                          intermed_separate=intermed != node.df).values())
+                          intermed_separate=intermed != node.df, buf_size_mb=BUF_SIZE_MB).values())
     if total > l1_usable:
         return None
     prologue = {i.src for i in inputs if i.kind == "sparse"}

@@ -14,11 +14,11 @@ from __future__ import annotations
 import dataclasses
 
 from ..arch.dram import queue_channels
-from ..arch.operands import tiles_read_per_core
+from ..arch.operands import input_buffer_inputs, output_buffer_inputs, output_granules, tiles_read_per_core
 from ..arch.perf import EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles
 from ..device import DeviceSpec
 from ..ir import Graph
-from .op_model import (NetlistInput, OpModel, e2e_queue, geometry, netlist_inputs, op_attributes,
+from .op_model import (BUF_SIZE_MB, NetlistInput, OpModel, e2e_queue, geometry, netlist_inputs, op_attributes,
                        operand_inputs)
 
 
@@ -53,6 +53,9 @@ class _OpFacts:
     outputs: tuple[str, ...]   # model outputs it writes
     cores: int
     kernel_cycles: int
+    in_buffers: tuple[float, ...]   # inputs' worth each input buffer holds
+    out_buffer: float               # inputs' worth the output buffer holds
+    granules: int                   # output blocks per input, emitted one after the other
 
 
 class PlanCoster:
@@ -81,8 +84,10 @@ class PlanCoster:
                 self._operands[name] = operand_inputs(self.graph, name)
             inputs = tuple(netlist_inputs(self.graph, name, model, exact, self._operands[name]))
             read = tuple(tiles_read_per_core(geom, k, i.tiles) * i.df.tile_bytes for k, i in enumerate(inputs))
+            buffers = tuple(input_buffer_inputs(geom, k, i.tiles, i.df.tile_bytes) for k, i in enumerate(inputs))
             facts = _OpFacts(inputs, read, geom.tiles_per_core * self.graph.node(name).df.tile_bytes,
-                             self._outputs.get(name, ()), geom.cores, model.cycles)
+                             self._outputs.get(name, ()), geom.cores, model.cycles, buffers,
+                             output_buffer_inputs(geom, BUF_SIZE_MB), output_granules(geom))
             self._facts[(name, model, exact)] = facts
         return facts
 
@@ -101,11 +106,13 @@ class PlanCoster:
         load = self._loads.get(key)
         if load is not None:
             return load
-        reads, preds = [], []
-        for inp, nbytes, local, cells in zip(facts.inputs, facts.read_bytes, context, producer_cells):
+        reads, preds, in_buffers = [], [], []
+        for inp, nbytes, local, cells, buffer in zip(facts.inputs, facts.read_bytes, context, producer_cells,
+                                                     facts.in_buffers):
             if inp.kind == "op" and local:
                 reads.append(Transfer(nbytes, "noc"))
                 preds.append(inp.src)
+                in_buffers.append(buffer)
             elif inp.kind == "op":
                 reads.append(self._dram(nbytes, e2e_queue(inp.src), cells))
             elif inp.kind == "input" and self.links.inputs == "pcie":
@@ -119,7 +126,8 @@ class PlanCoster:
                   else self._dram(facts.out_bytes, out, model.cores) for out in facts.outputs]
         if later_users:
             writes.append(self._dram(facts.out_bytes, e2e_queue(name), model.cores))
-        load = OpLoad(name, facts.cores, facts.kernel_cycles, tuple(reads), tuple(writes), tuple(preds))
+        load = OpLoad(name, facts.cores, facts.kernel_cycles, tuple(reads), tuple(writes), tuple(preds),
+                      out_buffer=facts.out_buffer, in_buffers=tuple(in_buffers), granules=facts.granules)
         self._loads[key] = load
         return load
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..arch.dram import queue_channels
 from ..balancer import Placement
-from ..balancer.op_model import (SPARSE_QUEUES, best_ublock, buda_op_type, e2e_queue, netlist_inputs,
+from ..balancer.op_model import (BUF_SIZE_MB, SPARSE_QUEUES, best_ublock, buda_op_type, e2e_queue, netlist_inputs,
                                  op_attributes, sparse_queue_operands, sparse_tiles_df)
 from ..dataformat import NOC_ALIGN, DataFormat, MathFidelity
 from ..device import DeviceSpec
@@ -171,7 +171,7 @@ def _op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_o
             tms[index] = [format_tm(tm) for tm in inp.tms]
     return Op(name=name, graph=gname, type=buda_op_type(node.op_type), grid_loc=tuple(p.loc),
               grid_size=tuple(m.grid), inputs=inputs, grid_transpose=True if p.transpose else None, t=m.t,
-              mblock=tuple(m.mblock), ublock=tuple(m.ublock), tile_dim=(32, 32), buf_size_mb=2, ublock_order="r",
+              mblock=tuple(m.mblock), ublock=tuple(m.ublock), tile_dim=(32, 32), buf_size_mb=BUF_SIZE_MB, ublock_order="r",
               in_df=in_df, out_df=node.df, intermed_df=node.intermed_df, acc_df=node.acc_df,
               math_fidelity=MathFidelity.parse(node.math_fidelity), input_tms=tms,
               attributes=op_attributes(bgraph, name, m))

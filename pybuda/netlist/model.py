@@ -18,6 +18,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Union
 
+from ..arch.cycles import FusedStep
 from ..arch.operands import OpGeometry
 from ..arch.optypes import NON_TENSIX_OPS
 from ..dataformat import DataFormat, MathFidelity
@@ -389,6 +390,14 @@ class FusedOp:
     def sub_ops(self) -> list:
         """Every scheduled sub-op, schedule by schedule."""
         return [s for sched in self.schedules for s in sched]
+
+    def steps(self, op: "Op") -> tuple:
+        """The sub-ops as the backend model costs them when `op` runs this fused op: each on the op's grid and t
+        with its own blocking and attributes (approximate mode is the fused op's)."""
+        return tuple(FusedStep(
+            OpGeometry(sub.type, tuple(op.grid_size), op.t, tuple(sub.mblock), tuple(sub.ublock),
+                       dataclasses.replace(sub.attrs, approximate_mode=op.attrs.approximate_mode)),
+            reads_dest="dest" in sub.inputs, writes_dest=sub.output == "dest") for sub in self.sub_ops)
 
 
 # --- programs (§2) -------------------------------------------------------------------------------------------------
