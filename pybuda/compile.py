@@ -188,7 +188,7 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
                              "the default path <output_dir>/<model name>.tti)")
         return _load_precompiled(model, sample_inputs, device, tti_path or _default_tti_path(out_dir, model))
     device = device or DEFAULT_DEVICE
-    spec = get_device(device)
+    spec = get_device(device).harvested(config.harvesting_mask)
     if not sample_inputs:
         raise ValueError("compile needs sample inputs (a microbatch of each model input)")
     sample_inputs = tuple(x if isinstance(x, torch.Tensor) else torch.as_tensor(x) for x in sample_inputs)

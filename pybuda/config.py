@@ -1121,6 +1121,7 @@ EFFECTIVE_OPTIONS: frozenset[str] = frozenset({
     "tvm_graph_store_path", "tvm_graph_load_path",
     "device_mode",                                                        # TTI via compile(..., tti_path=)
     "backend_output_dir",                                                 # compile's default output_dir
+    "harvesting_mask",                                                    # the placer's grid loses those rows
 })
 # the attributes of per-op override records that take effect (the others are named "<field>.<attribute>")
 _EFFECTIVE_ATTRIBUTES: dict[str, frozenset[str]] = {

@@ -209,3 +209,25 @@ def test_netlists_are_byte_identical_across_hash_seeds(tmp_path):
         (netlist,) = out.glob("attn_*_netlist.yaml")
         outputs.append((netlist.name, netlist.read_bytes()))
     assert outputs[0] == outputs[1]
+
+
+def test_harvested_rows_shrink_the_grid(tmp_path):
+    """Harvested rows leave the netlist's logical grid: with 8 of e150's 10 worker rows harvested no op is
+    placed below row 2 and none is wider than the rows left; an op that needs more rows names the limit."""
+    model, x = MLP(), torch.randn(2, 64, 64)
+    full = _compile(model, x, tmp_path=tmp_path / "full")
+    assert max(op.grid_loc[0] + op.grid_size[0] for g in full.netlist.graphs.values() for op in g.ops.values()) > 2
+    pybuda.set_configuration_options(harvested_rows=[1, 2, 3, 4, 5, 7, 8, 9])
+    harvested = pybuda.compile(model, x, output_dir=tmp_path / "harvested")
+    ops = [op for g in harvested.netlist.graphs.values() for op in g.ops.values()]
+    assert max(op.grid_loc[0] + (op.grid_size[1] if op.grid_transpose else op.grid_size[0]) for op in ops) <= 2
+    np.testing.assert_allclose(harvested(x)[0].numpy(), full(x)[0].numpy())
+    pybuda.override_op_size("mm1", (4, 1))
+    with pytest.raises(BalancerError, match="'mm1'"):
+        pybuda.compile(model, x, output_dir=tmp_path / "too_tall")
+
+
+def test_harvesting_every_row_is_refused(tmp_path):
+    pybuda.set_configuration_options(harvested_rows=[1, 2, 3, 4, 5, 7, 8, 9, 10, 11])
+    with pytest.raises(ValueError, match="harvests 10 rows; device e150 has 10 worker rows, so at most 9"):
+        pybuda.compile(MLP(), torch.randn(2, 64, 64), output_dir=tmp_path)

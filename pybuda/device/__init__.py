@@ -34,6 +34,16 @@ class DeviceSpec:
     def cores(self) -> int:
         return self.grid_rows * self.grid_cols
 
+    def harvested(self, mask: int) -> "DeviceSpec":
+        """This device with the worker rows of `mask` harvested (bit r: NoC row r, see
+        `pybuda.config.get_harvesting_mask`): netlist grids are logical, so the usable grid loses one row per
+        harvested row (the runtime maps the others around them)."""
+        rows = bin(mask).count("1")
+        if rows >= self.grid_rows:
+            raise ValueError(f"harvesting_mask {mask:#x} harvests {rows} rows; device {self.name} has "
+                             f"{self.grid_rows} worker rows, so at most {self.grid_rows - 1} can be harvested")
+        return dataclasses.replace(self, grid_rows=self.grid_rows - rows) if rows else self
+
 
 @functools.lru_cache(maxsize=None)
 def _table() -> dict:
