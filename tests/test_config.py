@@ -115,7 +115,7 @@ def test_effective_options_exact():
         "place_on_new_epoch", "input_queues_on_host", "output_queues_on_host", "enable_training",
         "enable_tvm_cpu_fallback", "cpu_fallback_ops", "add_cpu_fallback_ops", "remove_cpu_fallback_ops",
         "amp_level", "amp_properties", "configure_mixed_precision", "tvm_graph_store_path", "tvm_graph_load_path",
-        "device_mode", "backend_output_dir",
+        "device_mode", "backend_output_dir", "harvesting_mask",
     }
     fields = {f.name for f in dataclasses.fields(CompilerConfig)}
     helpers = set(C.__all__) | {"place_on_new_epoch"}

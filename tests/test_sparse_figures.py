@@ -11,7 +11,8 @@ import torch
 
 import pybuda
 from pybuda.backend_sim.kernels.sparse import decode, encoding_params
-from pybuda.backend_sim.sparse_figures import SparseFigures, implied_picker, inferred_figures, sparse_geometry
+from pybuda.backend_sim.sparse_figures import implied_picker, inferred_figures, sparse_geometry
+from pybuda.sparse import CoreFigures
 from pybuda.codegen.manifest import DevicePart
 from pybuda.netlist import load
 
@@ -28,15 +29,16 @@ CASES = {
 
 
 def _stripped(op):
-    """The op as a legacy netlist states it: no indices_len."""
-    return dataclasses.replace(op, attributes=dataclasses.replace(op.attrs, indices_len=None))
+    """The op as a legacy netlist states it: no non-zero figures."""
+    return dataclasses.replace(op, attributes=dataclasses.replace(op.attrs, indices_len=None, sparse_nz_ublocks=None,
+                                                                  sparse_nz_strips=None))
 
 
 def _identity_ops(netlist):
     return [op for g in netlist.graphs.values() for op in g.ops.values() if op.attrs.identity]
 
 
-def _exact_figures(op, encoding: np.ndarray) -> SparseFigures:
+def _exact_figures(op, encoding: np.ndarray) -> CoreFigures:
     """The busiest core's non-zero tiles, ublocks and strips, decoded from the encoding the compiler wrote."""
     params = encoding_params(op)
     per_core = []
@@ -44,7 +46,7 @@ def _exact_figures(op, encoding: np.ndarray) -> SparseFigures:
         entries = np.array(decode(words, **params), dtype=np.int64).reshape(-1, 4)
         strip = entries[:, 0] * op.geometry.m_k + entries[:, 2] // params["u_kt"]
         ublock = strip * op.mblock[0] + entries[:, 1] // op.ublock[0]
-        per_core.append(SparseFigures(len(entries), len(np.unique(ublock)), len(np.unique(strip))))
+        per_core.append(CoreFigures(len(entries), len(np.unique(ublock)), len(np.unique(strip))))
     return max(per_core, key=lambda f: f.nz_tiles)
 
 
@@ -73,8 +75,9 @@ def _errors(pairs) -> dict[str, list[float]]:
 
 def test_inferred_figures_match_the_compilers_exact_figures(compiled):
     name, pairs = compiled
-    assert pairs and all(op.attrs.indices_len == exact.nz_tiles for op, exact in pairs)
-    inferred = [sparse_geometry(_stripped(op))[0].attrs.indices_len for op, _ in pairs]
+    assert pairs and all(op.attrs.indices_len == exact.nz_tiles and op.attrs.sparse_nz_ublocks == exact.nz_ublocks
+                         and op.attrs.sparse_nz_strips == exact.nz_strips for op, exact in pairs)
+    inferred = [sparse_geometry(_stripped(op)).attrs.indices_len for op, _ in pairs]
     exact = [e.nz_tiles for _, e in pairs]
     errors = _errors(pairs)
     assert errors["nz_tiles"] == [i / e - 1 for i, e in zip(inferred, exact)]
@@ -91,7 +94,7 @@ def test_inferred_figures_match_the_compilers_exact_figures(compiled):
 def test_exact_figures_are_used_when_present(compiled):
     _, pairs = compiled
     for op, _ in pairs:
-        assert sparse_geometry(op) == (op.geometry, None)
+        assert sparse_geometry(op) == op.geometry
 
 
 @pytest.mark.skipif(not RESNET50.exists(), reason="calibration netlists not present")
@@ -104,7 +107,7 @@ def test_legacy_resnet50_pickers_have_the_shapes_of_a_conv_or_pool():
         g = op.geometry
         out_rows = op.grid_size[0] * g.t * g.mblock[0] * g.ublock[0]
         assert implied_picker(g.k_tiles, out_rows).tile_rows == out_rows, op.name
-        nz, bound = sparse_geometry(op)[0].attrs.indices_len, g.t * g.k_tiles * g.mblock[0] * g.ublock[0]
+        nz, bound = sparse_geometry(op).attrs.indices_len, g.t * g.k_tiles * g.mblock[0] * g.ublock[0]
         assert 0 < nz <= bound, op.name
         fig = inferred_figures(g.k_tiles, g.u_kt, op.grid_size[0], g.t, g.mblock[0], g.ublock[0])
         assert fig.nz_tiles == nz and fig.nz_strips <= g.t * g.m_k, op.name

@@ -127,7 +127,8 @@ def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fi
     The op's per-core output blocking (t, mblock, ublock), its inner-dimension split (m_k, u_kt: matmul,
     depthwise) and its attributes select the formula and parameter variant: approximate_mode, vector, l1_acc,
     dim and z (reduce), identity (sparse matmul: non-zero tiles per core from `indices_len`, else the dense upper
-    bound t*m_k*mblock_m*ublock_rt*u_kt), accumulate and z (matmul: t*z products per input), requant/dequant.
+    bound t*m_k*mblock_m*ublock_rt*u_kt; with `sparse_nz_ublocks` and `sparse_nz_strips` set too, the
+    encoding's counts as `nz`), accumulate and z (matmul: t*z products per input), requant/dequant.
     Op types without a formula of their own (unary, reduce, embedding, topk, tilizer, unknown) use the unary
     formula, with `nop` parameters when the table has none, as the backend does; so does a fused_op given alone
     (its sub-ops cost more: `fused_op_cycles`). `nz`: a sparse matmul's
@@ -153,6 +154,8 @@ def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fi
         if a.accumulate:
             t *= a.z or 1
         if op.identity:
+            if nz is None and a.indices_len and a.sparse_nz_ublocks and a.sparse_nz_strips:
+                nz = SparseNz(a.indices_len, a.sparse_nz_ublocks, a.sparse_nz_strips)
             if nz and _sparse_v2_table(arch, df, fidelity):
                 return _finish(_sparse_matmul_v2(params, mm, mn, urt, uct, nz, phases))
             nz_tiles = nz.tiles if nz else a.indices_len or t * m_k * mm * urt * u_kt

@@ -28,6 +28,8 @@ class OpAttributes(Protocol):
     act_t: int | None
     min_buffer_input: int | None
     indices_len: int | None
+    sparse_nz_ublocks: int | None
+    sparse_nz_strips: int | None
     vector: str | None
     approximate_mode: bool | None
     l1_acc: bool | None

@@ -35,6 +35,8 @@ class Attributes:
     act_t: int | None = None
     min_buffer_input: int | None = None
     indices_len: int | None = None
+    sparse_nz_ublocks: int | None = None
+    sparse_nz_strips: int | None = None
     vector: str | None = None
     approximate_mode: bool | None = None
     l1_acc: bool | None = None

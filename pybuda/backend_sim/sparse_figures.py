@@ -13,7 +13,8 @@ picker is rebuilt from the op's shapes (docs/simulator.md "Sparse matmuls withou
   kernel, whole kernels before rows, is taken; none: not a picker, and the cycle model keeps its dense bound;
 - its picks give the non-zero (output tile row, activation tile) pairs; output tile rows go to cores as the op
   lays them out (t slices of grid rows x mblock_m x ublock_rt tile rows); the busiest core's tiles are the
-  figure (`indices_len`), with its non-zero ublocks and strips (for the V2 formula).
+  figure (`indices_len`), with its non-zero ublocks and strips (`sparse_nz_ublocks`, `sparse_nz_strips`, for
+  the V2 formula).
 """
 from __future__ import annotations
 
@@ -23,9 +24,9 @@ import math
 
 import numpy as np
 
-from pybuda.arch.cycles import SparseNz
 from pybuda.arch.operands import OpGeometry
 from pybuda.netlist import model as nm
+from pybuda.sparse import CoreFigures, busiest_core_figures
 
 MAX_STRIDE = 4
 MAX_KERNEL = 11
@@ -91,43 +92,28 @@ def nz_pairs(picker: Picker) -> tuple[np.ndarray, np.ndarray]:
     return np.divmod(pairs, w * w)
 
 
-@dataclasses.dataclass(frozen=True)
-class SparseFigures:
-    """The busiest core's non-zero tiles, ublocks (output ublock x strip holding a tile) and strips (t x u_kt-wide
-    activation block holding a tile): the inputs of the backend's sparse-matmul cycle formulas."""
-
-    nz_tiles: int
-    nz_ublocks: int
-    nz_strips: int
-
-
 @functools.lru_cache(maxsize=1024)
 def inferred_figures(k_tiles: int, u_kt: int, grid_rows: int, t: int, mblock_m: int,
-                     ublock_rt: int) -> SparseFigures | None:
+                     ublock_rt: int) -> CoreFigures | None:
     """Non-zero figures of the busiest core of a conv/pool picker, from the op's shapes (module docstring); None
     when the shapes are not a picker's."""
-    core_tile_rows = mblock_m * ublock_rt
-    picker = implied_picker(k_tiles, grid_rows * t * core_tile_rows)
+    picker = implied_picker(k_tiles, grid_rows * t * mblock_m * ublock_rt)
     if picker is None:
         return None
     rows, cols = nz_pairs(picker)
-    ti, local = np.divmod(rows, grid_rows * core_tile_rows)
-    core, row = np.divmod(local, core_tile_rows)
-    mine = core == np.argmax(np.bincount(core, minlength=grid_rows))
-    strip = ti[mine] * -(-k_tiles // u_kt) + cols[mine] // u_kt
-    ublock = strip * mblock_m + row[mine] // ublock_rt
-    return SparseFigures(int(mine.sum()), len(np.unique(ublock)), len(np.unique(strip)))
+    return busiest_core_figures(rows, cols, k_tiles=k_tiles, u_kt=u_kt, grid_rows=grid_rows, mblock_m=mblock_m,
+                                ublock_rt=ublock_rt)
 
 
-def sparse_geometry(op: nm.Op) -> tuple[OpGeometry, SparseNz | None]:
-    """The op's geometry for the cycle model and, for an identity matmul without `indices_len` whose shapes are
-    a conv/pool picker's, the inferred figures (`indices_len` set to the tiles; the encoding counts for the
-    sparse-matmul V2 formula)."""
+def sparse_geometry(op: nm.Op) -> OpGeometry:
+    """The op's geometry for the cycle model: an identity matmul without `indices_len` whose shapes are a
+    conv/pool picker's gets the inferred figures as its attributes (`indices_len`, `sparse_nz_ublocks`,
+    `sparse_nz_strips`)."""
     geom = op.geometry
     if not geom.identity or op.attrs.indices_len:
-        return geom, None
+        return geom
     fig = inferred_figures(geom.k_tiles, geom.u_kt, op.grid_size[0], geom.t, geom.mblock[0], geom.ublock[0])
     if fig is None:
-        return geom, None
-    return (dataclasses.replace(geom, attrs=dataclasses.replace(op.attrs, indices_len=fig.nz_tiles)),
-            SparseNz(fig.nz_tiles, fig.nz_ublocks, fig.nz_strips))
+        return geom
+    return dataclasses.replace(geom, attrs=dataclasses.replace(
+        op.attrs, indices_len=fig.nz_tiles, sparse_nz_ublocks=fig.nz_ublocks, sparse_nz_strips=fig.nz_strips))

@@ -19,7 +19,8 @@ from ..dataformat import DataFormat, MathFidelity
 from ..device import DeviceSpec
 from ..ir import Graph
 from ..netlist.model import Attributes
-from ..sparse import TILE, SparseMatrix, SparseOperands, encoding_fits, sparse_operands
+from ..sparse import (TILE, CoreFigures, SparseMatrix, SparseOperands, busiest_core_figures, encoding_fits,
+                      sparse_operands)
 from ..sparse.encoding import U16_PER_TILE, tile_table
 
 BUF_SIZE_MB = 2   # output buffer of every op: two mblocks (double buffering), as the netlist writes it
@@ -133,6 +134,16 @@ def sparse_tiles_df(matrix: SparseMatrix) -> DataFormat:
     return DataFormat.Bfp2_b if np.all(np.abs(matrix.values) == 1) else DataFormat.Float16_b
 
 
+@functools.lru_cache(maxsize=1024)
+def sparse_core_figures(matrix: SparseMatrix, grid_rows: int, t: int, mblock_m: int, ublock_rt: int,
+                        u_kt: int) -> CoreFigures:
+    """The busiest core's non-zero tiles, ublocks and strips of a sparse matmul under a blocking (what its
+    encoding will hold; cheap, no encoding built)."""
+    table = tile_table(matrix)
+    return busiest_core_figures(table.rows, table.cols, k_tiles=matrix.shape[1] // TILE, u_kt=u_kt,
+                                grid_rows=grid_rows, mblock_m=mblock_m, ublock_rt=ublock_rt)
+
+
 def sparse_queue_operands(graph: Graph, name: str, model: OpModel) -> SparseOperands:
     """The encoded sparse tiles and encoding of a sparse matmul under `model` (cached)."""
     return sparse_operands(graph.node(name).attrs["sparse"], model.grid[0], model.mblock[0], model.ublock[0],
@@ -166,16 +177,20 @@ def sparse_figures(graph: Graph, name: str, model: OpModel, exact: bool = True) 
 def op_attributes(graph: Graph, name: str, model: OpModel, exact: bool = True) -> Attributes | None:
     """The netlist attributes of op `name` under `model`: the lowered op's own, m_k/u_kt of matmul and reduce,
     input 0 buffered per ublock (min_buffer_input 0) for dense matmuls, and the identity-matmul encoding figures
-    for sparse matmuls (bounds unless `exact`; the cycle model reads only the exact `indices_len`)."""
+    for sparse matmuls (queue sizes bounded unless `exact`; the busiest core's non-zero tiles, ublocks and
+    strips, which the cycle model reads, always exact)."""
     node = graph.node(name)
     if node.op_type == "sparse_matmul":
         fig = sparse_figures(graph, name, model, exact)
+        core = sparse_core_figures(node.attrs["sparse"], model.grid[0], model.t, model.mblock[0], model.ublock[0],
+                                   model.u_kt)
         enc = fig.encoding
         return Attributes(identity=True, m_k=model.m_k, u_kt=model.u_kt, num_sparse_tiles=fig.num_sparse_tiles,
                           num_index_tiles=fig.num_index_tiles,
                           sparse_tile_ptr_bits=enc.sparse_tile_ptr_bits if enc else None,
                           sparse_ublock_idx_bits=enc.sparse_ublock_idx_bits if enc else None,
-                          indices_len=fig.nz_tiles_per_core, act_t=1 if model.t > 1 else None)
+                          indices_len=core.nz_tiles, sparse_nz_ublocks=core.nz_ublocks,
+                          sparse_nz_strips=core.nz_strips, act_t=1 if model.t > 1 else None)
     out = dict(node.attrs)
     if _inner_dim(graph, name) is not None:
         out.update(m_k=model.m_k, u_kt=model.u_kt)

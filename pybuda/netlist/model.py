@@ -196,6 +196,8 @@ class Attributes:
     single_tile: list | None = None
     slope: float | None = None
     sort: str | None = None
+    sparse_nz_strips: int | None = None           # this compiler's: the busiest core's encoded strips
+    sparse_nz_ublocks: int | None = None          # ... and ublocks (with indices_len, its tiles)
     sparse_tile_ptr_bits: int | None = None
     sparse_ublock_idx_bits: int | None = None
     splice: dict | None = None                    # {input index: (index, length, stride)}  (`inputN: [...]`)

@@ -278,6 +278,7 @@ _ATTRS = {
     "num_sparse_tiles": (_int, ("matmul", _FUSED)), "num_columns": (_int, ("matmul", _FUSED)),
     "sparse_tile_ptr_bits": (_int, ("matmul", _FUSED, "buffer")),
     "sparse_ublock_idx_bits": (_int, ("matmul", _FUSED, "buffer")), "indices_len": (_int, ("matmul", _FUSED)),
+    "sparse_nz_ublocks": (_int, ("matmul", _FUSED)), "sparse_nz_strips": (_int, ("matmul", _FUSED)),
     "fracture_factor": (_int, ("matmul", _FUSED)), "starting_row": (_int, ("matmul", _FUSED)),
     "act_t": (_int, ("matmul", _FUSED)), "num_nz_strips": (_int_list, ("matmul", _FUSED, "buffer")),
     "min_buffer_input": (_int, ("matmul", _FUSED, "buffer", "depthwise")), "l1_acc": (_bool, ("matmul", "depthwise")),

@@ -171,6 +171,34 @@ def sparse_operands(matrix: SparseMatrix, grid_rows: int, mblock_m: int, ublock_
                           max(len(entries) for entries, _ in per_row))
 
 
+@dataclasses.dataclass(frozen=True)
+class CoreFigures:
+    """What one core's encoding holds, for the core with the most non-zero tiles: non-zero tiles, non-zero
+    ublocks (output ublock x strip holding a tile) and non-zero strips (t slice x u_kt-wide activation block
+    holding a tile): the inputs of the backend's sparse-matmul cycle formulas (`sparse_indices`,
+    `sparse_nz_ublocks`, `sparse_nz_strips`)."""
+
+    nz_tiles: int
+    nz_ublocks: int
+    nz_strips: int
+
+
+def busiest_core_figures(rows: np.ndarray, cols: np.ndarray, *, k_tiles: int, u_kt: int, grid_rows: int,
+                         mblock_m: int, ublock_rt: int) -> CoreFigures:
+    """`CoreFigures` of a sparse matmul whose non-zero tiles sit at output tile rows `rows` and activation tile
+    columns `cols` (0 <= cols < k_tiles), laid out as the op does: t slices of `grid_rows` cores of
+    `mblock_m * ublock_rt` tile rows each."""
+    core_rows = mblock_m * ublock_rt
+    if len(rows) == 0:
+        return CoreFigures(0, 0, 0)
+    ti, local = np.divmod(np.asarray(rows), grid_rows * core_rows)
+    core, row = np.divmod(local, core_rows)
+    mine = core == np.argmax(np.bincount(core, minlength=grid_rows))
+    strip = ti[mine] * -(-k_tiles // u_kt) + np.asarray(cols)[mine] // u_kt
+    ublock = strip * mblock_m + row[mine] // ublock_rt
+    return CoreFigures(int(mine.sum()), len(np.unique(ublock)), len(np.unique(strip)))
+
+
 def encoding_fits(n_unique: int, mblock_m: int, ublock_rt: int, u_kt: int) -> bool:
     """Whether tile indices, ublock rows and tile positions fit the 16-bit encoding words."""
     ptr_bits, ublock_bits = bits_for(n_unique), bits_for(mblock_m)
