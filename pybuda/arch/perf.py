@@ -13,8 +13,10 @@ simulator reports (netlist-format.md §5.6, docs/simulator.md "Timing model").
   hold what the fork produced while the long path's latency runs; if they hold C inputs and the paths' latencies
   differ by D cycles, the fork cannot run more than C inputs ahead, so the join (and the epoch) runs at most one
   input per D / C cycles (Little's law over the loop fork -> long path -> join -> short path's free slots).
-- An epoch (one execute of a graph over `input_count` inputs) costs fill (the longest chain of per-input limiter
-  cycles through its ops) + (input_count - 1) x the slowest op's limiter + prologue load + epilogue write-back.
+- An epoch (one execute of a graph over `input_count` inputs) costs fill (one input across its ops: along the
+  worst dependency chain each op's limiter cycles over the output blocks it hands on one by one, one op of the
+  chain taking its whole per-input cycles) + (input_count - 1) x the slowest op's limiter + prologue load +
+  epilogue write-back.
 - A program costs its epochs times their executions plus the device's epoch switch cost per change of graph.
 """
 from __future__ import annotations
@@ -228,6 +230,8 @@ def fork_join_stalls(loads: Sequence[OpLoad], latency: dict[str, float],
     worth the short path holds (F's output buffer, then each op's input and output buffers along it, the
     join's input buffer on b). Latency: each op's after F (`latency`, as the fill counts it). `order`: the ops in
     dependency order (None: the dependencies have a cycle; no stall is computed)."""
+    if order is None:
+        return {}
     names = {load.name for load in loads}
     users: dict[str, list[tuple[str, float]]] = {}
     for load in loads:
@@ -236,17 +240,14 @@ def fork_join_stalls(loads: Sequence[OpLoad], latency: dict[str, float],
             if pred in names and pred != load.name:
                 users.setdefault(pred, []).append((load.name, cap))
     out_buffer = {load.name: load.out_buffer for load in loads}
-    if order is None:
-        return {}
-    rank = {name: i for i, name in enumerate(order)}
     stalls: dict[str, tuple[float, str]] = {}
-    for fork in order:
+    for position, fork in enumerate(order):
         if len({u for u, _ in users.get(fork, ())}) < 2:
             continue
         longest = {fork: 0.0}
         shortest = {fork: (0.0, out_buffer[fork])}    # (latency, inputs held) of the quickest path
         arrivals: dict[str, dict[str, tuple[float, float, float]]] = {}  # join -> pred -> (longest, shortest, held)
-        for name in sorted((n for n in order if rank[n] >= rank[fork]), key=rank.__getitem__):
+        for name in order[position:]:
             if name not in longest:
                 continue
             for user, cap in users.get(name, ()):
