@@ -1110,7 +1110,7 @@ def configure_mixed_precision(
 EFFECTIVE_OPTIONS: frozenset[str] = frozenset({
     "compile_depth", "default_df_override", "default_accumulate_df", "default_math_fidelity",
     "enable_stable_softmax", "enable_consteval", "verify",
-    "balancer_op_overrides", "override_op_size",                          # grid_shape only
+    "balancer_op_overrides", "override_op_size",                          # grid_shape, t_stream_dir/shape
     "placer_op_overrides", "override_op_placement",                       # start and transpose_op
     "op_names_to_epoch_break", "set_epoch_break", "place_on_new_epoch",  # also temporal_epoch_break
     "input_queues_on_host", "output_queues_on_host",
@@ -1122,10 +1122,12 @@ EFFECTIVE_OPTIONS: frozenset[str] = frozenset({
     "device_mode",                                                        # TTI via compile(..., tti_path=)
     "backend_output_dir",                                                 # compile's default output_dir
     "harvesting_mask",                                                    # the placer's grid loses those rows
+    "enable_auto_fusing", "op_names_dont_fuse", "dont_fuse", "op_names_manual_fuse", "manual_fuse",
+    "enable_t_streaming", "manual_t_streaming", "override_t_stream_dir", "override_t_stream_shape",
 })
 # the attributes of per-op override records that take effect (the others are named "<field>.<attribute>")
 _EFFECTIVE_ATTRIBUTES: dict[str, frozenset[str]] = {
-    "balancer_op_overrides": frozenset({"grid_shape"}),
+    "balancer_op_overrides": frozenset({"grid_shape", "t_stream_dir", "t_stream_shape"}),
     "placer_op_overrides": frozenset({"start", "transpose_op", "temporal_epoch_break"}),
 }
 

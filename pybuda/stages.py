@@ -38,9 +38,11 @@ from .netlist import load as load_netlist
 from .passes.cpu_fallback import DEVICE, Segment, partition
 from .passes.data_formats import assign_data_formats
 from .passes.decompose import decompose
+from .passes.fuse import fuse
 from .passes.host_io import hoist_io_transforms
 from .passes.lower import lower
 from .passes.optimize import optimize
+from .passes.t_stream import apply_streaming
 
 LEVELS = ("model", "framework", "buda", "placed", "netlist")
 GRAPH_LEVELS = ("framework", "buda")   # a stage that ensures one of these produces a graph (kept, verified)
@@ -95,6 +97,7 @@ class Stage:
     requires: str
     ensures: str
     legacy: tuple[CompileDepth, ...] = ()
+    edits_graph: bool = False     # a stage at the placed level that edits the graph (kept and verified)
 
     def __post_init__(self):
         for which in ("requires", "ensures"):
@@ -104,7 +107,7 @@ class Stage:
 
     @property
     def produces_graph(self) -> bool:
-        return self.ensures in GRAPH_LEVELS
+        return self.ensures in GRAPH_LEVELS or self.edits_graph
 
 
 # --- the stages -------------------------------------------------------------------------------------------------
@@ -163,10 +166,8 @@ def host_io_stage(state: CompileState) -> CompileState:
 
 
 def lower_stage(state: CompileState) -> CompileState:
-    """Lower to Buda ops (4-D, tiles, edge TMs); every override must name an op of a lowered graph."""
-    state = _on_device(state, lambda g: lower(g, state.config, state.device.arch))
-    cfg.check_override_names(state.config, [op for g in state.device_graphs() for op in g.op_names()])
-    return state
+    """Lower to Buda ops (4-D, tiles, edge TMs)."""
+    return _on_device(state, lambda g: lower(g, state.config, state.device.arch))
 
 
 def data_formats_stage(state: CompileState) -> CompileState:
@@ -174,10 +175,27 @@ def data_formats_stage(state: CompileState) -> CompileState:
     return _on_device(state, lambda g: assign_data_formats(g.copy(), state.config, state.device.arch))
 
 
+def fuse_stage(state: CompileState) -> CompileState:
+    """Fuse groups of small ops into fused ops (`enable_auto_fusing`, `dont_fuse`, `manual_fuse`); every override
+    must then name an op of a device graph (an op that was fused away, or a fused op `_fused_op_<k>`)."""
+    before = [op for g in state.device_graphs() for op in g.op_names()]
+    state = _on_device(state, lambda g: fuse(g.copy(), state.config, state.device.arch))
+    cfg.check_override_names(state.config, before + [op for g in state.device_graphs() for op in g.op_names()])
+    return state
+
+
 def balance_stage(state: CompileState) -> CompileState:
     """Op models, epochs and core placement of every device segment."""
     return dataclasses.replace(state, placements=tuple(
         balance_and_place(g, state.device, state.config, state.microbatch) for g in state.device_graphs()))
+
+
+def t_stream_stage(state: CompileState) -> CompileState:
+    """The balancer's t-streaming choices as graph edits: streamed ops' shapes and every edge's slice, stack and
+    replay TMs (`passes/t_stream.py`)."""
+    graphs = iter(tuple(apply_streaming(g.copy(), {n: m.t_stream for n, m in p.models.items() if m.t_stream})
+                        for g, p in zip(state.device_graphs(), state.placements)))
+    return _with_segments(state, tuple(s.with_graph(next(graphs)) if s.on_device else s for s in state.parts()))
 
 
 def netlist_stage(state: CompileState) -> CompileState:
@@ -219,8 +237,10 @@ STAGES: tuple[Stage, ...] = (
     Stage("host_io", host_io_stage, "framework", "framework",
           (CompileDepth.AUTOGRAD, CompileDepth.POST_AUTOGRAD_PASS, CompileDepth.PRE_LOWERING_PASS)),
     Stage("lower", lower_stage, "framework", "buda"),
-    Stage("data_formats", data_formats_stage, "buda", "buda", (CompileDepth.BUDA_GRAPH_PRE_PLACER,)),
-    Stage("balance", balance_stage, "buda", "placed", (CompileDepth.BALANCER_PASS, CompileDepth.PRE_NETLIST_PASS)),
+    Stage("data_formats", data_formats_stage, "buda", "buda"),
+    Stage("fuse", fuse_stage, "buda", "buda", (CompileDepth.BUDA_GRAPH_PRE_PLACER,)),
+    Stage("balance", balance_stage, "buda", "placed", (CompileDepth.BALANCER_PASS,)),
+    Stage("t_stream", t_stream_stage, "placed", "placed", (CompileDepth.PRE_NETLIST_PASS,), edits_graph=True),
     Stage("netlist", netlist_stage, "placed", "netlist",
           (CompileDepth.GENERATE_NETLIST, CompileDepth.BACKEND_GOLDEN_VERIFY)),
 )

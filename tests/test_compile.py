@@ -79,7 +79,7 @@ def test_mnist_netlist_is_sound_and_reports_perf(mnist_runs):
     compiled, _ = mnist_runs[1]["Float16_b"]
     netlist = yaml.safe_load(compiled.netlist_path.read_text())
     assert check(compiled.netlist, device="e150") == []
-    assert set(netlist) == {"devices", "queues", "graphs", "programs"}
+    assert set(netlist) == {"devices", "queues", "graphs", "programs", "fused_ops"}
     assert load(compiled.netlist_path) == compiled.netlist
     assert compiled.perf.samples_per_second > 0
     assert len(compiled.perf.epochs) == len(netlist["graphs"])
@@ -160,7 +160,8 @@ def test_override_naming_unknown_op_suggests_close_names(tmp_path):
     (CompileDepth.OPTIMIZED_GRAPH, ["initial_graph", "decompose", "optimize"]),
     ("optimize", ["initial_graph", "decompose", "optimize"]),
     ("lower", ["initial_graph", "decompose", "optimize", "cpu_fallback", "host_io", "lower"]),
-    ("balance", ["initial_graph", "decompose", "optimize", "cpu_fallback", "host_io", "lower", "data_formats"]),
+    ("balance", ["initial_graph", "decompose", "optimize", "cpu_fallback", "host_io", "lower", "data_formats",
+                 "fuse"]),
 ])
 def test_compile_depth_stops_and_keeps_stage_graphs(tmp_path, depth, graphs):
     compiled = pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path,
@@ -215,9 +216,9 @@ def test_harvested_rows_shrink_the_grid(tmp_path):
     """Harvested rows leave the netlist's logical grid: with 8 of e150's 10 worker rows harvested no op is
     placed below row 2 and none is wider than the rows left; an op that needs more rows names the limit."""
     model, x = MLP(), torch.randn(2, 64, 64)
-    full = _compile(model, x, tmp_path=tmp_path / "full")
+    full = _compile(model, x, tmp_path=tmp_path / "full", enable_auto_fusing=False)   # more ops than two rows hold
     assert max(op.grid_loc[0] + op.grid_size[0] for g in full.netlist.graphs.values() for op in g.ops.values()) > 2
-    pybuda.set_configuration_options(harvested_rows=[1, 2, 3, 4, 5, 7, 8, 9])
+    pybuda.set_configuration_options(harvested_rows=[1, 2, 3, 4, 5, 7, 8, 9], enable_auto_fusing=False)
     harvested = pybuda.compile(model, x, output_dir=tmp_path / "harvested")
     ops = [op for g in harvested.netlist.graphs.values() for op in g.ops.values()]
     assert max(op.grid_loc[0] + (op.grid_size[1] if op.grid_transpose else op.grid_size[0]) for op in ops) <= 2

@@ -116,9 +116,11 @@ def test_effective_options_exact():
         "enable_tvm_cpu_fallback", "cpu_fallback_ops", "add_cpu_fallback_ops", "remove_cpu_fallback_ops",
         "amp_level", "amp_properties", "configure_mixed_precision", "tvm_graph_store_path", "tvm_graph_load_path",
         "device_mode", "backend_output_dir", "harvesting_mask",
+        "enable_auto_fusing", "op_names_dont_fuse", "dont_fuse", "op_names_manual_fuse", "manual_fuse",
+        "enable_t_streaming", "manual_t_streaming", "override_t_stream_dir", "override_t_stream_shape",
     }
     fields = {f.name for f in dataclasses.fields(CompilerConfig)}
-    helpers = set(C.__all__) | {"place_on_new_epoch"}
+    helpers = set(C.__all__) | {"place_on_new_epoch", "dont_fuse", "manual_fuse"}   # CompilerConfig methods
     assert C.EFFECTIVE_OPTIONS <= fields | helpers
 
 

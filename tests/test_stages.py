@@ -26,7 +26,7 @@ def _stage(name: str) -> Stage:
 def test_default_list_chains_levels_and_stage_names():
     check_stages(STAGES)
     assert [s.name for s in STAGES] == ["initial_graph", "decompose", "optimize", "cpu_fallback", "host_io", "lower",
-                                        "data_formats", "balance", "netlist"]
+                                        "data_formats", "fuse", "balance", "t_stream", "netlist"]
     assert STAGES[0].requires == "model" and STAGES[-1].ensures == "netlist"
 
 
@@ -36,8 +36,8 @@ def test_every_legacy_compile_depth_maps_onto_one_stage():
         CompileDepth.POST_INITIAL_GRAPH_PASS: "decompose", CompileDepth.CONSTEVAL_GRAPH: "optimize",
         CompileDepth.POST_PATTERN_MATCHER: "optimize", CompileDepth.OPTIMIZED_GRAPH: "optimize",
         CompileDepth.AUTOGRAD: "host_io", CompileDepth.POST_AUTOGRAD_PASS: "host_io",
-        CompileDepth.PRE_LOWERING_PASS: "host_io", CompileDepth.BUDA_GRAPH_PRE_PLACER: "data_formats",
-        CompileDepth.BALANCER_PASS: "balance", CompileDepth.PRE_NETLIST_PASS: "balance",
+        CompileDepth.PRE_LOWERING_PASS: "host_io", CompileDepth.BUDA_GRAPH_PRE_PLACER: "fuse",
+        CompileDepth.BALANCER_PASS: "balance", CompileDepth.PRE_NETLIST_PASS: "t_stream",
         CompileDepth.GENERATE_NETLIST: "netlist", CompileDepth.BACKEND_GOLDEN_VERIFY: "netlist",
         CompileDepth.FULL: "netlist",
     }
@@ -48,10 +48,10 @@ def test_every_legacy_compile_depth_maps_onto_one_stage():
 
 def test_unknown_compile_depth_lists_the_stage_names(tmp_path):
     with pytest.raises(StageError, match=r"'balancer' names no stage; stage names: initial_graph, .*, balance, "
-                                         r"netlist \(or a CompileDepth: INIT_COMPILE"):
+                                         r"t_stream, netlist \(or a CompileDepth: INIT_COMPILE"):
         pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path,
                        config=pybuda.CompilerConfig(compile_depth="balancer"))
-    short = [s for s in STAGES if s.name not in ("data_formats", "balance", "netlist")]
+    short = [s for s in STAGES if s.name not in ("data_formats", "fuse", "balance", "t_stream", "netlist")]
     with pytest.raises(StageError, match="BALANCER_PASS maps onto no stage"):
         stop_stage(CompileDepth.BALANCER_PASS, short)
 
@@ -116,7 +116,7 @@ def test_each_stage_keeps_its_own_graph(tmp_path):
     # data formats are set by their own stage: the lowered graph keeps the default format
     assert {n.df for n in compiled.graphs["lower"].nodes("op")} == {pybuda.DataFormat.Float32}
     assert {n.df for n in compiled.graphs["data_formats"].nodes("op")} == {pybuda.DataFormat.Float16_b}
-    assert compiled.device_graph is compiled.graphs["data_formats"]
+    assert compiled.device_graph is compiled.graphs["t_stream"]
 
 
 def test_an_error_in_a_stage_names_the_stage_and_keeps_its_type(tmp_path):

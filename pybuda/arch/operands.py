@@ -41,7 +41,9 @@ class OpAttributes(Protocol):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class OpGeometry:
-    """An op as one core runs it: type, grid (rows, cols), t and the per-core mblock/ublock, plus attributes."""
+    """An op as one core runs it: type, grid (rows, cols), t and the per-core mblock/ublock, plus attributes.
+    `input_roles` (fused ops): how each input is split over the cores, "rows" (read as a matmul sub-op's first
+    operand: every core of a grid row reads the same rows), "cols" (its second operand) or "both"."""
 
     type: str
     grid: tuple
@@ -49,6 +51,7 @@ class OpGeometry:
     mblock: tuple
     ublock: tuple
     attrs: OpAttributes
+    input_roles: tuple = ()
 
     @property
     def cores(self) -> int:
@@ -137,20 +140,27 @@ def expected_input(op: OpGeometry, index: int) -> tuple[tuple | None, str | None
     return None, None
 
 
+def _role(op: OpGeometry, index: int) -> str:
+    """How input `index` is split over the cores: "rows" (over grid rows only: every core of a grid row reads
+    it), "cols" (over grid columns only) or "both"."""
+    if op.identity:
+        return "cols" if index == 1 else "rows"
+    if op.type == "matmul" and index in (0, 1):
+        return "rows" if index == 0 else "cols"
+    if index < len(op.input_roles):
+        return op.input_roles[index]
+    return "both"
+
+
 def tiles_read_per_core(op: OpGeometry, index: int, shape: tuple) -> float:
     """Tiles one core reads of input `index` per input, from the input's (t, rt, ct) after TMs: matmul input 0
     is split over grid rows and input 1 over grid columns (identity matmul: sparse tiles and encoding per grid
-    row, all activations of the core's columns); anything else is split evenly over the cores."""
+    row, all activations of the core's columns; a fused op's inputs by their `input_roles`); anything else is
+    split evenly over the cores."""
     total = shape[0] * shape[1] * shape[2]
     gr, gc = op.grid
-    if op.identity:
-        return total / gc if index == 1 else total / gr
-    if op.type == "matmul":
-        if index == 0:
-            return total / gr
-        if index == 1:
-            return total / gc
-    return total / op.cores
+    role = _role(op, index)
+    return total / (gr if role == "rows" else gc if role == "cols" else op.cores)
 
 
 def input_buffer_inputs(op: OpGeometry, index: int, shape: tuple, tile_bytes: int, min_tiles: int = 0) -> float:
@@ -184,7 +194,10 @@ def prologue_tiles_per_core(op: OpGeometry, index: int, queue_shape: tuple) -> i
     t, rt, ct = queue_shape
     if op.identity and index != 1:
         return -(-t * rt * ct // op.grid[0])
-    return t * (rt // _largest_factor_le(rt, op.grid[0])) * (ct // _largest_factor_le(ct, op.grid[1]))
+    role = "both" if op.type == "matmul" else _role(op, index)
+    rows = rt if role == "cols" else rt // _largest_factor_le(rt, op.grid[0])
+    cols = ct if role == "rows" else ct // _largest_factor_le(ct, op.grid[1])
+    return t * rows * cols
 
 
 def _largest_factor_le(n: int, limit: int) -> int:

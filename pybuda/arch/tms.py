@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 TM = tuple
+TILE = 32
 
 TM_NAMES = ("transpose", "broadcast", "hslice", "hstack", "vslice", "vstack", "pad", "tile_broadcast")
 
@@ -32,6 +33,8 @@ def apply_tm(x: np.ndarray, tm: TM) -> np.ndarray:
     lead = x.shape[:-3]
     if kind == "transpose":
         return np.swapaxes(x, -1, -2)
+    if kind == "tile_broadcast":
+        return tile_broadcast(x, tm[1])
     if kind == "broadcast":
         axis, factor = tm[1], int(tm[2])
         if axis == "z":
@@ -49,6 +52,20 @@ def apply_tm(x: np.ndarray, tm: TM) -> np.ndarray:
     if kind == "vstack":
         return x.reshape(*lead, z // n, r * n, c)
     raise ValueError(f"unknown TM {tm!r}; legal: {', '.join(TM_NAMES)}")
+
+
+def tile_broadcast(x: np.ndarray, axis: str) -> np.ndarray:
+    """Within-tile broadcast of an array of whole 32x32 tiles: "r" copies row 0 of every tile to all its rows,
+    "c" column 0 to all its columns."""
+    *lead, rows, cols = x.shape
+    v = x.reshape(*lead, rows // TILE, TILE, cols // TILE, TILE)
+    if axis == "r":
+        v = np.broadcast_to(v[..., :, 0:1, :, :], v.shape)
+    elif axis == "c":
+        v = np.broadcast_to(v[..., :, :, :, 0:1], v.shape)
+    else:
+        raise ValueError(f"tile_broadcast axis must be r or c, got {axis!r}")
+    return np.ascontiguousarray(v).reshape(x.shape)
 
 
 def apply_tms(x: np.ndarray, tms: list) -> np.ndarray:
@@ -111,3 +128,62 @@ def edge_shape(shape: tuple, tms=(), unpad: tuple | None = None, pad: tuple | No
     if pad is not None:
         r, c = r + pad[0], c + pad[1]
     return (t, r, c)
+
+
+_KIND = {"vslice": ("v", 1), "vstack": ("v", -1), "hslice": ("h", 1), "hstack": ("h", -1)}
+_COMMUTES = {"v": lambda tm: (tm[0] == "broadcast" and tm[1] == "c") or tm[0] == "tile_broadcast",
+             "h": lambda tm: (tm[0] == "broadcast" and tm[1] == "r") or tm[0] == "tile_broadcast"}
+
+
+def _scale(tm: TM) -> tuple[str, float] | None:
+    """(axis, factor) of a slice (factor n) or stack (1/n); None for any other TM."""
+    if tm[0] not in _KIND:
+        return None
+    axis, sign = _KIND[tm[0]]
+    return axis, float(tm[1]) ** sign
+
+
+def _as_tm(axis: str, factor: float) -> tuple:
+    """The TMs of a net slice (> 1) / stack (< 1) factor along axis "v" or "h"; () if it is 1, None if it is not a
+    whole slice or stack factor."""
+    if factor == 1:
+        return ()
+    n = factor if factor > 1 else 1 / factor
+    if abs(n - round(n)) > 1e-9:
+        return None
+    return ((f"{axis}{'slice' if factor > 1 else 'stack'}", int(round(n))),)
+
+
+def simplify_tms(tms) -> tuple:
+    """An equivalent, shorter TM list (same result on every tensor it applies to), by these rewrites until none
+    applies: adjacent slices and stacks of one axis combine (vslice(a) vstack(a) and vstack(a) vslice(a) cancel,
+    vstack(a) vslice(b) is vstack(a/b) when b divides a, vslice(a) vslice(b) is vslice(a*b), ...); a stack and a
+    slice of one factor around a TM that commutes with them cancel (vstack(f) X vslice(f) -> X for X a column or tile
+    broadcast; hstack(f) X hslice(f) -> X for X a row or tile broadcast); a stack and a slice of one factor around a
+    transpose cancel (vstack(f) transpose hslice(f) -> transpose, hstack(f) transpose vslice(f) -> transpose)."""
+    out = list(tms)
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(out) - 1):
+            a, b = _scale(out[i]), _scale(out[i + 1])
+            if a and b and a[0] == b[0]:
+                merged = _as_tm(a[0], a[1] * b[1])
+                if merged is not None:
+                    out[i:i + 2] = merged
+                    changed = True
+                    break
+            if i + 2 < len(out):
+                c = _scale(out[i + 2])
+                if not (a and c and a[1] < 1 and c[1] == 1 / a[1]):
+                    continue
+                middle = out[i + 1]
+                if a[0] == c[0] and _COMMUTES[a[0]](middle):
+                    out[i:i + 3] = [middle]
+                    changed = True
+                    break
+                if middle[0] == "transpose" and a[0] != c[0]:
+                    out[i:i + 3] = [middle]
+                    changed = True
+                    break
+    return tuple(out)

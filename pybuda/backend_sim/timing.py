@@ -295,9 +295,9 @@ def _channels(q: nm.Queue) -> tuple[int, ...]:
 
 def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, written: dict, writer_of: dict) -> OpLoad:
     """What one netlist op asks of the hardware per input (the one backend model's OpLoad)."""
-    geom = sparse_geometry(op)
-    fidelity = op.math_fidelity or MathFidelity.HiFi4
     fused = nl.fused_op_of(op) if op.type == "fused_op" else None
+    geom = sparse_geometry(op) if fused is None else nl.geometry_of(op)
+    fidelity = op.math_fidelity or MathFidelity.HiFi4
     kernel = (fused_op_cycles(arch, fused.steps(op), op.out_df, fidelity) if fused is not None
               else kernel_cycles(arch, geom, op.out_df, fidelity))
     reads, preds, in_buffers = [], [], []

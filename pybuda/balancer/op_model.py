@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Callable
 
 import numpy as np
 
-from ..arch.cycles import kernel_cycles
+from ..arch.cycles import FusedStep, fused_op_cycles, kernel_cycles
+from ..arch.fused import SubBlock, input_roles, intermediate_tiles, sub_op_blocking
 from ..arch.l1 import InputBuffer, footprint
 from ..arch.operands import OpGeometry, inner_dim, prologue_tiles_per_core
 from ..dataformat import DataFormat, MathFidelity
 from ..device import DeviceSpec
 from ..ir import Graph
 from ..netlist.model import Attributes
+from ..ops.fused import DEST, FusedGroup, SubOp
 from ..sparse import (TILE, CoreFigures, SparseMatrix, SparseOperands, busiest_core_figures, encoding_fits,
                       sparse_operands)
 from ..sparse.encoding import U16_PER_TILE, tile_table
@@ -41,7 +44,8 @@ class OpModel:
     """One way to run an op: what the netlist writes for it and what it costs.
 
     prologue: the parameter/constant operands one core can hold whole in L1 besides its buffers (loaded once
-    per epoch instead of streamed per input); a sparse matmul's sparse tiles and encoding always are."""
+    per epoch instead of streamed per input); a sparse matmul's sparse tiles and encoding always are.
+    t_stream: `pybuda.arch.streaming.Stream`; t, mblock and ublock are those of the streamed op."""
 
     grid: tuple                 # (rows, cols) of cores
     t: int
@@ -52,6 +56,7 @@ class OpModel:
     l1_bytes: int = 0
     cycles: int = 0             # kernel cycles of one core for one input (sample)
     prologue: frozenset = frozenset()
+    t_stream: tuple = ()        # ("r" | "c", factor): the output streamed in factor slices (t = z * factor)
 
     @property
     def cores(self) -> int:
@@ -191,7 +196,7 @@ def op_attributes(graph: Graph, name: str, model: OpModel, exact: bool = True) -
                           sparse_ublock_idx_bits=enc.sparse_ublock_idx_bits if enc else None,
                           indices_len=core.nz_tiles, sparse_nz_ublocks=core.nz_ublocks,
                           sparse_nz_strips=core.nz_strips, act_t=1 if model.t > 1 else None)
-    out = dict(node.attrs)
+    out = {k: v for k, v in node.attrs.items() if k != "fused"}
     if _inner_dim(graph, name) is not None:
         out.update(m_k=model.m_k, u_kt=model.u_kt)
     if node.op_type == "matmul":
@@ -202,12 +207,89 @@ def op_attributes(graph: Graph, name: str, model: OpModel, exact: bool = True) -
 
 
 def geometry(graph: Graph, name: str, model: OpModel, attrs: Attributes | None = None) -> OpGeometry:
-    """The op under `model` as the backend model sees it (with its exact netlist attributes unless given)."""
+    """The op under `model` as the backend model sees it (with its exact netlist attributes unless given; a fused
+    op with its inputs' roles)."""
     node = graph.node(name)
     if attrs is None:
         attrs = op_attributes(graph, name, model)
+    roles = fused_roles(node.attrs["fused"]) if node.op_type == "fused_op" else ()
     return OpGeometry(buda_op_type(node.op_type), tuple(model.grid), model.t, tuple(model.mblock),
-                      tuple(model.ublock), attrs if attrs is not None else Attributes())
+                      tuple(model.ublock), attrs if attrs is not None else Attributes(), roles)
+
+
+# --- fused ops --------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class SubOpLayout:
+    """A fused op's sub-op under one op model: its blocking and its netlist attributes (approximate mode is the
+    fused op's)."""
+
+    sub: SubOp
+    schedule: int
+    mblock: tuple
+    ublock: tuple
+    attrs: Attributes
+
+
+def dest_tiles(device: DeviceSpec, acc_df: DataFormat | None) -> int:
+    """Tiles the dest register holds for one ublock with accumulation format `acc_df`."""
+    acc = DataFormat.parse(acc_df or DataFormat.Float16_b)
+    return device.dest_tiles_32b if acc in (DataFormat.Float32, DataFormat.Int32) else device.dest_tiles_16b
+
+
+def fused_roles(group: FusedGroup) -> tuple:
+    """How a fused op's inputs split over its cores (`pybuda.arch.fused.input_roles`)."""
+    return input_roles((ref.index, s.op_type, pos) for s in group.sub_ops for pos, ref in enumerate(s.inputs)
+                       if ref.kind == "input")
+
+
+def fused_whole_rows(group: FusedGroup) -> bool:
+    """A fused op whose sub-ops differ in width, or broadcast a value along columns, keeps whole rows on each core
+    (one grid column): its sub-ops' blocking and TMs are per core."""
+    width = group.output.shape[-1]
+    return any(s.shape[-1] != width or any(tms for tms in s.tms) for s in group.sub_ops)
+
+
+def fused_layout(graph: Graph, name: str, model: OpModel, device: DeviceSpec) -> tuple[SubOpLayout, ...]:
+    """Every sub-op of fused op `name` under `model` on `device`."""
+    node = graph.node(name)
+    dest = dest_tiles(device, node.acc_df)
+    op_cols = tiles_of(node.shape)[2]
+    out = []
+    for k, schedule in enumerate(node.attrs["fused"].schedules):
+        for sub in schedule:
+            mblock, ublock = sub_op_blocking(op_cols, model.mblock, model.ublock, sub.shape[-1] // 32, dest)
+            attrs = {key: v for key, v in sub.attributes.items() if key != "approximate_mode"}
+            if "relu_threshold" in attrs:
+                attrs["relu_threshold"] = float(attrs["relu_threshold"])
+            out.append(SubOpLayout(sub, k, mblock, ublock, Attributes(**attrs)))
+    return tuple(out)
+
+
+def fused_steps(layout: tuple[SubOpLayout, ...], model: OpModel, approximate: bool | None) -> tuple:
+    """The sub-ops as the cycle model costs them (`pybuda.arch.cycles.fused_op_cycles`), as the simulator builds
+    them from the netlist (`pybuda.netlist.FusedOp.steps`)."""
+    return tuple(FusedStep(OpGeometry(s.sub.op_type, tuple(model.grid), model.t, tuple(s.mblock), tuple(s.ublock),
+                                      dataclasses.replace(s.attrs, approximate_mode=approximate)),
+                           reads_dest=DEST in s.sub.inputs, writes_dest=s.sub.output == DEST)
+                 for s in layout)
+
+
+def fused_intermediate_tiles(layout: tuple[SubOpLayout, ...]) -> int:
+    """L1 tiles of a fused op's intermediate buffers (`pybuda.arch.fused.intermediate_tiles`)."""
+    return intermediate_tiles([SubBlock(s.schedule, s.sub.op_type, tuple(r.netlist_name for r in s.sub.inputs),
+                                        s.sub.output.netlist_name, tuple(s.mblock), tuple(s.ublock)) for s in layout])
+
+
+def op_kernel_cycles(graph: Graph, name: str, model: OpModel, geom: OpGeometry, device: DeviceSpec) -> int:
+    """Kernel cycles of one core for one input of op `name` under `model` (a fused op: its sub-ops')."""
+    node = graph.node(name)
+    fidelity = node.math_fidelity or MathFidelity.HiFi4
+    if node.op_type == "fused_op":
+        layout = fused_layout(graph, name, model, device)
+        return fused_op_cycles(device.arch, fused_steps(layout, model, geom.attrs.approximate_mode), node.df,
+                               fidelity)
+    return int(kernel_cycles(device.arch, geom, node.df, fidelity))
 
 
 def operand_inputs(graph: Graph, name: str) -> list[NetlistInput]:
@@ -240,7 +322,7 @@ def netlist_inputs(graph: Graph, name: str, model: OpModel, exact: bool = True,
 # --- enumeration ------------------------------------------------------------------------------------------------
 
 def _footprint_and_prologue(graph: Graph, name: str, geom: OpGeometry, inputs: list[NetlistInput],
-                            l1_usable: int) -> tuple[int, frozenset] | None:
+                            l1_usable: int, fused_tiles: int = 0) -> tuple[int, frozenset] | None:
     """(L1 bytes, prologued inputs) of one core, or None if the op does not fit. Sparse queues are always held
     whole (the identity matmul reads them in place); every other input streams through a backend-sized buffer,
     and parameters and constants, smallest first, are also held whole while they fit."""
@@ -250,7 +332,8 @@ def _footprint_and_prologue(graph: Graph, name: str, geom: OpGeometry, inputs: l
     buffers = [InputBuffer(i.df.tile_bytes, prologue_tiles=prologue_tiles_per_core(geom, k, i.src_tiles)
                            if i.kind == "sparse" else 0) for k, i in enumerate(inputs)]
     total = sum(footprint(geom, buffers, out_tile_bytes=node.df.tile_bytes, intermed_tile_bytes=intermed.tile_bytes,
-                          intermed_separate=intermed != node.df, buf_size_mb=BUF_SIZE_MB).values())
+                          intermed_separate=intermed != node.df, buf_size_mb=BUF_SIZE_MB,
+                          fused_intermed_tiles=fused_tiles).values())
     if total > l1_usable:
         return None
     prologue = {i.src for i in inputs if i.kind == "sparse"}
@@ -262,16 +345,18 @@ def _footprint_and_prologue(graph: Graph, name: str, geom: OpGeometry, inputs: l
     return total, frozenset(prologue)
 
 
-def legal_op_models(graph: Graph, name: str, device: DeviceSpec) -> list[OpModel]:
-    """Every legal (grid, blocking, u_kt) of op `name` on `device`, with L1, prologue choices and kernel cycles."""
+def legal_op_models(graph: Graph, name: str, device: DeviceSpec,
+                    streams: Callable[[int, int], list] | None = None) -> list[OpModel]:
+    """Every legal (grid, t-streaming, blocking, u_kt) of op `name` on `device`, with L1, prologue choices and
+    kernel cycles. `streams(grid_rows, grid_cols)` gives the streamings to try on a grid (default: none)."""
     node = graph.node(name)
     dims = op_dims(graph, name)
-    t, rt, ct, k = dims["t"], dims["rt"], dims["ct"], dims["k"]
-    acc = DataFormat.parse(node.acc_df or DataFormat.Float16_b)
-    dest = device.dest_tiles_32b if acc in (DataFormat.Float32, DataFormat.Int32) else device.dest_tiles_16b
-    fidelity = node.math_fidelity or MathFidelity.HiFi4
+    rt, ct = dims["rt"], dims["ct"]
+    dest = dest_tiles(device, node.acc_df)
     inner = _inner_dim(graph, name)
     split = inner[1] if inner is not None and node.op_type == "reduce" else None   # K is never split over cores
+    if node.op_type == "fused_op" and fused_whole_rows(node.attrs["fused"]):
+        split = 2
     operands = operand_inputs(graph, name)
     models = []
     for gr in divisors(rt):
@@ -280,21 +365,56 @@ def legal_op_models(graph: Graph, name: str, device: DeviceSpec) -> list[OpModel
         for gc in divisors(ct):
             if gc > device.grid_cols or (split == 2 and gc != 1):
                 continue
-            ublock = best_ublock(rt // gr, ct // gc, dest)
-            mblock = (rt // gr // ublock[0], ct // gc // ublock[1])
-            for u_kt in (divisors(k)[::-1] if inner is not None else (1,)):
-                m_k = k // u_kt
-                model = OpModel((gr, gc), t, mblock, ublock, m_k, u_kt)
-                if node.op_type == "sparse_matmul":
-                    unique, _ = _sparse_bounds(node.attrs["sparse"], gr, t)
-                    if not encoding_fits(unique, mblock[0], ublock[0], u_kt):
-                        continue
-                geom = geometry(graph, name, model, op_attributes(graph, name, model, exact=False))
-                inputs = netlist_inputs(graph, name, model, exact=False, operands=operands)
-                fit = _footprint_and_prologue(graph, name, geom, inputs, device.l1_usable)
-                if fit is None:
-                    continue
-                cycles = kernel_cycles(device.arch, geom, node.df, fidelity)
-                models.append(dataclasses.replace(model, l1_bytes=fit[0], cycles=int(cycles), prologue=fit[1]))
-                break  # the largest u_kt that fits is the fastest; smaller ones only cost more
+            for stream in (streams(gr, gc) if streams else [()]):
+                models += _models_on_grid(graph, name, device, (gr, gc), stream, dims, dest, inner, operands)
     return models
+
+
+def _models_on_grid(graph: Graph, name: str, device: DeviceSpec, grid: tuple, stream: tuple, dims: dict, dest: int,
+                    inner: tuple | None, operands: list[NetlistInput]) -> list[OpModel]:
+    """The legal model of op `name` on one grid with one streaming: the largest ublock and then the largest u_kt
+    that fit L1 (the fastest; smaller ones only cost more; a smaller ublock is tried as the legacy balancer does,
+    halving the dest tiles), or none."""
+    t, rt, ct = dims["t"], dims["rt"], dims["ct"]
+    rows, cols = rt // grid[0], ct // grid[1]
+    if stream:
+        if (rows if stream[0] == "r" else cols) % stream[1]:
+            return []
+        t *= stream[1]
+        rows, cols = (rows // stream[1], cols) if stream[0] == "r" else (rows, cols // stream[1])
+    tried = set()
+    while dest >= 1:
+        ublock = best_ublock(rows, cols, dest)
+        if ublock not in tried:
+            tried.add(ublock)
+            model = _fitting_u_kt(graph, name, device, grid, t, ublock, (rows, cols), stream, dims["k"], inner,
+                                  operands)
+            if model is not None:
+                return [model]
+        dest //= 2
+    return []
+
+
+def _fitting_u_kt(graph: Graph, name: str, device: DeviceSpec, grid: tuple, t: int, ublock: tuple, block: tuple,
+                  stream: tuple, k: int, inner: tuple | None, operands: list[NetlistInput]) -> OpModel | None:
+    """The model with the largest u_kt that fits L1 on one grid, streaming and ublock (None: none fits)."""
+    node = graph.node(name)
+    gr, gc = grid
+    mblock = (block[0] // ublock[0], block[1] // ublock[1])
+    for u_kt in (divisors(k)[::-1] if inner is not None else (1,)):
+        m_k = k // u_kt
+        model = OpModel((gr, gc), t, mblock, ublock, m_k, u_kt, t_stream=stream)
+        if node.op_type == "sparse_matmul":
+            unique, _ = _sparse_bounds(node.attrs["sparse"], gr, t)
+            if not encoding_fits(unique, mblock[0], ublock[0], u_kt):
+                continue
+        geom = geometry(graph, name, model, op_attributes(graph, name, model, exact=False))
+        inputs = netlist_inputs(graph, name, model, exact=False, operands=operands)
+        fused_tiles = fused_intermediate_tiles(fused_layout(graph, name, model, device)) \
+            if node.op_type == "fused_op" else 0
+        fit = _footprint_and_prologue(graph, name, geom, inputs, device.l1_usable, fused_tiles)
+        if fit is None:
+            continue
+        cycles = op_kernel_cycles(graph, name, model, geom, device)
+        return dataclasses.replace(model, l1_bytes=fit[0], cycles=cycles, prologue=fit[1])
+    return None

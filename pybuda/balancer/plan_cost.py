@@ -16,10 +16,11 @@ import dataclasses
 from ..arch.dram import queue_channels
 from ..arch.operands import input_buffer_inputs, output_buffer_inputs, output_granules, tiles_read_per_core
 from ..arch.perf import EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles
+from ..arch.streaming import replay_factor
 from ..device import DeviceSpec
 from ..ir import Graph
-from .op_model import (BUF_SIZE_MB, NetlistInput, OpModel, e2e_queue, geometry, netlist_inputs, op_attributes,
-                       operand_inputs)
+from .op_model import (BUF_SIZE_MB, NetlistInput, OpModel, buda_op_type, e2e_queue, geometry, netlist_inputs,
+                       op_attributes, operand_inputs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,13 +84,23 @@ class PlanCoster:
             if name not in self._operands:
                 self._operands[name] = operand_inputs(self.graph, name)
             inputs = tuple(netlist_inputs(self.graph, name, model, exact, self._operands[name]))
-            read = tuple(tiles_read_per_core(geom, k, i.tiles) * i.df.tile_bytes for k, i in enumerate(inputs))
-            buffers = tuple(input_buffer_inputs(geom, k, i.tiles, i.df.tile_bytes) for k, i in enumerate(inputs))
+            shapes = tuple(self._read_shape(name, model, k, i.tiles) for k, i in enumerate(inputs))
+            read = tuple(tiles_read_per_core(geom, k, shape) * i.df.tile_bytes
+                         for k, (i, shape) in enumerate(zip(inputs, shapes)))
+            buffers = tuple(input_buffer_inputs(geom, k, shape, i.df.tile_bytes)
+                            for k, (i, shape) in enumerate(zip(inputs, shapes)))
             facts = _OpFacts(inputs, read, geom.tiles_per_core * self.graph.node(name).df.tile_bytes,
                              self._outputs.get(name, ()), geom.cores, model.cycles, buffers,
                              output_buffer_inputs(geom, BUF_SIZE_MB), output_granules(geom))
             self._facts[(name, model, exact)] = facts
         return facts
+
+    def _read_shape(self, name: str, model: OpModel, index: int, tiles: tuple) -> tuple:
+        """(t, rt, ct) the op reads of input `index` per input: the operand's, times the replays of a streamed
+        matmul (`pybuda.arch.streaming.replay_factor`); the slicing of a streamed op keeps the total."""
+        op_type = self.graph.node(name).op_type
+        replay = replay_factor(model.t_stream, buda_op_type(op_type), index, op_type == "sparse_matmul")
+        return (tiles[0] * replay, tiles[1], tiles[2])
 
     def op_load(self, name: str, model: OpModel, epoch_of: dict[str, int], prologue: dict[str, bool],
                 later_users: bool, exact: bool = True, models: dict[str, OpModel] | None = None) -> OpLoad:

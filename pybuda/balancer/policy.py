@@ -16,6 +16,7 @@ from ..device import DeviceSpec
 from ..ir import Graph
 from .op_model import BalancerError, OpModel, legal_op_models, op_dims
 from .placer import PlacedOp, place
+from .streaming import edge_problem, op_streams, stream_override_error
 from .plan_cost import IoLinks, PlanCoster
 
 MAX_TARGETS = 48
@@ -53,9 +54,14 @@ def _overrides(config, schedule: list[str]) -> tuple[dict, dict, set, set]:
     return grid_overrides, starts, transposed, breaks
 
 
-def _models_for(graph: Graph, name: str, device: DeviceSpec, grid_override: tuple | None) -> list[OpModel]:
-    models = legal_op_models(graph, name, device)
+def _models_for(graph: Graph, name: str, device: DeviceSpec, grid_override: tuple | None, config) -> list[OpModel]:
     dims = op_dims(graph, name)
+    models = legal_op_models(graph, name, device,
+                             lambda gr, gc: op_streams(graph, name, config, gr, gc, dims["rt"], dims["ct"]))
+    shape = getattr(config.balancer_op_overrides.get(name), "t_stream_shape", None)
+    if not models and shape is not None and shape != (1, 1):
+        grids = [m.grid for m in legal_op_models(graph, name, device)]
+        raise stream_override_error(name, shape, dims["rt"], dims["ct"], grids)
     if not models:
         raise BalancerError(f"op {name!r} ({graph.node(name).op_type}): no legal op model fits the "
                             f"{device.l1_usable} B of usable L1 on {device.name} (output {dims['t']}x{dims['rt']}x"
@@ -85,13 +91,16 @@ def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int)
     schedule = [n for n in graph.topo_order() if graph.node(n).kind == "op"]
     grid_overrides, starts, transposed, breaks = _overrides(config, schedule)
     coster = PlanCoster(graph, device, IoLinks.from_config(config), microbatch)
-    models = {name: _models_for(graph, name, device, grid_overrides.get(name)) for name in schedule}
+    models = {name: _models_for(graph, name, device, grid_overrides.get(name), config) for name in schedule}
+    producers = {name: [(k, o.src) for k, o in enumerate(graph.operands(name)) if graph.node(o.src).kind == "op"]
+                 for name in schedule}
+    consumable = {name: [m for m in models[name] if _consumable(graph, name, m)] for name in schedule}
     params = {name: [o.src for o in graph.operands(name) if graph.node(o.src).kind in ("parameter", "constant")]
               for name in schedule}
 
-    def plan(chosen: dict[str, OpModel]) -> Placement:
+    def plan(chosen: dict[str, OpModel], cuts: frozenset) -> Placement:
         placed = place(schedule, {n: chosen[n].grid for n in schedule}, device, starts=starts,
-                       transposed=transposed, breaks=breaks)
+                       transposed=transposed, breaks=breaks | cuts)
         prologue: dict[str, bool] = {}
         for name in schedule:
             for queue in params[name]:
@@ -103,14 +112,40 @@ def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int)
 
     plans: dict[tuple, Placement] = {}
     for score in (coster.standalone, lambda name, m: float(m.cycles)):
-        candidates = {name: sorted(((score(name, m), m) for m in models[name]),
-                                   key=lambda e: (e[1].cores, e[0], e[1].grid)) for name in schedule}
+        candidates = {name: sorted(((score(name, m), m) for m in consumable[name] or models[name]),
+                                   key=lambda e: (e[1].cores, e[0], e[1].grid, e[1].t_stream)) for name in schedule}
         for target in _targets([e[0] for entries in candidates.values() for e in entries]):
-            chosen = {}
-            for name in schedule:
-                fits = [e for e in candidates[name] if e[0] <= target]
-                chosen[name] = (fits[0] if fits else min(candidates[name], key=lambda e: (e[0], e[1].cores)))[1]
-            key = tuple(chosen[n] for n in schedule)
+            chosen, cuts = _choose(graph, schedule, candidates, producers, target)
+            key = (tuple(chosen[n] for n in schedule), cuts)
             if key not in plans:
-                plans[key] = plan(chosen)
+                plans[key] = plan(chosen, cuts)
     return min(plans.values(), key=lambda p: p.estimated_cycles)
+
+
+def _consumable(graph: Graph, name: str, model: OpModel) -> bool:
+    """A streamed model only if every op reading the op can take its slices in the same epoch, unstreamed or
+    streamed alike (an unstreamed model always)."""
+    if not model.t_stream:
+        return True
+    return all(edge_problem(graph, user, k, model.t_stream, ()) is None
+               or edge_problem(graph, user, k, model.t_stream, model.t_stream) is None
+               for user, k in graph.users(name) if graph.node(user).kind == "op")
+
+
+def _choose(graph: Graph, schedule: list[str], candidates: dict, producers: dict,
+            target: float) -> tuple[dict[str, OpModel], frozenset]:
+    """Per op (in schedule order) the model with the fewest cores whose score is <= target (else its best), among
+    those its producers' chosen streamings let it read in the same epoch; an op with no such model takes its best
+    and starts a new epoch (`cuts`), so a DRAM queue carries the edge."""
+    chosen: dict[str, OpModel] = {}
+    cuts = set()
+    for name in schedule:
+        fits = [e for e in candidates[name] if e[0] <= target]
+        ranked = fits + sorted((e for e in candidates[name] if e[0] > target), key=lambda e: (e[0], e[1].cores))
+        ok = next((m for _, m in ranked if all(edge_problem(graph, name, k, chosen[p].t_stream, m.t_stream) is None
+                                              for k, p in producers[name])), None)
+        if ok is None:
+            ok = ranked[0][1]
+            cuts.add(name)
+        chosen[name] = ok
+    return chosen, frozenset(cuts)

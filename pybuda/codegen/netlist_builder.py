@@ -3,17 +3,19 @@ with DRAM/host allocations that never overlap, one graph per epoch, and the lega
 (netlist-format.md §1.2, §1.3, §2.4). The result is a `pybuda.netlist.Netlist`; `write_netlist` writes it."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..arch.dram import queue_channels
 from ..balancer import Placement
-from ..balancer.op_model import (BUF_SIZE_MB, SPARSE_QUEUES, best_ublock, buda_op_type, e2e_queue, netlist_inputs,
-                                 op_attributes, sparse_queue_operands, sparse_tiles_df)
+from ..balancer.op_model import (BUF_SIZE_MB, SPARSE_QUEUES, best_ublock, buda_op_type, e2e_queue,
+                                 fused_layout, netlist_inputs, op_attributes, sparse_queue_operands, sparse_tiles_df)
 from ..dataformat import NOC_ALIGN, DataFormat, MathFidelity
 from ..device import DeviceSpec
 from ..ir import Graph
-from ..netlist.model import (Devices, EndLoop, Execute, Graph as NetlistGraph, Loop, Netlist, Op, Param,
-                             Program, Queue, QueueSettings, Var, VarInst)
+from ..netlist.model import (Attributes, Devices, EndLoop, Execute, FusedOp, FusedSubOp, Graph as NetlistGraph, Loop,
+                             Netlist, Op, Param, Program, Queue, QueueSettings, Var, VarInst)
 from ..netlist.sizes import QUEUE_HEADER_BYTES
 
 DRAM_BASE = 0x10000000     # first DRAM byte the allocator hands out on every channel
@@ -112,19 +114,58 @@ def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, confi
 
     graphs: dict[str, NetlistGraph] = {}
     reads: dict[int, list[str]] = {}
+    fused = _FusedOps(bgraph, placement, device)
     for name, placed in placement.placed.items():
         gname = graph_name(device.arch, placed.epoch)
         graph = graphs.get(gname)
         if graph is None:
             graph = graphs[gname] = NetlistGraph(name=gname, target_device=0, input_count=microbatch)
-        graph.ops[name] = _op_entry(bgraph, name, placement, e2e, epoch_of, reads.setdefault(placed.epoch, []),
-                                    gname)
+        op = _op_entry(bgraph, name, placement, e2e, epoch_of, reads.setdefault(placed.epoch, []), gname)
+        if op.type == "fused_op":
+            op.attributes = dataclasses.replace(op.attributes or Attributes(), fused_op_id=fused.id_of(name))
+        graph.ops[name] = op
     queue_order = {q: i for i, q in enumerate(queues)}
     for epoch in reads:
         reads[epoch] = sorted(set(reads[epoch]), key=queue_order.get)
     program = _program(queues, reads, placement, device, microbatch)
     return Netlist(devices=Devices(device.arch), queues=queues, graphs=graphs, programs=[program],
-                   queue_groups=groups)
+                   fused_ops=fused.definitions or None, queue_groups=groups)
+
+
+class _FusedOps:
+    """The `fused_ops` section: one definition per distinct fused op (equal schedules, blockings, TMs and
+    attributes share one, as the legacy compiler deduplicates), ids "0", "1", ... in first use order."""
+
+    def __init__(self, bgraph: Graph, placement: Placement, device: DeviceSpec):
+        self.bgraph, self.placement, self.device = bgraph, placement, device
+        self.definitions: dict[str, FusedOp] = {}
+        self._ids: dict[str, str] = {}
+
+    def id_of(self, name: str) -> str:
+        node = self.bgraph.node(name)
+        group = node.attrs["fused"]
+        layout = fused_layout(self.bgraph, name, self.placement.models[name], self.device)
+        schedules, k = [], 0
+        for schedule in group.schedules:
+            subs = []
+            for sub in schedule:
+                lay = layout[k]
+                k += 1
+                tms = {i: [format_tm(tm) for tm in t] for i, t in enumerate(sub.tms) if t}
+                subs.append(FusedSubOp(
+                    name=sub.name, type=sub.op_type, inputs=[r.netlist_name for r in sub.inputs],
+                    output=sub.output.netlist_name, mblock=lay.mblock, ublock=lay.ublock,
+                    pop_last=[r.netlist_name for r in sub.pop_last] or None, input_tms=tms,
+                    attributes=lay.attrs if lay.attrs != Attributes() else None))
+            schedules.append(subs)
+        key = repr((group.inputs, group.intermediates,
+                    [[dataclasses.replace(s, name="") for s in sched] for sched in schedules]))
+        fid = self._ids.get(key)
+        if fid is None:
+            fid = self._ids[key] = str(len(self._ids))
+            self.definitions[fid] = FusedOp(id=fid, inputs=group.inputs, intermediates=group.intermediates,
+                                            schedules=schedules)
+        return fid
 
 
 def sparse_queue_values(bgraph: Graph, placement: Placement) -> dict[str, np.ndarray]:

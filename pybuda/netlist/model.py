@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from ..arch.cycles import FusedStep
+from ..arch.fused import SubBlock
+from ..arch.fused import input_roles as fused_input_roles
 from ..arch.operands import OpGeometry
 from ..arch.optypes import NON_TENSIX_OPS
 from ..dataformat import DataFormat, MathFidelity
@@ -393,6 +395,16 @@ class FusedOp:
         """Every scheduled sub-op, schedule by schedule."""
         return [s for sched in self.schedules for s in sched]
 
+    def input_roles(self) -> tuple:
+        """How each input is split over the op's cores (`pybuda.arch.fused.input_roles`)."""
+        return fused_input_roles((int(name[5:]), s.type, pos) for s in self.sub_ops
+                                 for pos, name in enumerate(s.inputs) if name.startswith("input") and name[5:].isdigit())
+
+    def sub_blocks(self) -> list:
+        """The sub-ops as `pybuda.arch.fused.intermediate_tiles` sizes their buffers."""
+        return [SubBlock(k, s.type, tuple(s.inputs), s.output, tuple(s.mblock), tuple(s.ublock))
+                for k, sched in enumerate(self.schedules) for s in sched]
+
     def steps(self, op: "Op") -> tuple:
         """The sub-ops as the backend model costs them when `op` runs this fused op: each on the op's grid and t
         with its own blocking and attributes (approximate mode is the fused op's)."""
@@ -545,6 +557,11 @@ class Netlist:
         """The `fused_ops` entry a `fused_op` op runs (by its `fused_op_id`); None if it names none defined."""
         fid = op.attrs.fused_op_id
         return None if fid is None else (self.fused_ops or {}).get(fid)
+
+    def geometry_of(self, op: Op) -> OpGeometry:
+        """`op.geometry`, with a fused op's input roles from its `fused_ops` entry."""
+        fused = self.fused_op_of(op) if op.type == "fused_op" else None
+        return op.geometry if fused is None else dataclasses.replace(op.geometry, input_roles=fused.input_roles())
 
     def program(self, name: str) -> Program:
         for p in self.programs:

@@ -19,6 +19,7 @@ The arch is the one the backend would select (env `ARCH_NAME` there): `arch` if 
 """
 from __future__ import annotations
 
+from ..arch.fused import intermediate_tiles
 from ..arch.l1 import InputBuffer, footprint
 from ..arch.operands import OpGeometry, expected_input, input_count, prologue_tiles_per_core, transpose_illegal
 from ..arch.optypes import BINARY_OPS, DATACOPY_OPS, OP_TYPES, SFPU_OPS
@@ -1143,7 +1144,7 @@ def _check_dynamic(c: _Ctx, static_spans: dict) -> None:
 def op_l1_bytes(c: _Ctx, op: Op) -> dict:
     """L1 bytes one core of `op` needs, by buffer kind (`pybuda.arch.l1.footprint` with the legal minimum input
     buffers; a prologued queue holds the core's whole slice; see docs/netlist.md "L1 budget")."""
-    geom = op.geometry
+    geom = c.n.geometry_of(op)
     inputs = []
     for i, src in enumerate(op.inputs):
         tb = tile_bytes(op.in_df[i] if i < len(op.in_df) else op.out_df)
@@ -1154,16 +1155,8 @@ def op_l1_bytes(c: _Ctx, op: Op) -> dict:
         inputs.append(InputBuffer(tb, prologue_tiles=slice_tiles,
                                   min_size_tiles=_listed(op.input_buf_min_size_tiles, i),
                                   dram_io_tiles=_listed(op.input_dram_io_buf_size_tiles, i)))
-    fused_tiles = 0
-    if op.type == "fused_op":
-        f = (c.n.fused_ops or {}).get(op.attrs.fused_op_id)
-        if f is not None:
-            sizes: dict = {}
-            for sched in f.schedules:
-                for s in sched:
-                    if s.output.startswith("intermed"):
-                        sizes[s.output] = max(sizes.get(s.output, 0), s.ublock[0] * s.ublock[1])
-            fused_tiles = sum(sizes.values())
+    f = c.n.fused_op_of(op) if op.type == "fused_op" else None
+    fused_tiles = intermediate_tiles(f.sub_blocks()) if f else 0
     return footprint(geom, inputs, out_tile_bytes=tile_bytes(op.out_df, op.effective_tile_dim,
                                                              tilized=not op.untilize_output),
                      intermed_tile_bytes=tile_bytes(op.intermed_df, op.effective_tile_dim),

@@ -42,19 +42,6 @@ def expect_inputs(op: Op, ins: list, n: int | tuple[int, ...]) -> None:
         raise SimulatorError(f"op {op.name!r} ({op.type}) takes {want} inputs, got {len(ins)}")
 
 
-def tile_broadcast(x: np.ndarray, axis: str) -> np.ndarray:
-    """Within-tile broadcast: 'r' copies row 0 of every tile to all its rows, 'c' column 0 to all columns."""
-    *lead, rows, cols = x.shape
-    v = x.reshape(*lead, rows // TILE, TILE, cols // TILE, TILE)
-    if axis == "r":
-        v = np.broadcast_to(v[..., :, 0:1, :, :], v.shape)
-    elif axis == "c":
-        v = np.broadcast_to(v[..., :, :, :, 0:1], v.shape)
-    else:
-        raise SimulatorError(f"tile_broadcast axis must be r or c, got {axis!r}")
-    return np.ascontiguousarray(v).reshape(x.shape)
-
-
 def packer_relu(op: Op, y: np.ndarray) -> np.ndarray:
     """Packer ReLU (`relu_en`, `relu_threshold`, `relu_mode`), as in the backend's golden model."""
     a = op.attrs

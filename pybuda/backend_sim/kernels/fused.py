@@ -15,12 +15,12 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from pybuda.arch.tms import apply_tm
+from pybuda.arch.tms import apply_tm, tile_broadcast
 from pybuda.netlist import Attributes, FusedOp, FusedSubOp, Netlist, Op
 
 from ..errors import SimulatorError
 from ..formats import quantize
-from .common import TILE, packer_relu, tile_broadcast
+from .common import TILE, packer_relu
 
 _INDEXED = re.compile(r"^(input|intermed)(\d+)$")
 
@@ -54,21 +54,6 @@ def _ref(name: str, where: str) -> tuple[str, int]:
     if not m:
         raise SimulatorError(f"{where}: unknown operand {name!r}; legal: input<N>, intermed<K>, dest")
     return m.group(1), int(m.group(2))
-
-
-def input_roles(fdef: FusedOp) -> dict[int, str]:
-    """How each fused input is split across cores: 'cols' (matmul input 1), 'rows' (matmul input 0) or 'both'."""
-    roles: dict[int, str] = {}
-    for sub in fdef.sub_ops:
-        for pos, name in enumerate(sub.inputs):
-            kind, idx = _ref(name, f"fused op {fdef.id} sub-op {sub.name!r}")
-            if kind != "input" or idx in roles:
-                continue
-            if sub.type == "matmul":
-                roles[idx] = "cols" if pos == 1 else "rows"
-            else:
-                roles[idx] = "both"
-    return roles
 
 
 def _split(x: np.ndarray, gr: int, gc: int, role: str, where: str) -> np.ndarray:
@@ -110,7 +95,7 @@ def fused_op(op: Op, ins: list[np.ndarray], netlist: Netlist, kernels: Mapping[s
     if len(ins) != fdef.inputs:
         raise SimulatorError(f"{where}: {len(ins)} inputs but the fused op definition has {fdef.inputs}")
     gr, gc = op.grid_size
-    roles = input_roles(fdef)
+    roles = dict(enumerate(fdef.input_roles()))
     blocks = {k: _split(x, gr, gc, roles.get(k, "both"), f"{where} input {k}") for k, x in enumerate(ins)}
     intermed: dict[int, np.ndarray] = {}
     dest: np.ndarray | None = None

@@ -8,12 +8,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from pybuda.arch.tms import tile_broadcast
 from pybuda.dataformat import DataFormat, MathFidelity
 from pybuda.netlist import Op
 
 from ..errors import SimulatorError
 from ..formats import SRCA_SPLIT, SRCB_SPLIT, _phase_terms, quantize, truncate_mantissa
-from .common import TILE, expect_inputs, input_formats, int_math, src, tile_broadcast
+from .common import TILE, expect_inputs, input_formats, int_math, src
 from .eltwise import unary_value
 
 _A_BITS = {"hi": SRCA_SPLIT[0], "full": SRCA_SPLIT[0] + SRCA_SPLIT[1]}  # srcA = input 1

@@ -1,0 +1,347 @@
+"""Fusion (pybuda-passes.md §8): groups of small Buda ops become one `fused_op` running them as scheduled sub-ops
+on one core grid, so an epoch holds fewer ops and their intermediate results stay in the dest register and L1
+instead of crossing the NoC.
+
+Which ops fuse: binary add/subtract/multiply/maximum, SFPU unary ops, nop, the Buda row reduce (`reduce`, dim c)
+and matmuls whose second operand is a constant one tile column wide (row sums and means, the in-tile column
+broadcast); not ops named by `dont_fuse` (only those named by `manual_fuse` when it is given), by a balancer or
+placer override, an epoch or chip break, a schedule constraint, a nop insertion or a queue insertion.
+
+How groups grow (in topological order, deterministic): an op joins the group of one of its operands when
+- the edge between them carries no TM, or a column broadcast of a value one tile column wide (a row reduction
+  broadcast back along its row);
+- it shares the group's z and rows, math fidelity and accumulation format;
+- the group stays convex: no operand of the op outside the group depends on the group;
+- the group still builds (`build_group`): at most 16 inputs, 8 of them graph inputs, parameters or constants,
+  inputs + output < 17, at most 8 intermediate buffers.
+A group then keeps a single output: the first member (in topological order) read outside the group, with its
+input cone; the members it drops form groups of their own in another round. Groups of one op are dropped.
+
+Schedules (`build_group`): members in topological order; a schedule ends after each matmul or reduce (its result
+is needed whole) and before a sub-op of another width. A value goes to the dest register when only the next sub-op
+of its schedule reads it, once, without a broadcast (not into a matmul or maximum, not from a relu, maximum or
+quantisation op; on grayskull only as that sub-op's first operand: commutative binaries swap), else to an
+intermediate buffer freed after its last reader (`pop_last`). An outside value becomes one fused-op input per
+(value, edge TMs, schedule): each schedule streams its inputs anew, as the legacy compiler does; an outside value
+arriving through a transpose or pad TM cannot (the backend takes neither on a fused op's input).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..arch.optypes import SFPU_OPS
+from ..dataformat import DataFormat
+from ..ir import Graph, Operand
+from ..ops.fused import DEST, OUTPUT, FusedGroup, Ref, SubOp
+
+FUSED_PREFIX = "_fused_op_"
+MAX_INPUTS = 16
+MAX_QUEUE_INPUTS = 8
+MAX_INPUTS_AND_OUTPUTS = 16     # inputs + outputs < 17
+MAX_INTERMEDIATES = 8
+BINARY = frozenset({"add", "subtract", "multiply", "maximum"})
+COMMUTATIVE = frozenset({"add", "multiply", "maximum"})
+UNARY = (SFPU_OPS - {"dropout"}) | {"nop"}
+
+
+class FusionError(ValueError):
+    """A group of ops that cannot be one fused op; the message says which limit or rule it breaks."""
+
+
+def fusable(graph: Graph, name: str) -> bool:
+    """Whether an op may become a fused sub-op (its type and operands; not the config's exclusions)."""
+    node = graph.node(name)
+    if node.op_type in BINARY or node.op_type in UNARY:
+        return True
+    if node.op_type == "reduce":
+        return node.attrs.get("dim") == "c"
+    if node.op_type == "matmul":
+        operands = graph.operands(name)
+        if len(operands) != 2 or node.attrs:
+            return False
+        rhs = operands[1]
+        return (graph.node(rhs.src).kind == "constant" and all(tm[0] == "broadcast" and tm[1] == "z" for tm in rhs.tms)
+                and node.shape[-1] == 32)
+    return False
+
+
+def excluded_ops(config) -> set[str]:
+    """Ops the config keeps out of fusion: `dont_fuse` and every op an override or graph edit names."""
+    names = set(config.op_names_dont_fuse)
+    names |= set(config.balancer_op_overrides)
+    names |= {op for op, _ in config.placer_op_overrides}
+    for entries in (config.op_names_to_epoch_break, config.op_names_to_chip_break, config.scheduler_constraints):
+        for entry in entries:
+            names |= {entry} if isinstance(entry, str) else set(entry)
+    for nop in config.buffering_nops_to_insert.values():
+        names |= {nop.src, nop.dest}
+    for producer, consumer, _ in config.insert_queues:
+        names |= {producer, consumer}
+    return names
+
+
+def _internal_edge(graph: Graph, producer: str, tms: tuple) -> bool:
+    """An edge inside a group: no TM, or a column broadcast of a value one tile column wide."""
+    if not tms:
+        return True
+    return (len(tms) == 1 and tms[0][0] == "broadcast" and tms[0][1] == "c"
+            and graph.node(producer).shape[-1] == 32)
+
+
+def _key(graph: Graph, name: str) -> tuple:
+    """What every member of a group shares: z, rows, math fidelity, accumulation format."""
+    node = graph.node(name)
+    return node.shape[-3], node.shape[-2], node.math_fidelity, node.acc_df
+
+
+# --- building one group ----------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Built:
+    """A group as one fused op: its program and the operands (producer and edge TMs) of its inputs, in order."""
+
+    group: FusedGroup
+    operands: tuple
+
+
+def build_group(graph: Graph, members: list[str], arch: str) -> Built:
+    """The fused op of `members` (in topological order, the last one the output): schedules, dest and
+    intermediate routing, inputs. FusionError if it breaks a limit."""
+    member_set = set(members)
+    schedule_of = _schedules(graph, members)
+    operand_lists = _operand_lists(graph, members, arch)
+    readers = {m: [u for u, _ in graph.users(m) if u in member_set] for m in members}
+    in_dest = {p for p, m in zip(members, members[1:]) if p != members[-1]
+               and _to_dest(graph, p, m, operand_lists[m], schedule_of, readers, arch)}
+    last_read = {o.src: m for m in members for o in operand_lists[m] if o.src in member_set}
+    buffer_of, buffers = _buffers(members, in_dest, operand_lists, schedule_of, last_read)
+    inputs: dict[tuple, int] = {}
+    operands: list[Operand] = []
+    subs: list[list[SubOp]] = [[] for _ in range(schedule_of[members[-1]] + 1)]
+    for m in members:
+        refs, tms = [], []
+        for o in operand_lists[m]:
+            if o.src in member_set:
+                refs.append(DEST if o.src in in_dest else Ref("intermed", buffer_of[o.src]))
+                tms.append(tuple(o.tms))
+                continue
+            if any(tm[0] in ("transpose", "pad") for tm in o.tms):
+                raise FusionError(f"operand {o.src!r} of {m!r} arrives with a {tm_kinds(o.tms)} TM, which fused-op "
+                                  "inputs cannot take")
+            key = (o.src, tuple(o.tms), schedule_of[m])
+            if key not in inputs:
+                inputs[key] = len(inputs)
+                operands.append(o)
+            refs.append(Ref("input", inputs[key]))
+            tms.append(())
+        out = OUTPUT if m == members[-1] else DEST if m in in_dest else Ref("intermed", buffer_of[m])
+        pops = tuple(dict.fromkeys(Ref("intermed", buffer_of[o.src]) for o in operand_lists[m]
+                                   if o.src in buffer_of and last_read.get(o.src) == m))
+        node = graph.node(m)
+        subs[schedule_of[m]].append(SubOp(m, node.op_type, tuple(sorted(_sub_attrs(graph, m).items())),
+                                          tuple(refs), tuple(tms), out, tuple(node.shape), pops))
+    queue_inputs = sum(graph.node(o.src).kind != "op" for o in operands)
+    if len(inputs) > MAX_INPUTS or len(inputs) + 1 > MAX_INPUTS_AND_OUTPUTS:
+        raise FusionError(f"{len(inputs)} inputs (limit {min(MAX_INPUTS, MAX_INPUTS_AND_OUTPUTS - 1)})")
+    if queue_inputs > MAX_QUEUE_INPUTS:
+        raise FusionError(f"{queue_inputs} inputs from queues (limit {MAX_QUEUE_INPUTS})")
+    if buffers > MAX_INTERMEDIATES:
+        raise FusionError(f"{buffers} intermediate buffers (limit {MAX_INTERMEDIATES})")
+    return Built(FusedGroup(inputs=len(inputs), intermediates=buffers, schedules=tuple(tuple(x) for x in subs)),
+                 tuple(operands))
+
+
+def _schedules(graph: Graph, members: list[str]) -> dict[str, int]:
+    """The schedule of each member: a new one after a matmul or reduce and before a sub-op of another width."""
+    schedule_of: dict[str, int] = {}
+    for prev, m in zip([None, *members], members):
+        k = 0 if prev is None else schedule_of[prev]
+        if prev is not None and (graph.node(prev).op_type in ("matmul", "reduce")
+                                 or graph.node(prev).shape[-1] != graph.node(m).shape[-1]):
+            k += 1
+        schedule_of[m] = k
+    return schedule_of
+
+
+def _operand_lists(graph: Graph, members: list[str], arch: str) -> dict[str, list[Operand]]:
+    """Each member's operands; on grayskull a commutative binary reading the previous member as its second
+    operand swaps them (only srcA, operand 0, can come from the dest register there)."""
+    lists = {m: list(graph.operands(m)) for m in members}
+    for prev, m in zip(members, members[1:]):
+        ops = lists[m]
+        if (arch == "grayskull" and graph.node(m).op_type in COMMUTATIVE and len(ops) == 2 and ops[1].src == prev
+                and ops[0].src != prev):
+            lists[m] = [ops[1], ops[0]]
+    return lists
+
+
+def _buffers(members: list[str], in_dest: set, operand_lists: dict, schedule_of: dict,
+             last_read: dict) -> tuple[dict[str, int], int]:
+    """The intermediate buffer of every member that needs one (not the output, not in dest), and how many
+    buffers: a buffer whose value its own schedule has read for the last time is free for a later member (a buffer
+    read by a later schedule is never reused, as the legacy compiler's allocator keeps them)."""
+    buffer_of: dict[str, int] = {}
+    free: list[int] = []
+    count = 0
+    for m in members:
+        for src in dict.fromkeys(o.src for o in operand_lists[m]):
+            if src in buffer_of and last_read.get(src) == m and schedule_of[src] == schedule_of[m]:
+                free.append(buffer_of[src])
+        if m == members[-1] or m in in_dest:
+            continue
+        free.sort()
+        if free:
+            buffer_of[m] = free.pop(0)
+        else:
+            buffer_of[m] = count
+            count += 1
+    return buffer_of, count
+
+
+def tm_kinds(tms) -> str:
+    return "/".join(dict.fromkeys(tm[0] for tm in tms))
+
+
+def _sub_attrs(graph: Graph, name: str) -> dict:
+    """A member's attributes as a sub-op: matmuls read their whole inner dimension at once (m_k 1)."""
+    node = graph.node(name)
+    attrs = dict(node.attrs)
+    if node.op_type in ("matmul", "reduce"):
+        k = graph.operand_shape(graph.operands(name)[0])[-1] // 32
+        attrs.update(m_k=1, u_kt=k)
+    return attrs
+
+
+def _to_dest(graph: Graph, producer: str, consumer: str, operands: list, schedule_of: dict, readers: dict,
+             arch: str) -> bool:
+    """Whether `producer`'s result can reach the next sub-op `consumer` in the dest register."""
+    ports = [k for k, o in enumerate(operands) if o.src == producer]
+    if len(ports) != 1 or operands[ports[0]].tms or readers[producer] != [consumer]:
+        return False
+    if schedule_of[producer] != schedule_of[consumer]:
+        return False
+    p, c = graph.node(producer), graph.node(consumer)
+    if c.op_type in ("matmul", "maximum") or p.op_type in ("maximum", "reduce", "matmul") or p.attrs.get("relu_en"):
+        return False
+    return arch != "grayskull" or ports[0] == 0
+
+
+# --- growing groups ---------------------------------------------------------------------------------------------
+
+def find_groups(graph: Graph, candidates: set[str], arch: str) -> list[list[str]]:
+    """Groups of `candidates` (each in topological order, output last) that become fused ops."""
+    order = [n for n in graph.topo_order() if graph.node(n).kind == "op"]
+    final: list[list[str]] = []
+    free = [n for n in order if n in candidates]
+    while free:
+        groups = _grow(graph, order, set(free), arch)
+        released: list[str] = []
+        for members in groups:
+            kept = _single_output(graph, members)
+            released += [m for m in members if m not in kept]
+            if len(kept) >= 2 and _builds(graph, kept, arch):
+                final.append(kept)
+        if set(released) == set(free):
+            break
+        free = [n for n in order if n in set(released)]
+    position = {n: i for i, n in enumerate(order)}
+    return sorted(final, key=lambda g: position[g[-1]])
+
+
+def _builds(graph: Graph, members: list[str], arch: str) -> bool:
+    try:
+        build_group(graph, members, arch)
+    except FusionError:
+        return False
+    return True
+
+
+def _grow(graph: Graph, order: list[str], free: set[str], arch: str) -> list[list[str]]:
+    group_of: dict[str, int] = {}
+    groups: list[list[str]] = []
+    depends: dict[str, frozenset] = {}        # groups a node depends on through a path leaving them
+    for n in order:
+        operands = graph.operands(n)
+        joined = None
+        if n in free:
+            for o in operands:
+                g = group_of.get(o.src)
+                if g is None or g == joined or not _internal_edge(graph, o.src, tuple(o.tms)):
+                    continue
+                if _key(graph, n) != _key(graph, groups[g][0]):
+                    continue
+                outside = [p.src for p in operands if group_of.get(p.src) != g]
+                if any(g in depends.get(p, frozenset()) for p in outside):
+                    continue
+                if not _internal_edges_ok(graph, n, operands, g, group_of):
+                    continue
+                if not _builds(graph, groups[g] + [n], arch):
+                    continue
+                joined = g
+                break
+            if joined is None:
+                joined = len(groups)
+                groups.append([])
+            groups[joined].append(n)
+            group_of[n] = joined
+        deps: set = set()
+        for o in operands:
+            deps |= depends.get(o.src, frozenset())
+            g = group_of.get(o.src)
+            if g is not None and g != group_of.get(n):
+                deps.add(g)
+        depends[n] = frozenset(deps)
+    return groups
+
+
+def _internal_edges_ok(graph: Graph, n: str, operands: list, g: int, group_of: dict) -> bool:
+    """Every edge from group g into n is a legal internal edge."""
+    return all(_internal_edge(graph, o.src, tuple(o.tms)) for o in operands if group_of.get(o.src) == g)
+
+
+def _single_output(graph: Graph, members: list[str]) -> list[str]:
+    """The first member read outside the group (or by a graph output) and the members in its input cone, until
+    that member is the only one read outside."""
+    while True:
+        member_set = set(members)
+        out = next((m for m in members if any(u not in member_set for u, _ in graph.users(m))), members[-1])
+        cone, stack = {out}, [out]
+        while stack:
+            for o in graph.operands(stack.pop()):
+                if o.src in member_set and o.src not in cone:
+                    cone.add(o.src)
+                    stack.append(o.src)
+        kept = [m for m in members if m in cone]
+        if kept == members:
+            return kept
+        members = kept
+
+
+# --- the stage --------------------------------------------------------------------------------------------------
+
+def fuse(graph: Graph, config, arch: str) -> Graph:
+    """Replace fusable groups of ops by fused ops `_fused_op_<k>` (k in topological order of their outputs)."""
+    if not config.enable_auto_fusing:
+        return graph
+    excluded = excluded_ops(config)
+    manual = set(config.op_names_manual_fuse)
+    candidates = {n for n in graph.op_names() if fusable(graph, n) and n not in excluded
+                  and (not manual or n in manual)}
+    for k, members in enumerate(find_groups(graph, candidates, arch)):
+        _replace(graph, members, build_group(graph, members, arch), f"{FUSED_PREFIX}{k}")
+    return graph
+
+
+def _replace(graph: Graph, members: list[str], built: Built, name: str) -> None:
+    out = graph.node(members[-1])
+    approx = all(s.attributes.get("approximate_mode") for s in built.group.sub_ops if s.op_type in SFPU_OPS)
+    has_sfpu = any(s.op_type in SFPU_OPS for s in built.group.sub_ops)
+    acc = out.acc_df or DataFormat.Float16_b
+    graph.add_op(name, "fused_op", list(built.operands),
+                 {"fused": built.group, **({"approximate_mode": True} if approx and has_sfpu else {})},
+                 shape=out.shape, df=out.df, intermed_df=acc, acc_df=out.acc_df, math_fidelity=out.math_fidelity,
+                 logical_shape=out.logical_shape, original_op_type="fused_op", large_padding=out.large_padding)
+    graph.node(name).order = out.order
+    graph.replace(members[-1], name)
+    for m in reversed(members[:-1]):
+        graph.remove_node(m)
