@@ -23,7 +23,7 @@ import torch
 import pybuda
 from pybuda.backend_sim import estimate
 from pybuda.netlist import load
-from pybuda.tools.zoo import ZOO
+from pybuda.tools.zoo import BENCHMARKS, ZOO, BenchmarkConfig
 
 import silicon_ops
 
@@ -45,28 +45,7 @@ CALIBRATION = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class Published:
-    """One row of the published benchmark table that a zoo model reproduces."""
-
-    model: str
-    device: str
-    microbatch: int
-    df: str
-    fidelity: str
-    silicon: float
-
-
-PUBLISHED = (
-    Published("bert_large_384", "e150", 64, "Bfp8_b", "LoFi", 99.0),
-    Published("bert_large_384", "n150", 64, "Bfp8_b", "LoFi", 118.0),
-    Published("resnet50", "e150", 64, "Float16_b", "HiFi3", 1410.0),
-    Published("resnet50", "n150", 256, "Bfp8_b", "LoFi", 2891.0),
-    Published("mobilenetv2", "e150", 64, "Float16_b", "HiFi3", 1491.0),
-    Published("mobilenetv2", "n150", 256, "Bfp8_b", "LoFi", 2721.0),
-    Published("vit_b16", "e150", 64, "Bfp8_b", "LoFi", 363.0),
-    Published("vit_b16", "n150", 256, "Bfp8_b", "LoFi", 540.0),
-)
+PUBLISHED = tuple(b for b in BENCHMARKS if b.silicon is not None)
 
 
 def _ratio(value: float, low: float, high: float) -> str:
@@ -91,7 +70,7 @@ def calibration_table(root: Path) -> None:
               f"{_ratio(report.samples_per_second, low, high)} | {slowest.limiter} ({slowest.slowest_op}) |")
 
 
-def zoo_row(row: Published) -> str:
+def zoo_row(row: BenchmarkConfig) -> str:
     entry = ZOO[row.model]
     model, inputs = entry.build(), entry.inputs(row.microbatch)
     config = pybuda.CompilerConfig(default_df_override=row.df, default_math_fidelity=row.fidelity)

@@ -78,20 +78,21 @@ def test_only_fusable_ops_join():
     assert not fusable(g, add_op(g, "rr", "reduce", [mm], {"dim": "r", "type": "max"}))
 
 
-def test_schedules_end_after_a_reduction_and_at_a_width_change():
-    """softmax's shape: max -> subtract (broadcast back) -> exp -> sum -> reciprocal -> multiply."""
+def test_a_reduction_ends_its_schedule_and_ops_of_another_width_stay_apart():
+    """softmax's tail: sum (a row reduction, one tile column) -> reciprocal -> multiply (broadcast back, full width):
+    the narrow pair fuses, the wide multiply keeps its grid columns."""
     g = _graph()
     ones = _const(g, "ones", (1, 1, 64, 32))
-    s = add_op(g, "sum", "matmul", ["x", ones])                                 # width 1 tile, ends a schedule
-    r = add_op(g, "recip", "reciprocal", [s])                                    # width 1 tile
-    m = add_op(g, "mul", "multiply", ["x", Operand(r, (("broadcast", "c", 2),))])  # width 2 tiles: new schedule
+    s = add_op(g, "sum", "matmul", ["x", ones])
+    r = add_op(g, "recip", "reciprocal", [s])
+    m = add_op(g, "mul", "multiply", ["x", Operand(r, (("broadcast", "c", 2),))])
     g.add_output("y", m)
-    (node,) = _fused_ops(_fused(g))
-    schedules = node.attrs["fused"].schedules
-    assert [[s.name for s in sched] for sched in schedules] == [["sum"], ["recip"], ["mul"]]
-    mul = schedules[2][0]
-    assert mul.tms[1] == (("broadcast", "c", 2),)    # the internal broadcast is the sub-op's TM
+    fused = _fused(g)
+    (node,) = _fused_ops(fused)
+    assert [[s.name for s in sched] for sched in node.attrs["fused"].schedules] == [["sum"], ["recip"]]
     assert node.attrs["fused"].sub_ops[0].attributes == {"m_k": 1, "u_kt": 2}
+    assert fused.node("mul").op_type == "multiply"
+    assert [(o.src, o.tms) for o in fused.operands("mul")][1] == (node.name, (("broadcast", "c", 2),))
 
 
 def test_dest_reuse_rules():
@@ -104,8 +105,8 @@ def test_dest_reuse_rules():
     g.add_output("y", out)
     on_gs = _fused_ops(_fused(g, "grayskull"))[0].attrs["fused"].sub_ops
     on_wh = _fused_ops(_fused(g, "wormhole_b0"))[0].attrs["fused"].sub_ops
-    # grayskull takes dest on operand 0 only: the commutative multiply swaps its operands
-    assert [r.netlist_name for r in on_gs[1].inputs] == ["dest", "input1"]
+    # grayskull takes dest on operand 0 (srcA) only, and operands are not swapped for it (srcA keeps fewer bits)
+    assert on_gs[0].output.kind == "intermed" and [r.netlist_name for r in on_gs[1].inputs] == ["input1", "intermed0"]
     assert [r.netlist_name for r in on_wh[1].inputs] == ["input1", "dest"]
     # a relu producer does not hand on through dest (the packer applies the relu on the way to L1)
     assert on_wh[2].output.kind == "intermed" and on_wh[3].inputs[0].kind == "intermed"
@@ -293,3 +294,35 @@ def test_a_fused_op_costs_its_sub_ops(tmp_path):
     steps = nl.fused_op_of(op).steps(op)
     alone = [kernel_cycles("grayskull", s.op, op.out_df, op.math_fidelity) for s in steps]
     assert len(steps) >= 2 and perf.kernel_cycles >= max(alone)
+
+
+@pytest.mark.parametrize("df, acc, dest", [("Float16_b", "Float16_b", True), ("Bfp8_b", "Float16_b", False),
+                                            ("Float32", "Float16", False)])
+def test_dest_only_holds_values_in_their_own_format(df, acc, dest):
+    """Bfp8_b values would round otherwise in a Float16_b dest, Float32 ones on grayskull's 16-bit dest: they stay
+    in intermediates of their own format, so fusion changes no value."""
+    g = _pair()
+    for n in g.nodes("op"):
+        n.df, n.acc_df = pybuda.DataFormat.parse(df), pybuda.DataFormat.parse(acc)
+    (node,) = _fused_ops(_fused(g, "grayskull"))
+    assert (node.attrs["fused"].sub_ops[0].output.kind == "dest") == dest
+    assert node.intermed_df == pybuda.DataFormat.parse(df)
+
+
+def test_ops_of_another_format_do_not_join():
+    g = _pair()
+    g.node("sigmoid1").df = pybuda.DataFormat.Bfp8_b
+    assert not _fused_ops(_fused(g))
+
+
+@pytest.mark.parametrize("options", [{}, {"default_df_override": "Bfp8_b", "default_math_fidelity": "LoFi"}],
+                         ids=["Float16_b", "Bfp8_b-LoFi"])
+def test_fused_and_streamed_netlists_compute_the_unfused_values_bit_for_bit(tmp_path, options):
+    model, x = Attention(), torch.randn(2, 64, 64)
+    off = pybuda.compile(model, x, output_dir=tmp_path / "off", config=CompilerConfig(
+        enable_auto_fusing=False, enable_t_streaming=False, **options))
+    cfg = CompilerConfig(**options)
+    cfg.balancer_op_override("q_mm", "t_stream_shape", (2, 1))
+    on = pybuda.compile(model, x, output_dir=tmp_path / "on", config=cfg)
+    assert _fused_ops(on.device_graph) and on.netlist.ops["q_mm"].t == 2
+    np.testing.assert_array_equal(on(x).numpy(), off(x).numpy())

@@ -69,11 +69,12 @@ class Unbatched(Linear):
 @pytest.mark.parametrize("model, output, problem, where", [
     (Centered(), 0, "mixes samples", "the model itself (Centered)"),
     (WithTimesFirst(), 0, "mixes samples", "submodule 'mix' (TimesFirst)"),
-    (BatchSum(), 0, r"has shape \(4, 32\), not indexed by the 3 samples", "the model itself (BatchSum)"),
-    (Unbatched(), 1, r"has shape \(32, 32\), not indexed by the 3 samples", "the model itself (Unbatched)"),
+    (BatchSum(), 0, r"has shape \(4, 32\), not indexed by the 2 samples", "the model itself (BatchSum)"),
+    (Unbatched(), 1, r"has shape \(32, 32\), not indexed by the 2 samples", "the model itself (Unbatched)"),
 ])
 def test_models_mixing_samples_are_refused_naming_output_and_op(tmp_path, model, output, problem, where):
-    with pytest.raises(pybuda.MicrobatchError, match=rf"leading dim of the sample inputs \(3\) is not a microbatch: "
+    with pytest.raises(pybuda.MicrobatchError, match=rf"leading dim of the sample inputs \(3\) is not a microbatch "
+                                                     rf"\(checked on its first 2 samples\): "
                                                      rf"model output {output} {problem}.*first in {re.escape(where)}.*"
                                                      r"compile with a microbatch of 1"):
         pybuda.compile(model, torch.randn(3, 4, 32), output_dir=tmp_path)

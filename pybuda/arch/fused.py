@@ -1,27 +1,13 @@
 """A fused op's sub-ops on the hardware (netlist-format.md §1.7).
 
-Every sub-op runs on the fused op's grid and t with its own blocking. The sub-ops of a fused op share its rows
-(the op's mblock_m and ublock_rt); a sub-op whose output is narrower than the op's (a row reduction leaves one tile
-column) needs whole rows on every core, so such a fused op has one grid column, and the sub-op takes the widest
-ublock that fits the dest register next to the shared ublock_rt. An intermediate buffer holds one ublock of a value
-its own schedule reads ublock by ublock, one mblock of a value a later schedule (or a matmul or reduce) reads.
+Every sub-op runs on the fused op's grid and t with its own blocking (legacy netlists mix widths; this compiler's
+fused ops take the op's blocking for every sub-op). An intermediate buffer holds one ublock of a value its own
+schedule reads ublock by ublock, one mblock of a value a later schedule (or a matmul or reduce) reads; the inputs
+split over the cores by how the sub-ops read them.
 """
 from __future__ import annotations
 
 import dataclasses
-
-Block = tuple  # (mblock, ublock): ((m, n), (rt, ct))
-
-
-def sub_op_blocking(op_cols: int, mblock: tuple, ublock: tuple, sub_cols: int, dest_tiles: int) -> Block:
-    """(mblock, ublock) of a sub-op whose output has `sub_cols` tile columns in a fused op of `op_cols` tile
-    columns with per-core `mblock` and `ublock`: the op's own blocking at the op's width; otherwise (the op has one
-    grid column) the widest ublock dividing `sub_cols` within the dest register next to the op's ublock rows."""
-    if sub_cols == op_cols:
-        return tuple(mblock), tuple(ublock)
-    urt = ublock[0]
-    uct = max(c for c in range(1, sub_cols + 1) if sub_cols % c == 0 and urt * c <= dest_tiles)
-    return (mblock[0], sub_cols // uct), (urt, uct)
 
 
 @dataclasses.dataclass(frozen=True)

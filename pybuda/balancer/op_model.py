@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from ..arch.cycles import FusedStep, fused_op_cycles, kernel_cycles
-from ..arch.fused import SubBlock, input_roles, intermediate_tiles, sub_op_blocking
+from ..arch.fused import SubBlock, input_roles, intermediate_tiles
 from ..arch.l1 import InputBuffer, footprint
 from ..arch.operands import OpGeometry, inner_dim, prologue_tiles_per_core
 from ..dataformat import DataFormat, MathFidelity
@@ -243,26 +243,16 @@ def fused_roles(group: FusedGroup) -> tuple:
                        if ref.kind == "input")
 
 
-def fused_whole_rows(group: FusedGroup) -> bool:
-    """A fused op whose sub-ops differ in width, or broadcast a value along columns, keeps whole rows on each core
-    (one grid column): its sub-ops' blocking and TMs are per core."""
-    width = group.output.shape[-1]
-    return any(s.shape[-1] != width or any(tms for tms in s.tms) for s in group.sub_ops)
-
-
-def fused_layout(graph: Graph, name: str, model: OpModel, device: DeviceSpec) -> tuple[SubOpLayout, ...]:
-    """Every sub-op of fused op `name` under `model` on `device`."""
-    node = graph.node(name)
-    dest = dest_tiles(device, node.acc_df)
-    op_cols = tiles_of(node.shape)[2]
+def fused_layout(graph: Graph, name: str, model: OpModel) -> tuple[SubOpLayout, ...]:
+    """Every sub-op of fused op `name` under `model`: the fusion stage fuses ops of one shape, so each sub-op
+    takes the op's blocking."""
     out = []
-    for k, schedule in enumerate(node.attrs["fused"].schedules):
+    for k, schedule in enumerate(graph.node(name).attrs["fused"].schedules):
         for sub in schedule:
-            mblock, ublock = sub_op_blocking(op_cols, model.mblock, model.ublock, sub.shape[-1] // 32, dest)
             attrs = {key: v for key, v in sub.attributes.items() if key != "approximate_mode"}
             if "relu_threshold" in attrs:
                 attrs["relu_threshold"] = float(attrs["relu_threshold"])
-            out.append(SubOpLayout(sub, k, mblock, ublock, Attributes(**attrs)))
+            out.append(SubOpLayout(sub, k, tuple(model.mblock), tuple(model.ublock), Attributes(**attrs)))
     return tuple(out)
 
 
@@ -286,7 +276,7 @@ def op_kernel_cycles(graph: Graph, name: str, model: OpModel, geom: OpGeometry, 
     node = graph.node(name)
     fidelity = node.math_fidelity or MathFidelity.HiFi4
     if node.op_type == "fused_op":
-        layout = fused_layout(graph, name, model, device)
+        layout = fused_layout(graph, name, model)
         return fused_op_cycles(device.arch, fused_steps(layout, model, geom.attrs.approximate_mode), node.df,
                                fidelity)
     return int(kernel_cycles(device.arch, geom, node.df, fidelity))
@@ -355,8 +345,6 @@ def legal_op_models(graph: Graph, name: str, device: DeviceSpec,
     dest = dest_tiles(device, node.acc_df)
     inner = _inner_dim(graph, name)
     split = inner[1] if inner is not None and node.op_type == "reduce" else None   # K is never split over cores
-    if node.op_type == "fused_op" and fused_whole_rows(node.attrs["fused"]):
-        split = 2
     operands = operand_inputs(graph, name)
     models = []
     for gr in divisors(rt):
@@ -410,7 +398,7 @@ def _fitting_u_kt(graph: Graph, name: str, device: DeviceSpec, grid: tuple, t: i
                 continue
         geom = geometry(graph, name, model, op_attributes(graph, name, model, exact=False))
         inputs = netlist_inputs(graph, name, model, exact=False, operands=operands)
-        fused_tiles = fused_intermediate_tiles(fused_layout(graph, name, model, device)) \
+        fused_tiles = fused_intermediate_tiles(fused_layout(graph, name, model)) \
             if node.op_type == "fused_op" else 0
         fit = _footprint_and_prologue(graph, name, geom, inputs, device.l1_usable, fused_tiles)
         if fit is None:

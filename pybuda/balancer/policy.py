@@ -94,7 +94,7 @@ def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int)
     models = {name: _models_for(graph, name, device, grid_overrides.get(name), config) for name in schedule}
     producers = {name: [(k, o.src) for k, o in enumerate(graph.operands(name)) if graph.node(o.src).kind == "op"]
                  for name in schedule}
-    consumable = {name: [m for m in models[name] if _consumable(graph, name, m)] for name in schedule}
+    consumable = _consumable(graph, schedule, models)
     params = {name: [o.src for o in graph.operands(name) if graph.node(o.src).kind in ("parameter", "constant")]
               for name in schedule}
 
@@ -112,7 +112,7 @@ def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int)
 
     plans: dict[tuple, Placement] = {}
     for score in (coster.standalone, lambda name, m: float(m.cycles)):
-        candidates = {name: sorted(((score(name, m), m) for m in consumable[name] or models[name]),
+        candidates = {name: sorted(((score(name, m), m) for m in consumable[name]),
                                    key=lambda e: (e[1].cores, e[0], e[1].grid, e[1].t_stream)) for name in schedule}
         for target in _targets([e[0] for entries in candidates.values() for e in entries]):
             chosen, cuts = _choose(graph, schedule, candidates, producers, target)
@@ -122,14 +122,18 @@ def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int)
     return min(plans.values(), key=lambda p: p.estimated_cycles)
 
 
-def _consumable(graph: Graph, name: str, model: OpModel) -> bool:
-    """A streamed model only if every op reading the op can take its slices in the same epoch, unstreamed or
-    streamed alike (an unstreamed model always)."""
-    if not model.t_stream:
-        return True
-    return all(edge_problem(graph, user, k, model.t_stream, ()) is None
-               or edge_problem(graph, user, k, model.t_stream, model.t_stream) is None
-               for user, k in graph.users(name) if graph.node(user).kind == "op")
+def _consumable(graph: Graph, schedule: list[str], models: dict[str, list[OpModel]]) -> dict[str, list[OpModel]]:
+    """Per op the models whose streaming every op reading it can take in the same epoch with one of its own
+    consumable models (decided from the last op back; an unstreamed model is always consumable: slicing an
+    unstreamed producer is legal in any epoch); all its models for an op that has only streamed ones."""
+    kept: dict[str, list[OpModel]] = {}
+    for name in reversed(schedule):
+        users = [(u, k) for u, k in graph.users(name) if graph.node(u).kind == "op"]
+        streams = {u: {m.t_stream for m in kept[u]} for u, _ in users}
+        kept[name] = [m for m in models[name] if not m.t_stream or all(
+            any(edge_problem(graph, u, k, m.t_stream, s) is None for s in streams[u]) for u, k in users)] \
+            or models[name]   # only streamed models (an override, or L1): a DRAM queue will carry its edges
+    return kept
 
 
 def _choose(graph: Graph, schedule: list[str], candidates: dict, producers: dict,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..arch.streaming import DIRECTIONS, Stream, in_epoch_problem
 from ..ir import Graph
-from .op_model import BalancerError, fused_roles, fused_whole_rows
+from .op_model import BalancerError, fused_roles
 
 STREAMABLE = frozenset({"add", "subtract", "multiply", "maximum", "nop", "exp", "log", "sqrt", "gelu", "reciprocal",
                         "sigmoid", "tanh", "abs", "square", "power", "sine", "cosine", "lrelu", "gelu_derivative",
@@ -28,9 +28,8 @@ def direction_problems(graph: Graph, name: str) -> dict[str, str]:
         whole = f"{node.op_type} ops do not stream"
     elif node.op_type == "matmul" and node.attrs.get("accumulate"):
         whole = "a z-accumulating matmul does not stream"
-    elif node.op_type == "fused_op" and (fused_whole_rows(node.attrs["fused"]) or any(
-            s.op_type in ("matmul", "reduce") for s in node.attrs["fused"].sub_ops)):
-        whole = "a fused op with a matmul, a reduce or sub-ops of other widths runs whole rows and does not stream"
+    elif node.op_type == "fused_op" and any(s.op_type in ("matmul", "reduce") for s in node.attrs["fused"].sub_ops):
+        whole = "a fused op with a matmul or reduce sub-op does not stream (the legacy compiler's rule)"
     elif any(graph.node(u).kind == "output" for u, _ in graph.users(name)):
         whole = "its output goes to the host, which reads the queue unstreamed"
     if whole:

@@ -144,7 +144,7 @@ class _FusedOps:
     def id_of(self, name: str) -> str:
         node = self.bgraph.node(name)
         group = node.attrs["fused"]
-        layout = fused_layout(self.bgraph, name, self.placement.models[name], self.device)
+        layout = fused_layout(self.bgraph, name, self.placement.models[name])
         schedules, k = [], 0
         for schedule in group.schedules:
             subs = []

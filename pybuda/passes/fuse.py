@@ -8,9 +8,12 @@ broadcast); not ops named by `dont_fuse` (only those named by `manual_fuse` when
 placer override, an epoch or chip break, a schedule constraint, a nop insertion or a queue insertion.
 
 How groups grow (in topological order, deterministic): an op joins the group of one of its operands when
-- the edge between them carries no TM, or a column broadcast of a value one tile column wide (a row reduction
-  broadcast back along its row);
-- it shares the group's z and rows, math fidelity and accumulation format;
+- the edge between them carries no TM;
+- it has the group's output shape, data format, math fidelity and accumulation format. A group never mixes widths: a row
+  reduction (one tile column) fused with the ops of the full rows around it would pin them all to one grid column
+  (the reduction needs whole rows per core), so a layernorm or softmax becomes a few fused ops, narrow and wide
+  ones (the legacy compiler, which leaves reductions out of fusion by default, ends up alike); fusion never costs
+  an op its parallelism;
 - the group stays convex: no operand of the op outside the group depends on the group;
 - the group still builds (`build_group`): at most 16 inputs, 8 of them graph inputs, parameters or constants,
   inputs + output < 17, at most 8 intermediate buffers.
@@ -18,10 +21,13 @@ A group then keeps a single output: the first member (in topological order) read
 input cone; the members it drops form groups of their own in another round. Groups of one op are dropped.
 
 Schedules (`build_group`): members in topological order; a schedule ends after each matmul or reduce (its result
-is needed whole) and before a sub-op of another width. A value goes to the dest register when only the next sub-op
+is needed whole). A value goes to the dest register when only the next sub-op
 of its schedule reads it, once, without a broadcast (not into a matmul or maximum, not from a relu, maximum or
-quantisation op; on grayskull only as that sub-op's first operand: commutative binaries swap), else to an
-intermediate buffer freed after its last reader (`pop_last`). An outside value becomes one fused-op input per
+quantisation op; only when the accumulation format is the value's own format; on grayskull only as that sub-op's
+first operand, srcA: operands are never swapped for it, since srcA keeps fewer bits than srcB and a swap would
+change the result), else to an intermediate buffer freed after its last reader (`pop_last`), in the members'
+format. So fusion never changes a value: every value a sub-op hands on is stored in the format its op wrote it in
+unfused, and a fused model computes bit for bit what the unfused one does (`tests/test_fusion.py`). An outside value becomes one fused-op input per
 (value, edge TMs, schedule): each schedule streams its inputs anew, as the legacy compiler does; an outside value
 arriving through a transpose or pad TM cannot (the backend takes neither on a fused op's input).
 """
@@ -30,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 
 from ..arch.optypes import SFPU_OPS
-from ..dataformat import DataFormat
 from ..ir import Graph, Operand
 from ..ops.fused import DEST, OUTPUT, FusedGroup, Ref, SubOp
 
@@ -40,7 +45,6 @@ MAX_QUEUE_INPUTS = 8
 MAX_INPUTS_AND_OUTPUTS = 16     # inputs + outputs < 17
 MAX_INTERMEDIATES = 8
 BINARY = frozenset({"add", "subtract", "multiply", "maximum"})
-COMMUTATIVE = frozenset({"add", "multiply", "maximum"})
 UNARY = (SFPU_OPS - {"dropout"}) | {"nop"}
 
 
@@ -80,18 +84,17 @@ def excluded_ops(config) -> set[str]:
     return names
 
 
-def _internal_edge(graph: Graph, producer: str, tms: tuple) -> bool:
-    """An edge inside a group: no TM, or a column broadcast of a value one tile column wide."""
-    if not tms:
-        return True
-    return (len(tms) == 1 and tms[0][0] == "broadcast" and tms[0][1] == "c"
-            and graph.node(producer).shape[-1] == 32)
+def _internal_edge(tms: tuple) -> bool:
+    """An edge inside a group carries no TM (members share one shape)."""
+    return not tms
 
 
 def _key(graph: Graph, name: str) -> tuple:
-    """What every member of a group shares: z, rows, math fidelity, accumulation format."""
+    """What every member of a group shares: its output shape (z, rows and width: a group of ops of several widths
+    would need whole rows on every core, so its wide ops would lose the grid columns they have alone), math
+    fidelity and accumulation format."""
     node = graph.node(name)
-    return node.shape[-3], node.shape[-2], node.math_fidelity, node.acc_df
+    return tuple(node.shape), node.df, node.math_fidelity, node.acc_df
 
 
 # --- building one group ----------------------------------------------------------------------------------------
@@ -109,7 +112,7 @@ def build_group(graph: Graph, members: list[str], arch: str) -> Built:
     intermediate routing, inputs. FusionError if it breaks a limit."""
     member_set = set(members)
     schedule_of = _schedules(graph, members)
-    operand_lists = _operand_lists(graph, members, arch)
+    operand_lists = {m: list(graph.operands(m)) for m in members}
     readers = {m: [u for u, _ in graph.users(m) if u in member_set] for m in members}
     in_dest = {p for p, m in zip(members, members[1:]) if p != members[-1]
                and _to_dest(graph, p, m, operand_lists[m], schedule_of, readers, arch)}
@@ -152,27 +155,12 @@ def build_group(graph: Graph, members: list[str], arch: str) -> Built:
 
 
 def _schedules(graph: Graph, members: list[str]) -> dict[str, int]:
-    """The schedule of each member: a new one after a matmul or reduce and before a sub-op of another width."""
+    """The schedule of each member: a new one after each matmul or reduce (its result is needed whole)."""
     schedule_of: dict[str, int] = {}
     for prev, m in zip([None, *members], members):
         k = 0 if prev is None else schedule_of[prev]
-        if prev is not None and (graph.node(prev).op_type in ("matmul", "reduce")
-                                 or graph.node(prev).shape[-1] != graph.node(m).shape[-1]):
-            k += 1
-        schedule_of[m] = k
+        schedule_of[m] = k + (prev is not None and graph.node(prev).op_type in ("matmul", "reduce"))
     return schedule_of
-
-
-def _operand_lists(graph: Graph, members: list[str], arch: str) -> dict[str, list[Operand]]:
-    """Each member's operands; on grayskull a commutative binary reading the previous member as its second
-    operand swaps them (only srcA, operand 0, can come from the dest register there)."""
-    lists = {m: list(graph.operands(m)) for m in members}
-    for prev, m in zip(members, members[1:]):
-        ops = lists[m]
-        if (arch == "grayskull" and graph.node(m).op_type in COMMUTATIVE and len(ops) == 2 and ops[1].src == prev
-                and ops[0].src != prev):
-            lists[m] = [ops[1], ops[0]]
-    return lists
 
 
 def _buffers(members: list[str], in_dest: set, operand_lists: dict, schedule_of: dict,
@@ -223,6 +211,8 @@ def _to_dest(graph: Graph, producer: str, consumer: str, operands: list, schedul
     p, c = graph.node(producer), graph.node(consumer)
     if c.op_type in ("matmul", "maximum") or p.op_type in ("maximum", "reduce", "matmul") or p.attrs.get("relu_en"):
         return False
+    if (p.acc_df or p.df) != p.df:
+        return False   # dest would hold the value in another format than unfused (Bfp8_b, Float32 on grayskull)
     return arch != "grayskull" or ports[0] == 0
 
 
@@ -266,7 +256,7 @@ def _grow(graph: Graph, order: list[str], free: set[str], arch: str) -> list[lis
         if n in free:
             for o in operands:
                 g = group_of.get(o.src)
-                if g is None or g == joined or not _internal_edge(graph, o.src, tuple(o.tms)):
+                if g is None or g == joined or not _internal_edge(tuple(o.tms)):
                     continue
                 if _key(graph, n) != _key(graph, groups[g][0]):
                     continue
@@ -296,7 +286,7 @@ def _grow(graph: Graph, order: list[str], free: set[str], arch: str) -> list[lis
 
 def _internal_edges_ok(graph: Graph, n: str, operands: list, g: int, group_of: dict) -> bool:
     """Every edge from group g into n is a legal internal edge."""
-    return all(_internal_edge(graph, o.src, tuple(o.tms)) for o in operands if group_of.get(o.src) == g)
+    return all(_internal_edge(tuple(o.tms)) for o in operands if group_of.get(o.src) == g)
 
 
 def _single_output(graph: Graph, members: list[str]) -> list[str]:
@@ -336,10 +326,10 @@ def _replace(graph: Graph, members: list[str], built: Built, name: str) -> None:
     out = graph.node(members[-1])
     approx = all(s.attributes.get("approximate_mode") for s in built.group.sub_ops if s.op_type in SFPU_OPS)
     has_sfpu = any(s.op_type in SFPU_OPS for s in built.group.sub_ops)
-    acc = out.acc_df or DataFormat.Float16_b
     graph.add_op(name, "fused_op", list(built.operands),
                  {"fused": built.group, **({"approximate_mode": True} if approx and has_sfpu else {})},
-                 shape=out.shape, df=out.df, intermed_df=acc, acc_df=out.acc_df, math_fidelity=out.math_fidelity,
+                 shape=out.shape, df=out.df, intermed_df=out.df, acc_df=out.acc_df,
+                 math_fidelity=out.math_fidelity,
                  logical_shape=out.logical_shape, original_op_type="fused_op", large_padding=out.large_padding)
     graph.node(name).order = out.order
     graph.replace(members[-1], name)

@@ -28,3 +28,20 @@ class MNISTCNN(nn.Module):
         x = self.dropout2(x)
         x = self.fc2(x)
         return F.log_softmax(x, dim=1)
+
+
+class BertEncoderStack(nn.Module):
+    """A BERT encoder stack on hidden states and an additive attention mask (0 keep, large negative drop) of one
+    row per sample, broadcast over heads and query rows: the inputs of the legacy compiler's BERT netlists
+    (`graph_tests__netlists__bert_base_inference.yaml`: 12 layers, hidden 768, sequence 128). Random weights."""
+
+    def __init__(self, layers: int = 12, hidden: int = 768, heads: int = 12, intermediate: int = 3072):
+        super().__init__()
+        from transformers import BertConfig
+        from transformers.models.bert.modeling_bert import BertEncoder
+        config = BertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                            intermediate_size=intermediate, attn_implementation="eager")
+        self.encoder = BertEncoder(config)
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.encoder(hidden_states, attention_mask=attention_mask[:, None, :, :])[0]

@@ -93,3 +93,37 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in [
     ZooModel("resnet50", _resnet(), _images(224), True),
     ZooModel("mobilenetv2", _mobilenet_v2(), _images(224), True),
 ]}
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkConfig:
+    """A full-size zoo model at one benchmark configuration: device, microbatch, data format and fidelity, and the
+    silicon samples/s of the published benchmark table (reference/silicon/README.md) where that configuration
+    was measured (None: not in the table; the configuration then follows BERT-Large's)."""
+
+    model: str
+    device: str
+    microbatch: int
+    df: str
+    fidelity: str
+    silicon: float | None = None
+
+
+BENCHMARKS: tuple[BenchmarkConfig, ...] = (
+    BenchmarkConfig("bert_base_128", "e150", 64, "Bfp8_b", "LoFi"),
+    BenchmarkConfig("bert_base_128", "n150", 64, "Bfp8_b", "LoFi"),
+    BenchmarkConfig("bert_base_384", "e150", 64, "Bfp8_b", "LoFi"),
+    BenchmarkConfig("bert_base_384", "n150", 64, "Bfp8_b", "LoFi"),
+    BenchmarkConfig("bert_large_128", "e150", 64, "Bfp8_b", "LoFi"),
+    BenchmarkConfig("bert_large_128", "n150", 64, "Bfp8_b", "LoFi"),
+    BenchmarkConfig("bert_large_384", "e150", 64, "Bfp8_b", "LoFi", 99.0),
+    BenchmarkConfig("bert_large_384", "n150", 64, "Bfp8_b", "LoFi", 118.0),
+    BenchmarkConfig("gpt2_small", "e150", 64, "Bfp8_b", "LoFi"),
+    BenchmarkConfig("gpt2_small", "n150", 64, "Bfp8_b", "LoFi"),
+    BenchmarkConfig("vit_b16", "e150", 64, "Bfp8_b", "LoFi", 363.0),
+    BenchmarkConfig("vit_b16", "n150", 256, "Bfp8_b", "LoFi", 540.0),
+    BenchmarkConfig("resnet50", "e150", 64, "Float16_b", "HiFi3", 1410.0),
+    BenchmarkConfig("resnet50", "n150", 256, "Bfp8_b", "LoFi", 2891.0),
+    BenchmarkConfig("mobilenetv2", "e150", 64, "Float16_b", "HiFi3", 1491.0),
+    BenchmarkConfig("mobilenetv2", "n150", 256, "Bfp8_b", "LoFi", 2721.0),
+)
