@@ -128,13 +128,20 @@ class CompiledModel:
         return self._require_runtime().save(path)
 
     def summary(self) -> str:
-        """Where ops run (host fallback vs device), the netlist, epochs, cores and the estimate."""
+        """Where ops run (host fallback vs device), the netlist, epochs, cores, the estimate and, per device part,
+        the balancer's plan against its lower bound."""
         if self.runtime is not None:
-            return self.runtime.summary()
-        lines = [f"model {self.name} on {self.device}, microbatch {self.microbatch}",
-                 f"host (CPU fallback) ops: {', '.join(self.host_ops) if self.host_ops else 'none'}"]
-        if self.device_graph is not None:
-            lines.append(f"device ops: {len(self.device_graph.op_names())}")
+            lines = [self.runtime.summary()]
+        else:
+            lines = [f"model {self.name} on {self.device}, microbatch {self.microbatch}",
+                     f"host (CPU fallback) ops: {', '.join(self.host_ops) if self.host_ops else 'none'}"]
+            if self.device_graph is not None:
+                lines.append(f"device ops: {len(self.device_graph.op_names())}")
+        for part, placement in enumerate(self.placements):
+            bound = "" if placement.bounds is None else \
+                f", lower bound {placement.lower_bound_cycles:,} cycles (plan/bound {placement.bound_ratio:.2f}x)"
+            lines.append(f"balancer ({placement.policy}{f', part {part}' if len(self.placements) > 1 else ''}): "
+                         f"plan {placement.estimated_cycles:,} cycles{bound}")
         return "\n".join(lines)
 
 

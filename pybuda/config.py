@@ -101,7 +101,8 @@ class TTIDumpFormat(enum.Enum):
 
 
 BALANCER_POLICIES: tuple[str, ...] = (
-    "default", "NLP", "Ribbon", "CNN", "MaximizeTMinimizeGrid", "MinimizeGrid", "Random", "SingleOpPerEpoch")
+    "default", "CP-SAT", "Greedy", "NLP", "Ribbon", "CNN", "MaximizeTMinimizeGrid", "MinimizeGrid", "Random",
+    "SingleOpPerEpoch")
 SCHEDULER_POLICIES: tuple[str, ...] = ("Topological", "ModuleInputsBFS", "LongestPath")
 GRAPH_SOLVER_SELF_CUT_TYPES: tuple[str, ...] = (
     "None", "ConsumerOperandDataEdgesFirst", "ProducerUserDataEdgesFirst", "FastCut")
@@ -1124,6 +1125,9 @@ EFFECTIVE_OPTIONS: frozenset[str] = frozenset({
     "harvesting_mask",                                                    # the placer's grid loses those rows
     "enable_auto_fusing", "op_names_dont_fuse", "dont_fuse", "op_names_manual_fuse", "manual_fuse",
     "enable_t_streaming", "manual_t_streaming", "override_t_stream_dir", "override_t_stream_shape",
+    "balancer_policy",                                                    # default/CP-SAT, Greedy/NLP, SingleOpPerEpoch
+    "dram_placement_algorithm", "manual_dram_queue_placement",           # channel pins (chip 0)
+    "override_dram_queue_placement", "place_queue_to_chip_dram",
 })
 # the attributes of per-op override records that take effect (the others are named "<field>.<attribute>")
 _EFFECTIVE_ATTRIBUTES: dict[str, frozenset[str]] = {

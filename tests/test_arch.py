@@ -160,13 +160,21 @@ def test_l1_footprint():
 # epoch and program cost
 # ------------------------------------------------------------------------------------------------------------
 
-def test_dram_bandwidth_is_shared_by_the_epochs_readers():
+def test_dram_readers_contend_in_their_channels_not_per_core():
     e150 = get_device("e150")
-    readers = [OpLoad(f"op{i}", 8, 100, (Transfer(1000.0, "dram"),)) for i in range(4)]
+    readers = [OpLoad(f"op{i}", 8, 100, (Transfer(1000.0, "dram", channels=(i,)),)) for i in range(4)]
     bw = shared_bandwidths(e150, readers)
-    assert bw["dram_in"] == e150.dram_bw_bytes_per_cycle / 4   # 32 cores over 8 channels
-    assert shared_bandwidths(e150, readers[:1])["dram_in"] == e150.dram_bw_bytes_per_cycle / 2
-    assert bw["prologue_dram_in"] == e150.dram_bw_bytes_per_cycle / 2   # prologue reads contend among themselves
+    assert bw["dram_in"] == bw["prologue_dram_in"] == e150.dram_bw_bytes_per_cycle / 2   # a core's own limit
+    # four ops on four channels: each channel serves one op's 8 cores
+    alone = epoch_timing(e150, readers, 1).ops[0]
+    assert alone.terms["dram_channel"] == pytest.approx(8 * 1000 / e150.dram_channel_bw_bytes_per_cycle)
+    # the same four ops on one channel share it
+    shared = [OpLoad(f"op{i}", 8, 100, (Transfer(1000.0, "dram", channels=(0,)),)) for i in range(4)]
+    assert epoch_timing(e150, shared, 1).ops[0].terms["dram_channel"] == pytest.approx(4 * alone.terms["dram_channel"])
+    # prologue reads contend in their channels too, once per epoch
+    prologue = [OpLoad(f"op{i}", 8, 100, (Transfer(1000.0, "dram", once=True, channels=(0,)),)) for i in range(4)]
+    epoch = epoch_timing(e150, prologue, 1)
+    assert epoch.prologue_cycles == pytest.approx(4 * 8 * 1000 / e150.dram_channel_bw_bytes_per_cycle)
 
 
 def test_epoch_cost_is_fill_pipeline_prologue_epilogue():

@@ -726,7 +726,7 @@ def test_estimate_hand_computed_multiply():
     (op,) = r.ops
     kernel = int(2 * (2 * 261.21061127 + 4 * 54.83754362 * 2))  # t=2, U=2, T=4, Float16_b binary weight 2
     assert op.kernel_cycles == kernel
-    dram_in = 8 * 2080 / (8.75 / max(2, math.ceil(2 / 8)))  # 8 tiles/core, 2 reading cores
+    dram_in = 8 * 2080 / (8.75 / 2)                         # 8 tiles/core at half the per-core DRAM rate
     pcie_out = 8 * 2080 / (24.0 / 2)                          # host output shared by the 2 writing cores
     assert op.terms["dram_in"] == pytest.approx(dram_in) and op.terms["pcie_out"] == pytest.approx(pcie_out)
     assert op.limiter == "dram_in" and op.limiter_cycles == pytest.approx(dram_in)
@@ -776,8 +776,8 @@ def test_estimate_prologue_and_math_utilization():
     ops = {o.name: o for o in r.ops}
     ff1 = ops["ff_0_ff1"]
     assert ff1.kernel_cycles == 208887
-    # weights (not prologue) stream from DRAM every input: 512 tiles per core, 32 DRAM-reading cores on 8 channels
-    assert ff1.terms["dram_in"] == pytest.approx(512 * 2080 / (8.75 / 4))
+    # weights (not prologue) stream from DRAM every input: 512 tiles per core at half the per-core DRAM rate
+    assert ff1.terms["dram_in"] == pytest.approx(512 * 2080 / (8.75 / 2))
     # ... and all 8 buffers of that weight sit in channel 5: its 16 reading cores share one channel
     assert ff1.terms["dram_channel"] == pytest.approx(16 * 512 * 2080 / 8.75) and ff1.limiter == "dram_channel"
     bias_mm = ops["ff.bert.encoder.layer.0.intermediate.dense.bias_s_brcst_m2_0_0.lc1"]

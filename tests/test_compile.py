@@ -99,7 +99,7 @@ def test_structure_check_detects_violations():
     ops[1].grid_loc = ops[0].grid_loc                                  # two ops on one core
     ops[0].ublock = (4, 4)                                             # 16 tiles > dest limit
     dram = [q for q in netlist.queues.values() if q.loc == "dram"]
-    dram[1].dram = list(dram[0].dram)                                  # overlapping DRAM buffers
+    dram[1].dram = [[ch, addr + 32] for ch, addr in dram[0].dram]      # overlapping, not aliased
     with pytest.raises(NetlistError) as err:
         validate(netlist, device="e150")
     rules = err.value.rules

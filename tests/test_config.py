@@ -118,9 +118,12 @@ def test_effective_options_exact():
         "device_mode", "backend_output_dir", "harvesting_mask",
         "enable_auto_fusing", "op_names_dont_fuse", "dont_fuse", "op_names_manual_fuse", "manual_fuse",
         "enable_t_streaming", "manual_t_streaming", "override_t_stream_dir", "override_t_stream_shape",
+        "balancer_policy", "dram_placement_algorithm", "manual_dram_queue_placement",
+        "override_dram_queue_placement", "place_queue_to_chip_dram",
     }
     fields = {f.name for f in dataclasses.fields(CompilerConfig)}
-    helpers = set(C.__all__) | {"place_on_new_epoch", "dont_fuse", "manual_fuse"}   # CompilerConfig methods
+    helpers = set(C.__all__) | {"place_on_new_epoch", "dont_fuse", "manual_fuse",   # CompilerConfig methods
+                                "place_queue_to_chip_dram"}
     assert C.EFFECTIVE_OPTIONS <= fields | helpers
 
 

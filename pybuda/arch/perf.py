@@ -2,13 +2,14 @@
 simulator reports (netlist-format.md §5.6, docs/simulator.md "Timing model").
 
 - An op moves data per input over links: NoC (op to op in the epoch), DRAM and PCIe (host) queues. Its limiter
-  cycles per input are max(kernel cycles, per-core bytes / link bandwidth for every transfer); DRAM bandwidth is
-  shared by the cores of the epoch that read (write) DRAM, PCIe bandwidth by those that write the host. A host
-  input crosses PCIe once per input however many cores read it (`pcie_in`: the epoch's distinct host queues'
-  bytes / PCIe bandwidth); each reading core then gets its share on-chip (`noc_in`). A DRAM channel serves
-  every per-input read and write of the epoch on the buffers it holds (`dram_channel`: the busiest channel an
-  op uses, its bytes per input / the channel's bandwidth). Prologue reads and epilogue writes move once per epoch
-  instead of per input.
+  cycles per input are max(kernel cycles, per-core bytes / link bandwidth for every transfer); a core reads
+  (writes) DRAM at up to half the device's per-core DRAM bandwidth, PCIe bandwidth is shared by the cores that
+  write the host. A host input crosses PCIe once per input however many cores read it (`pcie_in`: the epoch's
+  distinct host queues' bytes / PCIe bandwidth); each reading core then gets its share on-chip (`noc_in`). A
+  DRAM channel serves every per-input read and write of the epoch on the buffers it holds (`dram_channel`: the
+  busiest channel an op uses, its bytes per input / the channel's bandwidth): that is where DRAM readers contend.
+  Prologue reads and epilogue writes move once per epoch instead of per input, with the same per-core and
+  per-channel limits.
 - Fork-join stall (`fork_join`): where an op's output reaches a join over two paths, the short path's buffers
   hold what the fork produced while the long path's latency runs; if they hold C inputs and the paths' latencies
   differ by D cycles, the fork cannot run more than C inputs ahead, so the join (and the epoch) runs at most one
@@ -95,24 +96,20 @@ class EpochTiming:
 
 
 def shared_bandwidths(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, float]:
-    """Bytes/cycle one core gets on each link and direction in an epoch of `loads`: DRAM shared by the epoch's
-    DRAM readers (writers) over the device's channels (at most half a channel's bandwidth per core), PCIe by its
-    host writers (host reads: `host_read_cycles`); prologue and epilogue transfers contend only among
-    themselves."""
+    """Bytes/cycle one core gets on each link and direction in an epoch of `loads`: DRAM at half the device's
+    per-core DRAM bandwidth (what one core's reads or writes can take; readers contend in their channels,
+    `channel_cycles`), PCIe shared by the epoch's host writers (host reads: `host_read_cycles`); epilogue writes
+    to the host contend only among themselves."""
     users: dict[str, int] = {}
     for load in loads:
-        for direction, transfers in (("in", load.reads), ("out", load.writes)):
-            kinds = {_kind(t, direction) for t in transfers if t.link != "noc" and not _host_read(t, direction)}
-            for kind in kinds:
-                users[kind] = users.get(kind, 0) + load.cores
+        for t in load.writes:
+            if t.link == "pcie":
+                users[_kind(t, "out")] = users.get(_kind(t, "out"), 0) + load.cores
     bandwidths = {"noc": device.noc_bw_bytes_per_cycle}
-    for direction, once in (("in", "prologue_"), ("out", "epilogue_")):
-        for prefix in ("", once):
-            dram = users.get(f"{prefix}dram_{direction}", 0)
-            bandwidths[f"{prefix}dram_{direction}"] = (
-                device.dram_bw_bytes_per_cycle / max(2, math.ceil(dram / device.dram_channels)))
-    for prefix in ("", "epilogue_"):
-        bandwidths[f"{prefix}pcie_out"] = device.pcie_bw_bytes_per_cycle / max(1, users.get(f"{prefix}pcie_out", 0))
+    for kind in ("dram_in", "prologue_dram_in", "dram_out", "epilogue_dram_out"):
+        bandwidths[kind] = device.dram_bw_bytes_per_cycle / 2
+    for kind in ("pcie_out", "epilogue_pcie_out"):
+        bandwidths[kind] = device.pcie_bw_bytes_per_cycle / max(1, users.get(kind, 0))
     return bandwidths
 
 
@@ -127,13 +124,14 @@ def host_read_cycles(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, f
     return {kind: sum(queues.values()) / device.pcie_bw_bytes_per_cycle for kind, queues in sources.items()}
 
 
-def channel_cycles(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[int, float]:
-    """Cycles per input each DRAM channel needs for the epoch's per-input reads and writes of its buffers (all
-    cores of every op, each core's bytes spread evenly over its queue's buffers)."""
+def channel_cycles(device: DeviceSpec, loads: Sequence[OpLoad], once: bool = False) -> dict[int, float]:
+    """Cycles each DRAM channel needs for the epoch's reads and writes of its buffers (all cores of every op, each
+    core's bytes spread evenly over its queue's buffers): per input, or (`once`) the prologue reads and epilogue
+    writes of one epoch."""
     load_bytes: dict[int, float] = {}
     for load in loads:
         for t in (*load.reads, *load.writes):
-            if t.link == "dram" and not t.once:
+            if t.link == "dram" and t.once == once:
                 for ch in t.channels:
                     load_bytes[ch] = load_bytes.get(ch, 0.0) + load.cores * t.bytes / len(t.channels)
     return {ch: b / device.dram_channel_bw_bytes_per_cycle for ch, b in load_bytes.items()}
@@ -142,15 +140,17 @@ def channel_cycles(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[int, flo
 @dataclasses.dataclass(frozen=True)
 class EpochLinks:
     """What the epoch's ops share: per-core link bandwidths (`shared_bandwidths`), host input cycles
-    (`host_read_cycles`) and DRAM channel cycles (`channel_cycles`)."""
+    (`host_read_cycles`) and DRAM channel cycles per input (`channels`) and once per epoch (`once_channels`)."""
 
     bandwidths: dict
     host_reads: dict
     channels: dict
+    once_channels: dict
 
     @classmethod
     def of(cls, device: DeviceSpec, loads: Sequence[OpLoad]) -> "EpochLinks":
-        return cls(shared_bandwidths(device, loads), host_read_cycles(device, loads), channel_cycles(device, loads))
+        return cls(shared_bandwidths(device, loads), host_read_cycles(device, loads), channel_cycles(device, loads),
+                   channel_cycles(device, loads, once=True))
 
 
 def _host_read(t: Transfer, direction: str) -> bool:
@@ -168,6 +168,7 @@ def op_timing(load: OpLoad, links: EpochLinks) -> OpTiming:
     terms: dict[str, float] = {"kernel": float(load.kernel_cycles)}
     once_cycles = {"in": 0.0, "out": 0.0}
     once_bytes = {"in": 0, "out": 0}
+    once_channel = {"in": 0.0, "out": 0.0}
     host_prologue = 0.0
     for direction, transfers in (("in", load.reads), ("out", load.writes)):
         for t in transfers:
@@ -176,6 +177,7 @@ def op_timing(load: OpLoad, links: EpochLinks) -> OpTiming:
             if t.once:
                 once_bytes[direction] += int(t.bytes)
                 once_cycles[direction] += cycles
+                once_channel[direction] = max([once_channel[direction], *(links.once_channels[c] for c in t.channels)])
                 if host:
                     host_prologue = host_reads["prologue_pcie_in"]
                 continue
@@ -185,7 +187,8 @@ def op_timing(load: OpLoad, links: EpochLinks) -> OpTiming:
                 terms["pcie_in"] = host_reads["pcie_in"]
             if t.channels:
                 terms["dram_channel"] = max([terms.get("dram_channel", 0.0), *(links.channels[c] for c in t.channels)])
-    once_cycles["in"] = max(once_cycles["in"], host_prologue)
+    once_cycles["in"] = max(once_cycles["in"], host_prologue, once_channel["in"])
+    once_cycles["out"] = max(once_cycles["out"], once_channel["out"])
     limiter = max(LIMITERS, key=lambda name: (terms.get(name, -1.0), -LIMITERS.index(name)))
     bw = max((v for key, v in terms.items() if key != "kernel"), default=0.0)
     return OpTiming(name=load.name, kernel_cycles=load.kernel_cycles, terms=terms, limiter=limiter,

@@ -14,6 +14,8 @@ anything else needs the producer's whole output and goes through a DRAM queue (a
 """
 from __future__ import annotations
 
+import functools
+
 from .tms import TM, simplify_tms
 
 DIRECTIONS = ("r", "c")
@@ -67,6 +69,7 @@ def row_ordered(op_type: str, index: int, *, identity: bool = False, reduce_dim:
     return op_type not in ("depthwise", "splice", "embedding", "topk", "tilizer")
 
 
+@functools.lru_cache(maxsize=65536)
 def in_epoch_problem(producer: Stream, tms, consumer: Stream, op_type: str, index: int, *, identity: bool = False,
                      reduce_dim: str | None = None, role: str = "both") -> str | None:
     """Why an edge inside one epoch cannot carry a producer streaming as `producer` into operand `index` of a

@@ -309,6 +309,14 @@ def netlist_inputs(graph: Graph, name: str, model: OpModel, exact: bool = True,
             NetlistInput(encoding_q, "sparse", index_tiles, index_tiles, DataFormat.RawUInt32)]
 
 
+def input_names(graph: Graph, name: str) -> list[str]:
+    """The names of the op's netlist inputs in order (`netlist_inputs` without their shapes)."""
+    srcs = [o.src for o in graph.operands(name)]
+    if graph.node(name).op_type != "sparse_matmul":
+        return srcs
+    return [f"{name}.{SPARSE_QUEUES[0]}", srcs[0], f"{name}.{SPARSE_QUEUES[1]}"]
+
+
 # --- enumeration ------------------------------------------------------------------------------------------------
 
 def _footprint_and_prologue(graph: Graph, name: str, geom: OpGeometry, inputs: list[NetlistInput],

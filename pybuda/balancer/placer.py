@@ -82,3 +82,37 @@ def place(schedule: list[str], grids: dict[str, tuple], device: DeviceSpec, *, s
         occ.take(*loc, h, w)
         placed[name] = PlacedOp(epoch, loc, name in transposed)
     return placed
+
+
+def pack_epoch(grids: list[tuple], rows: int, cols: int, starts: list[tuple | None],
+               transposed: list[bool | None]) -> list[tuple[tuple, bool]] | None:
+    """(top-left core, transposed) of each op grid of one epoch on a rows x cols core grid, or None if this
+    first-fit packing finds no room: ops with a start override where they asked, then the others first-fit
+    row-major in the given order (each as is unless `transposed` forces it, transposed where only that fits),
+    then, if that fails, the same in order of decreasing height."""
+    for order in (range(len(grids)), sorted(range(len(grids)), key=lambda i: (-min(grids[i]), -max(grids[i]), i))):
+        occ = _Occupancy(rows, cols)
+        out: list = [None] * len(grids)
+        for i, start in enumerate(starts):
+            if start is not None:
+                h, w = grids[i][::-1] if transposed[i] else grids[i]
+                if start[0] + h > rows or start[1] + w > cols or not occ.free(*start, h, w):
+                    return None
+                occ.take(*start, h, w)
+                out[i] = (tuple(start), bool(transposed[i]))
+        for i in order:
+            if out[i] is not None:
+                continue
+            for flip in ((False, True) if transposed[i] is None and grids[i][0] != grids[i][1]
+                         else (bool(transposed[i]),)):
+                h, w = grids[i][::-1] if flip else grids[i]
+                loc = occ.first_fit(h, w) if h <= rows and w <= cols else None
+                if loc is not None:
+                    occ.take(*loc, h, w)
+                    out[i] = (loc, flip)
+                    break
+            if out[i] is None:
+                break
+        if all(o is not None for o in out):
+            return out
+    return None

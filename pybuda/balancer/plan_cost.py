@@ -5,22 +5,24 @@ estimate of the netlist written from it.
 Per op, the netlist reads each input from an op of the same epoch (NoC), an earlier epoch's output queue
 (DRAM), a graph input queue (host or DRAM), or a parameter/constant/sparse ram in DRAM (prologued or per input);
 it writes each model output it produces to an output queue (host or DRAM) and, when an op of a later epoch reads
-it, one epoch-to-epoch queue in DRAM. A DRAM queue's buffers (one per grid cell of the op that writes it, one for
-inputs and parameters, one per grid row for sparse operands) sit in the channels `arch.dram.queue_channels`
-gives the netlist writer. The program runs every epoch once per loop in order.
+it, one epoch-to-epoch queue in DRAM. A DRAM queue's buffers (`queues.py`: one per core of the op that writes it,
+up to one per channel for a queue the host writes, one per grid row for sparse operands) sit in the channels the
+DRAM placement gives them (`dram.place_dram`, for a plan's final cost) or, while plans are compared, in the
+channels `dram.assumed_channels` gives. The program runs every epoch once per loop in order.
 """
 from __future__ import annotations
 
 import dataclasses
 
-from ..arch.dram import queue_channels
 from ..arch.operands import input_buffer_inputs, output_buffer_inputs, output_granules, tiles_read_per_core
 from ..arch.perf import EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles
 from ..arch.streaming import replay_factor
 from ..device import DeviceSpec
 from ..ir import Graph
+from .dram import DramPlacement, assumed_channels
 from .op_model import (BUF_SIZE_MB, NetlistInput, OpModel, buda_op_type, e2e_queue, geometry, netlist_inputs,
                        op_attributes, operand_inputs)
+from .queues import host_queue_grid
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +47,20 @@ class PlanCost:
 
 
 @dataclasses.dataclass(frozen=True)
+class OpContext:
+    """An op under one model in one epoch context (`PlanCoster.context_cost`): its limiter cycles per input, its
+    latency (limiter cycles over output granules, what it adds to the epoch's fill), the bytes per input it moves
+    through DRAM (all its cores, prologue and epilogue excluded) and over PCIe (its host inputs), and the bytes
+    its prologue reads from DRAM once per epoch (all its cores)."""
+
+    cycles: float
+    latency: float
+    dram_bytes: float
+    host_bytes: float
+    prologue_bytes: float
+
+
+@dataclasses.dataclass(frozen=True)
 class _OpFacts:
     """What an op under one model reads and writes, independent of the plan around it."""
 
@@ -65,6 +81,7 @@ class PlanCoster:
 
     def __init__(self, graph: Graph, device: DeviceSpec, links: IoLinks, microbatch: int):
         self.graph, self.device, self.links, self.microbatch = graph, device, links, microbatch
+        self._contexts: dict[tuple, OpContext] = {}
         self._facts: dict[tuple[str, OpModel, bool], _OpFacts] = {}
         self._loads: dict[tuple, OpLoad] = {}
         self._epochs: dict[tuple, EpochTiming] = {}
@@ -103,20 +120,38 @@ class PlanCoster:
         return (tiles[0] * replay, tiles[1], tiles[2])
 
     def op_load(self, name: str, model: OpModel, epoch_of: dict[str, int], prologue: dict[str, bool],
-                later_users: bool, exact: bool = True, models: dict[str, OpModel] | None = None) -> OpLoad:
+                later_users: bool, exact: bool = True, models: dict[str, OpModel] | None = None,
+                spread: bool = False, dram: DramPlacement | None = None) -> OpLoad:
         """What op `name` asks of the hardware per input under `model` in its epoch. `epoch_of` places its
-        producers (ops missing from it count as in the same epoch; `models` must hold those in earlier epochs),
-        `later_users`: an op of a later epoch reads it."""
+        producers (ops missing from it count as in the same epoch; `models` must hold those in earlier epochs,
+        unless `spread`), `later_users`: an op of a later epoch reads it. DRAM queues' buffers sit where `dram`
+        places them, else in their assumed channels, or (`spread`) each queue's buffers in as many channels as
+        they can be, no two queues sharing one (the least channel contention any placement can give; an
+        earlier epoch's output counted in every channel)."""
         facts = self._op_facts(name, model, exact)
         epoch = epoch_of.get(name)
         context = tuple(epoch_of.get(i.src, epoch) == epoch if i.kind == "op" else prologue.get(i.src, False)
                         for i in facts.inputs)
-        producer_cells = tuple(models[i.src].cores if i.kind == "op" and not local else 0
+        producer_cells = tuple(0 if spread or i.kind != "op" or local else models[i.src].cores
                                for i, local in zip(facts.inputs, context))
-        key = (name, model, context, producer_cells, later_users, exact)
-        load = self._loads.get(key)
+        key = (name, model, context, producer_cells, later_users, exact, spread)
+        load = self._loads.get(key) if dram is None else None
         if load is not None:
             return load
+
+        spread_queues: list[str] = []
+
+        def on_dram(nbytes: float, queue: str, buffers: int, once: bool = False) -> Transfer:
+            if spread:          # channels of its own (no other queue's): its buffers in as many as they can be
+                spread_queues.append(queue)
+                base = len(spread_queues) * self.device.dram_channels
+                channels = tuple(range(base, base + min(buffers, self.device.dram_channels)))
+            elif dram is not None:
+                channels = dram.channels(queue)
+            else:
+                channels = assumed_channels(queue, buffers, self.device.dram_channels)
+            return Transfer(nbytes, "dram", once=once, channels=channels)
+
         reads, preds, in_buffers = [], [], []
         for inp, nbytes, local, cells, buffer in zip(facts.inputs, facts.read_bytes, context, producer_cells,
                                                      facts.in_buffers):
@@ -125,26 +160,45 @@ class PlanCoster:
                 preds.append(inp.src)
                 in_buffers.append(buffer)
             elif inp.kind == "op":
-                reads.append(self._dram(nbytes, e2e_queue(inp.src), cells))
+                reads.append(on_dram(nbytes, e2e_queue(inp.src), cells or self.device.dram_channels))
             elif inp.kind == "input" and self.links.inputs == "pcie":
                 t, rt, ct = inp.src_tiles
                 reads.append(Transfer(nbytes, "pcie", source=inp.src, source_bytes=t * rt * ct * inp.df.tile_bytes))
-            elif inp.kind == "input":
-                reads.append(self._dram(nbytes, inp.src, 1))
+            elif inp.kind == "sparse":
+                reads.append(on_dram(nbytes, inp.src, model.grid[0], once=local))
             else:
-                reads.append(self._dram(nbytes, inp.src, model.grid[0] if inp.kind == "sparse" else 1, once=local))
+                buffers = host_queue_grid(self.graph.node(inp.src).shape, self.device)
+                reads.append(on_dram(nbytes, inp.src, buffers[0] * buffers[1], once=local))
         writes = [Transfer(facts.out_bytes, "pcie") if self.links.outputs == "pcie"
-                  else self._dram(facts.out_bytes, out, model.cores) for out in facts.outputs]
+                  else on_dram(facts.out_bytes, out, model.cores) for out in facts.outputs]
         if later_users:
-            writes.append(self._dram(facts.out_bytes, e2e_queue(name), model.cores))
+            writes.append(on_dram(facts.out_bytes, e2e_queue(name), model.cores))
         load = OpLoad(name, facts.cores, facts.kernel_cycles, tuple(reads), tuple(writes), tuple(preds),
                       out_buffer=facts.out_buffer, in_buffers=tuple(in_buffers), granules=facts.granules)
-        self._loads[key] = load
+        if dram is None:
+            self._loads[key] = load
         return load
 
-    def _dram(self, nbytes: float, queue: str, buffers: int, once: bool = False) -> Transfer:
-        """A transfer to or from DRAM queue `queue` of `buffers` buffers."""
-        return Transfer(nbytes, "dram", once=once, channels=queue_channels(queue, buffers, self.device.dram_channels))
+    def context_cost(self, name: str, model: OpModel, dram_producers: frozenset, dram_output: bool) -> OpContext:
+        """Op `name` under `model` alone in an epoch where the ops in `dram_producers` ran in earlier epochs (their
+        outputs come from DRAM) and, if `dram_output`, a later epoch reads its output; DRAM queues spread as far as
+        they can be (`op_load(spread=True)`), and all its DRAM bytes at least spread over every channel. Its limiter
+        cycles there are a lower bound of its limiter cycles in any epoch of that context (other ops only add
+        contention), and so are its DRAM bytes per input."""
+        key = (name, model, dram_producers, dram_output)
+        cost = self._contexts.get(key)
+        if cost is None:
+            epoch_of = {name: 0, **{p: -1 for p in dram_producers}}
+            prologue = {q: q in model.prologue for q in model.prologue}
+            load = self.op_load(name, model, epoch_of, prologue, dram_output, spread=True)
+            timing = epoch_timing(self.device, [load], self.microbatch).ops[0]
+            dram = sum(load.cores * t.bytes for t in (*load.reads, *load.writes) if t.link == "dram" and not t.once)
+            host = sum(t.source_bytes for t in load.reads if t.link == "pcie" and not t.once)
+            prologue = sum(load.cores * t.bytes for t in load.reads if t.link == "dram" and t.once)
+            cycles = max(timing.limiter_cycles,
+                         dram / (self.device.dram_channels * self.device.dram_channel_bw_bytes_per_cycle))
+            cost = self._contexts[key] = OpContext(cycles, cycles / load.granules, dram, host, prologue)
+        return cost
 
     def standalone(self, name: str, model: OpModel) -> float:
         """Cycles per input of the op alone in an epoch (its producers beside it, its prologue amortised; sparse
@@ -159,14 +213,14 @@ class PlanCoster:
         return timing
 
     def cost(self, schedule: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
-             prologue: dict[str, bool]) -> PlanCost:
-        """Estimated cycles of a placed plan: each epoch's cost (`pybuda.arch.perf.epoch_timing`) over the
-        microbatch, plus an epoch switch between consecutive epochs."""
+             prologue: dict[str, bool], dram: DramPlacement | None = None) -> PlanCost:
+        """Estimated cycles of a plan: each epoch's cost (`pybuda.arch.perf.epoch_timing`) over the microbatch,
+        plus an epoch switch between consecutive epochs; DRAM queues where `dram` places them (else assumed)."""
         by_epoch: dict[int, list[OpLoad]] = {}
         for name in schedule:
             later = any(epoch_of[u] > epoch_of[name] for u in self._op_users[name])
             by_epoch.setdefault(epoch_of[name], []).append(
-                self.op_load(name, models[name], epoch_of, prologue, later, models=models))
+                self.op_load(name, models[name], epoch_of, prologue, later, models=models, dram=dram))
         epochs = tuple(self._epoch(tuple(by_epoch[e])) for e in sorted(by_epoch))
         cycles = program_cycles(self.device, ((e.epoch_cycles, 1) for e in epochs), max(0, len(epochs) - 1))
         return PlanCost(cycles, epochs)

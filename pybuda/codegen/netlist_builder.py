@@ -1,24 +1,23 @@
-"""Build the netlist model of a placed Buda graph: queues (input, parameter, constant, epoch-to-epoch, output)
-with DRAM/host allocations that never overlap, one graph per epoch, and the legacy microbatch loop program
-(netlist-format.md §1.2, §1.3, §2.4). The result is a `pybuda.netlist.Netlist`; `write_netlist` writes it."""
+"""Build the netlist model of a placed Buda graph: the plan's queues (input, parameter, constant, epoch-to-epoch,
+output: `Placement.queues`) at the DRAM addresses the balancer placed them (`Placement.dram`) or in host memory,
+one graph per epoch, and the legacy microbatch loop program with epoch-to-epoch queues allocated before their
+writer's epoch and freed after their last reader's (netlist-format.md §1.2, §1.3, §2.4). The result is a
+`pybuda.netlist.Netlist`; `write_netlist` writes it."""
 from __future__ import annotations
 
 import dataclasses
 
 import numpy as np
 
-from ..arch.dram import queue_channels
 from ..balancer import Placement
-from ..balancer.op_model import (BUF_SIZE_MB, SPARSE_QUEUES, best_ublock, buda_op_type, e2e_queue,
-                                 fused_layout, netlist_inputs, op_attributes, sparse_queue_operands, sparse_tiles_df)
-from ..dataformat import NOC_ALIGN, DataFormat, MathFidelity
+from ..balancer.op_model import (BUF_SIZE_MB, SPARSE_QUEUES, buda_op_type, e2e_queue, fused_layout, netlist_inputs,
+                                 op_attributes, sparse_queue_operands)
+from ..balancer.queues import QueuePlan
+from ..dataformat import NOC_ALIGN, MathFidelity
 from ..device import DeviceSpec
 from ..ir import Graph
 from ..netlist.model import (Attributes, Devices, EndLoop, Execute, FusedOp, FusedSubOp, Graph as NetlistGraph, Loop,
-                             Netlist, Op, Param, Program, Queue, QueueSettings, Var, VarInst)
-from ..netlist.sizes import QUEUE_HEADER_BYTES
-
-DRAM_BASE = 0x10000000     # first DRAM byte the allocator hands out on every channel
+                             Netlist, Op, Param, Program, Queue, QueueAlloc, QueueSettings, Var, VarInst)
 
 
 def graph_name(arch: str, epoch: int) -> str:
@@ -35,83 +34,28 @@ def format_tm(tm: tuple) -> tuple:
     return (tm[0], int(tm[1]))
 
 
-class _Allocator:
-    """Bump allocation per DRAM channel (each buffer in the channel `queue_channels` gives it) and in host memory."""
-
-    def __init__(self, device: DeviceSpec):
-        self.device = device
-        self.next = [DRAM_BASE] * device.dram_channels
-        self.host_next = 0
-
-    def dram(self, nbytes: int, name: str, ch: int) -> tuple:
-        addr = self.next[ch]
-        end = addr + nbytes
-        if end > self.device.dram_channel_bytes:
-            raise ValueError(f"queue {name!r}: DRAM channel {ch} of {self.device.name} is full "
-                             f"({self.device.dram_channel_bytes} bytes)")
-        self.next[ch] = -(-end // NOC_ALIGN) * NOC_ALIGN
-        return (ch, addr)
-
-    def host(self, nbytes: int) -> tuple:
-        addr = self.host_next
-        self.host_next = -(-(addr + nbytes) // NOC_ALIGN) * NOC_ALIGN
-        return (0, addr)
-
-
-def _blocking(shape: tuple) -> dict:
-    """t/mblock/ublock of a whole tensor on a 1x1 grid."""
-    t, rt, ct = shape[-3], shape[-2] // 32, shape[-1] // 32
-    ub = best_ublock(rt, ct, 8)
-    return {"grid_size": (1, 1), "t": t, "mblock": (rt // ub[0], ct // ub[1]), "ublock": tuple(ub)}
-
-
-def _queue(input_: str, qtype: str, entries: int, blocking: dict, df, loc: str, alloc: _Allocator, name: str) -> Queue:
-    gr, gc = blocking["grid_size"]
-    tiles = blocking["t"] * blocking["mblock"][0] * blocking["mblock"][1] * blocking["ublock"][0] * blocking["ublock"][1]
-    nbytes = entries * tiles * df.tile_bytes + QUEUE_HEADER_BYTES
-    if loc == "host":
-        buffers = [alloc.host(nbytes) for _ in range(gr * gc)]
+def _queue(plan: QueuePlan, placement: Placement, host: list[int]) -> Queue:
+    """The netlist queue of a planned queue: its DRAM buffers where the balancer placed them, host buffers one
+    after the other from `host[0]` (advanced)."""
+    if plan.loc == "host":
+        buffers = []
+        for _ in range(plan.buffers):
+            buffers.append((0, host[0]))
+            host[0] = -(-(host[0] + plan.buffer_bytes) // NOC_ALIGN) * NOC_ALIGN
     else:
-        buffers = [alloc.dram(nbytes, name, ch) for ch in queue_channels(name, gr * gc, alloc.device.dram_channels)]
-    return Queue(name=name, input=input_, type=qtype, entries=entries, ublock_order="r", df=df, target_device=0,
-                 loc=loc, dram=buffers if loc == "dram" else None, host=buffers if loc == "host" else None, **blocking)
+        buffers = list(placement.dram.buffers[plan.name])
+    return Queue(name=plan.name, input=plan.writer, type=plan.type, entries=plan.entries, ublock_order="r",
+                 df=plan.df, target_device=0, loc=plan.loc, dram=buffers if plan.loc == "dram" else None,
+                 host=buffers if plan.loc == "host" else None, **plan.blocking)
 
 
 def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, config, microbatch: int) -> Netlist:
     """The netlist model of a placed Buda graph (write it with `pybuda.netlist.write_netlist`)."""
-    alloc = _Allocator(device)
-    queues, groups = {}, {}
-    in_loc = "host" if config.input_queues_on_host else "dram"
-    out_loc = "host" if config.output_queues_on_host else "dram"
-    for node in bgraph.inputs():
-        queues[node.name] = _queue("HOST", "queue", microbatch, _blocking(node.shape), node.df, in_loc, alloc, node.name)
-        groups[node.name] = "input"
-    for node in bgraph.nodes():
-        if node.kind in ("parameter", "constant") and bgraph.users(node.name):
-            queues[node.name] = _queue("HOST", "ram", 1, _blocking(node.shape), node.df, "dram", alloc, node.name)
-            groups[node.name] = node.kind
-    for name, values in sparse_queue_values(bgraph, placement).items():
-        queues[name] = _queue("HOST", "ram", 1, _sparse_blocking(values, placement.models[name.rsplit(".", 1)[0]]),
-                              _sparse_queue_df(bgraph, name), "dram", alloc, name)
-        groups[name] = "constant"
-    for out in bgraph.outputs():
-        src = bgraph.output_source(out.name)
-        m = placement.models[src]
-        blocking = {"grid_size": tuple(m.grid), "t": m.t, "mblock": tuple(m.mblock), "ublock": tuple(m.ublock)}
-        queues[out.name] = _queue(src, "queue", microbatch, blocking, bgraph.node(src).df, out_loc, alloc, out.name)
-        groups[out.name] = "output"
-
+    host = [0]
+    queues = {name: _queue(plan, placement, host) for name, plan in placement.queues.items()}
+    groups = {name: plan.group for name, plan in placement.queues.items()}
     epoch_of = {n: p.epoch for n, p in placement.placed.items()}
-    e2e: dict[str, str] = {}
-    for name in placement.placed:
-        if any(bgraph.node(u).kind == "op" and epoch_of[u] > epoch_of[name] for u, _ in bgraph.users(name)):
-            qname = e2e_queue(name)
-            m = placement.models[name]
-            blocking = {"grid_size": tuple(m.grid), "t": m.t, "mblock": tuple(m.mblock), "ublock": tuple(m.ublock)}
-            queues[qname] = _queue(name, "queue", microbatch, blocking, bgraph.node(name).df, "dram", alloc, qname)
-            groups[qname] = "epoch_to_epoch"
-            e2e[name] = qname
-
+    e2e = {plan.writer: name for name, plan in placement.queues.items() if plan.kind == "e2e"}
     graphs: dict[str, NetlistGraph] = {}
     reads: dict[int, list[str]] = {}
     fused = _FusedOps(bgraph, placement, device)
@@ -180,16 +124,6 @@ def sparse_queue_values(bgraph: Graph, placement: Placement) -> dict[str, np.nda
     return out
 
 
-def _sparse_queue_df(bgraph: Graph, queue: str) -> DataFormat:
-    op, kind = queue.rsplit(".", 1)
-    return DataFormat.RawUInt32 if kind == SPARSE_QUEUES[1] else sparse_tiles_df(bgraph.node(op).attrs["sparse"])
-
-
-def _sparse_blocking(values: np.ndarray, model) -> dict:
-    """One tile row per grid row of the op."""
-    return {"grid_size": (model.grid[0], 1), "t": 1, "mblock": (1, values.shape[-1] // 32), "ublock": (1, 1)}
-
-
 def _op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_of: dict, reads: list,
               gname: str) -> Op:
     """The netlist op of a placed graph op; its inputs are queues for graph inputs, parameters, constants,
@@ -221,6 +155,14 @@ def _op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_o
 def _program(queues: dict, reads: dict, placement: Placement, device: DeviceSpec, microbatch: int) -> Program:
     fifo = [q for q in queues if queues[q].type == "queue" and any(q in r for r in reads.values())]
     ptr = {q: i for i, q in enumerate(fifo)}
+    dynamic = placement.dram.dynamic if placement.dram else frozenset()
+    allocate: dict[int, list[str]] = {}
+    free: dict[int, list[str]] = {}
+    for q in queues:
+        if q in dynamic:
+            first, last = placement.queues[q].lifetime
+            allocate.setdefault(first, []).append(q)
+            free.setdefault(last, []).append(q)
     instructions: list = [Param(names=["$p_loop_count"]),
                           Var(opcode="var", vars={"$c_microbatch_size": microbatch, "$c_one": 1, "$c_zero": 0})]
     if fifo:
@@ -230,16 +172,20 @@ def _program(queues: dict, reads: dict, placement: Placement, device: DeviceSpec
             static[f"$lptr_q{ptr[q]}"] = 0
         instructions.append(Var(opcode="staticvar", vars=static))
     instructions.append(Loop(count="$p_loop_count"))
-    for epoch in sorted(reads):
+    for epoch in sorted(set(reads) | {p.epoch for p in placement.placed.values()}):
         settings = {}
-        for q in reads[epoch]:
+        for q in reads.get(epoch, ()):
             if queues[q].type == "queue":
                 settings[q] = QueueSettings(prologue=False, epilogue=False, zero=False,
                                             rd_ptr_local=f"$lptr_q{ptr[q]}", rd_ptr_global=f"$gptr_q{ptr[q]}")
             else:
                 settings[q] = QueueSettings(prologue=placement.prologue.get(q, False), epilogue=False, zero=False,
                                             rd_ptr_global="$c_zero", wr_ptr_global="$c_zero")
+        if epoch in allocate:
+            instructions.append(QueueAlloc(opcode="allocate_queue", queues=allocate[epoch]))
         instructions.append(Execute(graph_name=graph_name(device.arch, epoch), queue_settings=settings))
+        if epoch in free:
+            instructions.append(QueueAlloc(opcode="deallocate_queue", queues=free[epoch]))
     for q in fifo:
         wrap = 2 * queues[q].entries
         instructions.append(VarInst(dst=f"$gptr_q{ptr[q]}", op="incwrap", args=["$c_microbatch_size", wrap]))

@@ -29,6 +29,19 @@ class DeviceSpec:
     dest_tiles_16b: int
     dest_tiles_32b: int
     epoch_switch_cycles: int
+    noc_size: tuple = ()        # (x, y) of the NoC torus
+    noc_worker_x: tuple = ()    # NoC x of each logical worker column
+    noc_worker_y: tuple = ()    # NoC y of each logical worker row (harvested rows removed)
+    noc_dram: tuple = ()        # NoC (x, y) of each DRAM channel
+
+    def noc_hops(self, core: tuple, channel: int) -> int:
+        """NoC hops between logical worker core (row, col) and DRAM channel `channel`: the shorter of the two
+        NoCs (one routes +x/+y, the other -x/-y, both around the torus)."""
+        x, y = self.noc_worker_x[core[1]], self.noc_worker_y[core[0]]
+        dx, dy = self.noc_dram[channel]
+        w, h = self.noc_size
+        forward = (dx - x) % w + (dy - y) % h
+        return min(forward, (x - dx) % w + (y - dy) % h)
 
     @property
     def cores(self) -> int:
@@ -42,7 +55,10 @@ class DeviceSpec:
         if rows >= self.grid_rows:
             raise ValueError(f"harvesting_mask {mask:#x} harvests {rows} rows; device {self.name} has "
                              f"{self.grid_rows} worker rows, so at most {self.grid_rows - 1} can be harvested")
-        return dataclasses.replace(self, grid_rows=self.grid_rows - rows) if rows else self
+        if not rows:
+            return self
+        kept = tuple(y for y in self.noc_worker_y if not (mask >> y) & 1)[:self.grid_rows - rows]
+        return dataclasses.replace(self, grid_rows=self.grid_rows - rows, noc_worker_y=kept)
 
 
 @functools.lru_cache(maxsize=None)
@@ -61,6 +77,8 @@ def get_device(name: str) -> DeviceSpec:
         raise ValueError(f"unknown device {name!r}; legal devices: {', '.join(device_names())}")
     dev = table["devices"][name]
     arch = table["archs"][dev["arch"]]
+    arch = {k: tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
+            for k, v in arch.items()}
     return DeviceSpec(name=name, arch=dev["arch"], grid_rows=dev["grid"][0], grid_cols=dev["grid"][1],
                       chips=dev["chips"], clock_hz=float(dev["clock_hz"]), **arch)
 

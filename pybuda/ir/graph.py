@@ -75,6 +75,7 @@ class Graph:
         self._next_order = 0
         self.input_names: list[str] = []
         self.output_names: list[str] = []
+        self._cache: dict = {}     # operands / users per node, cleared by every edit of the edges
 
     # -- construction ----------------------------------------------------------------------------
     def _add(self, node: Node) -> str:
@@ -103,6 +104,7 @@ class Graph:
                **node_fields: Any) -> str:
         """Add an op of output `shape`; operands are names or Operand(src, tms). (`pybuda.ops.add_op` infers
         the shape from the op registry.)"""
+        self._cache.clear()
         ops = [as_operand(o) for o in operands]
         for o in ops:
             if o.src not in self._g:
@@ -113,6 +115,7 @@ class Graph:
         return name
 
     def add_output(self, name: str, src: str) -> str:
+        self._cache.clear()
         self.output_names.append(name)
         self._add(Node(name, "output", self.node(src).shape, self.node(src).df))
         self._g.add_edge(src, name, key=0, tms=())
@@ -137,8 +140,11 @@ class Graph:
         return [n.name for n in self.nodes("op")]
 
     def operands(self, name: str) -> list[Operand]:
-        edges = sorted(self._g.in_edges(name, keys=True, data=True), key=lambda e: e[2])
-        return [Operand(src, tuple(data["tms"])) for src, _, _, data in edges]
+        key = ("operands", name)
+        if key not in self._cache:
+            edges = sorted(self._g.in_edges(name, keys=True, data=True), key=lambda e: e[2])
+            self._cache[key] = tuple(Operand(src, tuple(data["tms"])) for src, _, _, data in edges)
+        return list(self._cache[key])
 
     def operand_shape(self, operand: Operand) -> tuple:
         """Producer shape after the operand's TMs."""
@@ -149,8 +155,11 @@ class Graph:
 
     def users(self, name: str) -> list[tuple[str, int]]:
         """(consumer, operand index) pairs, in consumer insertion order."""
-        out = [(dst, key) for _, dst, key in self._g.out_edges(name, keys=True)]
-        return sorted(out, key=lambda u: (self.node(u[0]).order, u[1]))
+        key = ("users", name)
+        if key not in self._cache:
+            out = [(dst, k) for _, dst, k in self._g.out_edges(name, keys=True)]
+            self._cache[key] = tuple(sorted(out, key=lambda u: (self.node(u[0]).order, u[1])))
+        return list(self._cache[key])
 
     def topo_order(self) -> list[str]:
         """Deterministic topological order (ties broken by insertion order)."""
@@ -173,6 +182,7 @@ class Graph:
     def set_operand(self, name: str, port: int, operand: Operand | str, prune: bool = False) -> None:
         """Make operand `port` of op `name` read `operand`; with `prune`, the previous producer is removed if
         that leaves it without users."""
+        self._cache.clear()
         operand = self._existing(operand)
         previous = [src for src, _, key in self._g.in_edges(name, keys=True) if key == port]
         for src in previous:
@@ -185,6 +195,7 @@ class Graph:
         """Substitute node `old` by `value` (a node name or an Operand): every user of `old` reads `value` (its
         TMs first, then the user's own) and `old` is removed; with `prune`, so are the producers of `old` that
         this leaves without users."""
+        self._cache.clear()
         self.node(old)
         value = self._existing(value)
         if value.src == old:
@@ -210,6 +221,7 @@ class Graph:
                 self.remove_node(name)
 
     def remove_node(self, name: str) -> None:
+        self._cache.clear()
         self.node(name)
         if name in self.input_names:
             self.input_names.remove(name)
@@ -219,6 +231,7 @@ class Graph:
 
     def rename(self, old: str, new: str) -> None:
         """Give node `old` the name `new` (edges, order and io lists follow)."""
+        self._cache.clear()
         if new in self._g:
             raise GraphError(f"cannot rename {old!r}: {new!r} already exists")
         self.node(old).name = new
@@ -228,6 +241,7 @@ class Graph:
 
     def remove_dead(self) -> None:
         """Remove op, parameter and constant nodes that reach no output."""
+        self._cache.clear()
         live = set()
         for out in self.output_names:
             live |= nx.ancestors(self._g, out) | {out}
@@ -254,6 +268,7 @@ class Graph:
         for src, dst, key, data in self._g.edges(keys=True, data=True):
             g._g.add_edge(src, dst, key=key, tms=data["tms"])
         g._next_order = self._next_order
+        g._cache = {}
         g.input_names = list(self.input_names)
         g.output_names = list(self.output_names)
         return g

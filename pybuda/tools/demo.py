@@ -33,6 +33,9 @@ def main() -> None:
     print(f"output match:     PCC {pcc(got.numpy(), expected.numpy()):.5f} vs PyTorch (Float16_b, HiFi3), "
           f"max abs error {float((got - expected).abs().max()):.4f}")
     print(f"estimate:         {perf.samples_per_second:,.0f} samples/s at {get_device(compiled.device).clock_hz / 1e9:.1f} GHz")
+    placement = compiled.placement
+    print(f"balancer:         {placement.policy} plan {placement.estimated_cycles:,} cycles, lower bound "
+          f"{placement.lower_bound_cycles:,} (plan/bound {placement.bound_ratio:.2f}x)")
 
 
 if __name__ == "__main__":

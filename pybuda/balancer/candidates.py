@@ -1,0 +1,128 @@
+"""Candidate op models per op: the legal ones (`op_model.legal_op_models`, with the streamings the config allows),
+reduced to a small Pareto set on (cores, limiter cycles of the op alone in an epoch of the microbatch, L1 bytes),
+together with the Pareto set of the unstreamed ones (any consumer can read an unstreamed op in its epoch).
+
+Ops with one signature (type, attributes, shapes, formats, operand kinds and TMs, whether a graph output reads
+it: everything the enumeration and the stand-alone cost read) share one enumeration: a BERT's layers are
+enumerated once. A model's prologued operands are kept by operand index there and named per op.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Hashable
+
+from ..device import DeviceSpec
+from ..ir import Graph
+from .op_model import BalancerError, OpModel, input_names, legal_op_models, op_dims
+from .plan_cost import PlanCoster
+from .streaming import op_streams, stream_override_error
+
+MAX_CANDIDATES = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """An op model with the cost the balancer ranks it by: its limiter cycles per input alone in an epoch of the
+    microbatch (`PlanCoster.standalone`, prologue amortised)."""
+
+    model: OpModel
+    standalone: float
+
+    @property
+    def cores(self) -> int:
+        return self.model.cores
+
+
+def op_signature(graph: Graph, name: str) -> Hashable:
+    """What the enumeration and the stand-alone cost of op `name` depend on, without names."""
+    node = graph.node(name)
+    attrs = dict(node.attrs)
+    if "fused" in attrs:
+        group = attrs.pop("fused")
+        attrs["fused"] = tuple(tuple(dataclasses.replace(s, name="") for s in sched) for sched in group.schedules)
+    operands = tuple((graph.node(o.src).kind, graph.node(o.src).shape, graph.node(o.src).df, tuple(o.tms))
+                     for o in graph.operands(name))
+    to_output = sum(graph.node(u).kind == "output" for u, _ in graph.users(name))
+    return (node.op_type, repr(sorted(attrs.items(), key=lambda kv: kv[0])), node.shape, node.df,
+            node.intermed_df, node.acc_df, node.math_fidelity, operands, to_output)
+
+
+class CandidateTable:
+    """Candidates of every op of a Buda graph on one device under one config (computed on first use)."""
+
+    def __init__(self, graph: Graph, device: DeviceSpec, config, coster: PlanCoster,
+                 grid_overrides: dict[str, tuple]):
+        self.graph, self.device, self.config, self.coster = graph, device, config, coster
+        self.grid_overrides = grid_overrides
+        self._by_signature: dict[Hashable, list[tuple[OpModel, float]]] = {}
+        self._per_op: dict[str, list[Candidate]] = {}
+
+    def __call__(self, name: str) -> list[Candidate]:
+        if name not in self._per_op:
+            self._per_op[name] = self._candidates(name)
+        return self._per_op[name]
+
+    def _candidates(self, name: str) -> list[Candidate]:
+        overrides = self.config.balancer_op_overrides.get(name)
+        streamed_by_name = overrides is not None and (overrides.t_stream_shape or overrides.t_stream_dir)
+        key = (op_signature(self.graph, name), name if streamed_by_name else None)
+        inputs = input_names(self.graph, name)
+        if key not in self._by_signature:
+            models = self._enumerate(name)
+            self._by_signature[key] = [(_indexed(m, inputs), self.coster.standalone(name, m)) for m in models]
+        models = [Candidate(_named(m, inputs), s) for m, s in self._by_signature[key]]
+        override = self.grid_overrides.get(name)
+        if override is not None:
+            chosen = [c for c in models if c.model.grid == override]
+            if not chosen:
+                dims = op_dims(self.graph, name)
+                legal = sorted({c.model.grid for c in models})
+                raise BalancerError(
+                    f"override_op_size({name!r}, {override}): no legal op model with grid {override}; the op's "
+                    f"output is {dims['rt']}x{dims['ct']} tiles (a grid must divide it and fit the "
+                    f"{self.device.grid_rows}x{self.device.grid_cols} cores of {self.device.name}); legal grids: "
+                    f"{', '.join(f'{r}x{c}' for r, c in legal)}")
+            models = chosen
+        unstreamed = pareto([c for c in models if not c.model.t_stream], limit=MAX_CANDIDATES // 2)
+        front = pareto(models)
+        return sorted({id(c): c for c in unstreamed + front}.values(),
+                      key=lambda c: (c.cores, c.standalone, len(c.model.t_stream), c.model.grid, c.model.t_stream))
+
+    def _enumerate(self, name: str) -> list[OpModel]:
+        graph, dims = self.graph, op_dims(self.graph, name)
+        models = legal_op_models(graph, name, self.device,
+                                 lambda gr, gc: op_streams(graph, name, self.config, gr, gc, dims["rt"], dims["ct"]))
+        shape = getattr(self.config.balancer_op_overrides.get(name), "t_stream_shape", None)
+        if not models and shape is not None and shape != (1, 1):
+            raise stream_override_error(name, shape, dims["rt"], dims["ct"],
+                                        [m.grid for m in legal_op_models(graph, name, self.device)])
+        if not models:
+            raise BalancerError(f"op {name!r} ({graph.node(name).op_type}): no legal op model fits the "
+                                f"{self.device.l1_usable} B of usable L1 on {self.device.name} (output {dims['t']}x"
+                                f"{dims['rt']}x{dims['ct']} tiles)")
+        return models
+
+
+def _indexed(model: OpModel, inputs: list[str]) -> OpModel:
+    return dataclasses.replace(model, prologue=frozenset(inputs.index(q) for q in model.prologue))
+
+
+def _named(model: OpModel, inputs: list[str]) -> OpModel:
+    return dataclasses.replace(model, prologue=frozenset(inputs[k] for k in model.prologue))
+
+
+def pareto(candidates: list[Candidate], limit: int = MAX_CANDIDATES,
+           key: Callable[[Candidate], tuple] | None = None) -> list[Candidate]:
+    """The candidates no other one beats on cores, stand-alone cycles and L1 at once (one per such triple, the
+    unstreamed first), thinned to `limit` spread over their core counts; ordered by cores, then cycles."""
+    key = key or (lambda c: (c.cores, c.standalone, c.model.l1_bytes))
+    ranked = sorted(candidates, key=lambda c: (*key(c), len(c.model.t_stream), c.model.grid, c.model.t_stream))
+    front: list[Candidate] = []
+    for c in ranked:
+        k = key(c)
+        if not any(all(a <= b for a, b in zip(key(f), k)) for f in front):
+            front.append(c)
+    if len(front) > limit:
+        step = (len(front) - 1) / (limit - 1)
+        front = [front[round(i * step)] for i in range(limit)]
+    return front

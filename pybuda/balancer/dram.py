@@ -1,0 +1,176 @@
+"""DRAM queue placement (pybuda-balancer.md §4.6): a DRAM channel and an address for every buffer of every DRAM
+queue of the plan (`queues.QueuePlan`), as the backend's allocator does it.
+
+Channels, per buffer (a queue's buffers spread over channels, one per grid cell of its writer, or per channel for
+host-written queues), by `dram_placement_algorithm`:
+- ROUND_ROBIN: the next channel in turn, over all buffers of all queues in plan order;
+- ROUND_ROBIN_FLIP_FLOP: round robin within one half of the channels, the half chosen by the parity of the epoch
+  that writes the queue (queues the host writes: all channels), so an epoch's writes and the next epoch's reads
+  use different channels;
+- GREATEST_CAPACITY: the channel with the most free bytes;
+- CLOSEST: the channel nearest (NoC hops) to the cores that read and write the queue, the least used one among
+  equally near ones.
+Parameters, constants and sparse operands go to the channels nearest their readers whatever the policy, each
+buffer of a queue to a channel its other buffers do not use while there is one (so a weight's buffers still spread
+over every channel). `manual_dram_queue_placement` pins a queue's buffers to a channel. A buffer that does not fit its channel goes to
+the next channel that has room.
+
+Before the plan exists (while the balancer compares candidate plans), a queue's buffers are assumed in
+consecutive channels from one its name picks (`assumed_channels`); the plan's final cost and the netlist use the
+placement.
+
+Addresses: static queues (inputs, parameters, constants, sparse operands, outputs) first, from the bottom of each
+channel; epoch-to-epoch queues dynamically, over their lifetime (the program allocates them before their writer's
+epoch and frees them after their last reader's), first fit at the lowest address free during that lifetime.
+When the device's DRAM cannot hold the model, `DramFullError` says by how much.
+"""
+from __future__ import annotations
+
+import dataclasses
+import zlib
+
+from ..device import DeviceSpec
+from .queues import QueuePlan
+
+DRAM_BASE = 0x10000000     # first DRAM byte the allocator hands out on every channel
+ALIGN = 32
+
+
+def assumed_channels(queue: str, buffers: int, channels: int) -> tuple[int, ...]:
+    """The channels a queue's `buffers` buffers are assumed in before placement: consecutive channels from the one
+    the CRC-32 of its name picks (deterministic, spread like a placement that does not know the plan)."""
+    first = zlib.crc32(queue.encode()) % channels
+    return tuple((first + i) % channels for i in range(buffers))
+
+
+class DramFullError(ValueError):
+    """The device's DRAM cannot hold the model's queues; the message says what they need and what there is."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DramPlacement:
+    """(channel, address) of every buffer of every DRAM queue, and which queues are allocated dynamically."""
+
+    buffers: dict
+    dynamic: frozenset
+
+    def channels(self, queue: str) -> tuple:
+        return tuple(ch for ch, _ in self.buffers[queue])
+
+
+def place_dram(queues: dict[str, QueuePlan], device: DeviceSpec, policy: str, manual: dict[str, int],
+               cores: dict[str, list[tuple]]) -> DramPlacement:
+    """Place every DRAM queue of `queues`; `cores`: the (row, col) cores of each op (for CLOSEST and parameters);
+    `manual`: queue -> pinned channel."""
+    dram = [q for q in queues.values() if q.loc == "dram"]
+    _check_capacity(dram, device)
+    chooser = _Chooser(device, policy, cores)
+    space = _Space(device)
+    buffers: dict[str, tuple] = {}
+    for q in sorted(dram, key=lambda q: q.lifetime is not None):        # static first
+        placed = []
+        for _ in range(q.buffers):
+            preferred = [manual[q.name]] if q.name in manual else chooser.order(q, space, placed)
+            placed.append(space.allocate(q, preferred))
+        buffers[q.name] = tuple(placed)
+    return DramPlacement(buffers, frozenset(q.name for q in dram if q.lifetime is not None))
+
+
+def _check_capacity(dram: list[QueuePlan], device: DeviceSpec) -> None:
+    """DramFullError if the static queues plus the most dynamic bytes live at once exceed the device's DRAM."""
+    static = sum(q.buffers * _aligned(q.buffer_bytes) for q in dram if q.lifetime is None)
+    epochs = {e for q in dram if q.lifetime for e in range(q.lifetime[0], q.lifetime[1] + 1)}
+    dynamic = max((sum(q.buffers * _aligned(q.buffer_bytes) for q in dram if q.lifetime and
+                       q.lifetime[0] <= e <= q.lifetime[1]) for e in epochs), default=0)
+    have = device.dram_channels * (device.dram_channel_bytes - DRAM_BASE)
+    if static + dynamic > have:
+        raise DramFullError(f"the model's DRAM queues need {static + dynamic:,} bytes ({static:,} static: inputs, "
+                            f"parameters, constants, outputs; {dynamic:,} for the epoch-to-epoch queues live at once) "
+                            f"but {device.name} has {have:,} bytes of DRAM for queues: {static + dynamic - have:,} "
+                            "bytes too many; a smaller microbatch shrinks the input, output and epoch-to-epoch queues")
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+class _Space:
+    """Per channel the blocks allocated: (start, end, first epoch, last epoch); static blocks live always."""
+
+    def __init__(self, device: DeviceSpec):
+        self.device = device
+        self.blocks: list[list[tuple]] = [[] for _ in range(device.dram_channels)]
+
+    def free_bytes(self, ch: int) -> int:
+        used = max((end for _, end, _, _ in self.blocks[ch]), default=DRAM_BASE)
+        return self.device.dram_channel_bytes - used
+
+    def allocate(self, q: QueuePlan, preferred: list[int]) -> tuple:
+        """(channel, address) of one buffer of `q`: the first of `preferred`, then the other channels, that has
+        room for it during its lifetime."""
+        size = _aligned(q.buffer_bytes)
+        first, last = q.lifetime if q.lifetime else (-1, 1 << 30)
+        order = list(dict.fromkeys([*preferred, *range(self.device.dram_channels)]))
+        for ch in order:
+            addr = self._fit(ch, size, first, last)
+            if addr is not None:
+                self.blocks[ch].append((addr, addr + size, first, last))
+                return (ch, addr)
+        raise DramFullError(f"queue {q.name!r}: no DRAM channel of {self.device.name} has {size:,} free bytes for "
+                            f"one of its {q.buffers} buffers (largest free: {max(map(self.free_bytes, order)):,} "
+                            "bytes); a smaller microbatch shrinks the queues")
+
+    def _fit(self, ch: int, size: int, first: int, last: int) -> int | None:
+        live = sorted((s, e) for s, e, f, l in self.blocks[ch] if f <= last and first <= l)
+        addr = DRAM_BASE
+        for s, e in live:
+            if addr + size <= s:
+                break
+            addr = max(addr, _aligned(e))
+        return addr if addr + size <= self.device.dram_channel_bytes else None
+
+
+class _Chooser:
+    """The channel order of one buffer under a placement policy."""
+
+    def __init__(self, device: DeviceSpec, policy: str, cores: dict[str, list[tuple]]):
+        self.device, self.policy, self.cores = device, policy, cores
+        self.next = 0
+        self.next_half = [0, 0]
+        self.used = [0] * device.dram_channels
+        self.hops: dict[str, list[int]] = {}      # the current queue's NoC hops per channel
+
+    def order(self, q: QueuePlan, space: _Space, placed: list[tuple]) -> list[int]:
+        """Channels for the next buffer of `q` (`placed`: its buffers so far), the preferred first."""
+        taken: dict[int, int] = {}
+        for ch, _ in placed:
+            taken[ch] = taken.get(ch, 0) + 1
+        channels = self._order(q, space, taken)
+        self.used[channels[0]] += 1
+        return channels
+
+    def _order(self, q: QueuePlan, space: _Space, taken: dict[int, int]) -> list[int]:
+        n = self.device.dram_channels
+        if self.policy == "CLOSEST" or q.kind in ("parameter", "constant", "sparse"):
+            return self._closest(q, taken)
+        if self.policy == "GREATEST_CAPACITY":
+            return sorted(range(n), key=lambda ch: (-space.free_bytes(ch), ch))
+        if self.policy == "ROUND_ROBIN_FLIP_FLOP" and q.writer != "HOST":
+            half = q.writer_epoch % 2
+            channels = [ch for ch in range(n) if ch % 2 == half]
+            ch = channels[self.next_half[half] % len(channels)]
+            self.next_half[half] += 1
+            return [ch]
+        ch = self.next % n
+        self.next += 1
+        return [ch]
+
+    def _closest(self, q: QueuePlan, taken: dict[int, int]) -> list[int]:
+        """Channels holding fewest of the queue's buffers so far first, then by total NoC hops to the cores of its
+        readers and writer, then the least used."""
+        if q.name not in self.hops:
+            cores = [c for op in (*q.readers, q.writer) for c in self.cores.get(op, ())]
+            self.hops = {q.name: [sum(self.device.noc_hops(c, ch) for c in cores)
+                                  for ch in range(self.device.dram_channels)]}
+        hops = self.hops[q.name]
+        return sorted(range(self.device.dram_channels), key=lambda ch: (taken.get(ch, 0), hops[ch], self.used[ch], ch))

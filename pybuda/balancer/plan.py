@@ -1,0 +1,144 @@
+"""What every balancing policy shares: the `Placement` it returns, the user's placement constraints read from the
+config (`Constraints`), and turning a choice of models and locations into a plan with its queues, their DRAM
+placement and its exact cost (`finish`)."""
+from __future__ import annotations
+
+import dataclasses
+
+from ..arch.perf import EpochTiming
+from ..ir import Graph
+from .dram import DramPlacement, place_dram
+from .op_model import BalancerError, OpModel
+from .placer import PlacedOp
+from .plan_cost import PlanCoster
+from .queues import QueuePlan, plan_queues
+
+
+@dataclasses.dataclass
+class Bounds:
+    """Lower bounds of a plan's cycles from the balancer's candidates (pybuda-balancer.md §8.6): the work over
+    all cores (`work`), the slowest op at its best (`op`), the cheapest split of the schedule into epochs that fit
+    the grid (`segments`), and the CP-SAT solver's own bound on the epochs it solved, for that split
+    (`solver`, None when the greedy policy ran)."""
+
+    work: float
+    op: float
+    segments: float
+    solver: float | None = None
+
+    @property
+    def best(self) -> float:
+        """The largest valid lower bound of any plan (the solver's holds for its split only)."""
+        return max(self.work, self.op, self.segments)
+
+
+@dataclasses.dataclass
+class Placement:
+    """The balancer's result: per op its model and location, per queue whether it is a prologue, the queues and
+    their DRAM placement, the plan's estimated cycles (one run of the program: every epoch once) with each
+    epoch's timing, the lower bounds it is measured against and the policy that made it."""
+
+    models: dict[str, OpModel]
+    placed: dict[str, PlacedOp]
+    prologue: dict[str, bool]
+    epochs: int
+    estimated_cycles: int
+    epoch_timings: tuple[EpochTiming, ...] = ()
+    queues: dict[str, QueuePlan] = dataclasses.field(default_factory=dict)
+    dram: DramPlacement | None = None
+    bounds: Bounds | None = None
+    policy: str = ""
+
+    @property
+    def lower_bound_cycles(self) -> int | None:
+        """The best lower bound of the plan's cycles (None without bounds)."""
+        return int(self.bounds.best) if self.bounds else None
+
+    @property
+    def bound_ratio(self) -> float | None:
+        """Estimated cycles over the best lower bound (>= 1; 1 is optimal under the cost model)."""
+        return self.estimated_cycles / self.bounds.best if self.bounds and self.bounds.best else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Constraints:
+    """The user's placement constraints: grid sizes, start cores, transposed ops, epoch breaks (the first op,
+    in schedule order, of each `set_epoch_break` entry starts an epoch), the DRAM placement algorithm and the
+    queues pinned to a DRAM channel."""
+
+    grids: dict
+    starts: dict
+    transposed: frozenset
+    breaks: frozenset
+    dram_algorithm: str = "ROUND_ROBIN"
+    dram_channels: dict = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config, schedule: list[str]) -> "Constraints":
+        grids = {op: tuple(o.grid_shape) for op, o in config.balancer_op_overrides.items()
+                 if getattr(o, "grid_shape", None)}
+        starts, transposed = {}, set()
+        for op, o in config.placer_op_overrides:
+            if getattr(o, "start", None) is not None:
+                starts[op] = tuple(o.start)
+            if getattr(o, "transpose_op", False):
+                transposed.add(op)
+        order = {op: i for i, op in enumerate(schedule)}
+        breaks = set()
+        for entry in config.op_names_to_epoch_break:
+            names = [entry] if isinstance(entry, str) else list(entry)
+            present = [n for n in names if n in order]
+            if present:
+                breaks.add(min(present, key=order.get))
+        algorithm = getattr(config.dram_placement_algorithm, "value", config.dram_placement_algorithm)
+        for queue, o in config.manual_dram_queue_placement.items():
+            if o.chip_id not in (None, 0):
+                raise BalancerError(f"override_dram_queue_placement({queue!r}, chip_id={o.chip_id}): this compiler "
+                                    "places on one chip; legal chip_id: 0 or None")
+        pinned = {q: o.channel for q, o in config.manual_dram_queue_placement.items() if o.channel is not None}
+        return cls(grids, starts, frozenset(transposed), frozenset(breaks), algorithm, pinned)
+
+
+def prologue_choice(graph: Graph, schedule: list[str], models: dict[str, OpModel]) -> dict[str, bool]:
+    """Per parameter, constant and sparse queue: prologued (held in L1 for the epoch) when every op reading it
+    holds it in its chosen model."""
+    prologue: dict[str, bool] = {}
+    for name in schedule:
+        for o in graph.operands(name):
+            if graph.node(o.src).kind in ("parameter", "constant"):
+                prologue[o.src] = prologue.get(o.src, True) and o.src in models[name].prologue
+        prologue.update({q: True for q in models[name].prologue if q not in graph})
+    return prologue
+
+
+def finish(graph: Graph, coster: PlanCoster, schedule: list[str], models: dict[str, OpModel],
+           placed: dict[str, PlacedOp], policy: str, constraints: Constraints) -> Placement:
+    """The placement of a choice of models and locations: its queues (`queues.plan_queues`), their DRAM placement
+    (`dram.place_dram`) and its exact cost with them (`PlanCoster.cost`)."""
+    device = coster.device
+    prologue = prologue_choice(graph, schedule, models)
+    epoch_of = {n: p.epoch for n, p in placed.items()}
+    queues = plan_queues(graph, models, epoch_of, device, coster.microbatch, coster.links.inputs == "pcie",
+                         coster.links.outputs == "pcie")
+    _check_pinned(constraints.dram_channels, queues, device)
+    cores = {}
+    for name, p in placed.items():
+        rows, cols = models[name].grid[::-1] if p.transpose else models[name].grid
+        cores[name] = [(p.loc[0] + r, p.loc[1] + c) for r in range(rows) for c in range(cols)]
+    dram = place_dram(queues, device, constraints.dram_algorithm, constraints.dram_channels, cores)
+    cost = coster.cost(schedule, models, epoch_of, prologue, dram)
+    return Placement(models=models, placed=placed, prologue=prologue, epochs=len(cost.epochs),
+                     estimated_cycles=cost.cycles, epoch_timings=cost.epochs, queues=queues, dram=dram, policy=policy)
+
+
+def _check_pinned(pinned: dict[str, int], queues: dict[str, QueuePlan], device) -> None:
+    """BalancerError for a `manual_dram_queue_placement` entry naming no DRAM queue of the plan or no channel of
+    the device."""
+    dram = sorted(q for q, plan in queues.items() if plan.loc == "dram")
+    for queue, channel in pinned.items():
+        if queue not in queues or queues[queue].loc != "dram":
+            raise BalancerError(f"override_dram_queue_placement({queue!r}): the plan has no DRAM queue of that name; "
+                                f"its DRAM queues: {', '.join(dram[:12])}{' ...' if len(dram) > 12 else ''}")
+        if not 0 <= channel < device.dram_channels:
+            raise BalancerError(f"override_dram_queue_placement({queue!r}, channel={channel}): {device.name} has "
+                                f"DRAM channels 0-{device.dram_channels - 1}")

@@ -1,0 +1,264 @@
+"""The CP-SAT policy (the default `balancer_policy`): epochs from the segment split, each epoch's candidates and
+core locations, the result checked against the greedy plan, lower bounds computed from the same candidates.
+
+1. The schedule's cheapest split into contiguous epochs (`segments.SegmentTable.split`), each op at its
+   fewest-core candidate within its epoch's pipeline cycles.
+2. Each epoch: the split's candidates made compatible along the epoch's edges (in schedule order, an op whose
+   candidate cannot read its producers' chosen streamings in the epoch takes the fewest-core one that can; where
+   none can, the epoch ends before that op), then packed first-fit (`placer.pack_epoch`). An epoch that does not
+   pack, or whose pipeline could come down towards the relaxation's bound, is a CP-SAT model
+   (`epoch_solver.solve_epoch`: candidates, orientations and locations with NoOverlap2D, streaming
+   compatibility, the user's starts and transposes) warm-started with that plan. Epochs whose ops, contexts and
+   overrides are alike (a transformer's layers) are solved once. An epoch that neither packs nor solves is split
+   in two.
+3. The plan gets its queues, their DRAM placement and its exact cost (`plan.finish`); so does the greedy
+   policy's plan (`greedy.py`), and the cheaper one is kept: the default policy is never worse than the greedy.
+4. Lower bounds (`plan.Bounds`): the work over all cores and the slowest op at their best, the cheapest split's
+   own bound (`SegmentTable.split(bound=True)`) and, for this split, the epochs' pipeline bounds (the solver's
+   where it ran).
+"""
+from __future__ import annotations
+
+from ..device import DeviceSpec
+from ..ir import Graph
+from .candidates import Candidate, op_signature
+from .epoch_solver import EpochOp, EpochSolution, solve_epoch
+from .greedy import greedy_plan
+from .plan import Bounds, Constraints, Placement, finish
+from .placer import PlacedOp, pack_epoch
+from .plan_cost import PlanCoster
+from .segments import SegmentTable
+from .streaming import edge_problem
+
+IMPROVE = 1.02     # an epoch whose packed plan is this much above its pipeline bound goes to the solver
+
+
+def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates: dict[str, list[Candidate]],
+               coster: PlanCoster, constraints: Constraints, microbatch: int) -> Placement:
+    """The CP-SAT policy's plan (module docstring), with its bounds."""
+    table = SegmentTable(schedule, candidates, coster, device, microbatch, constraints.breaks)
+    solver = _EpochSolver(graph, device, table, candidates, constraints)
+    models, placed, split_bound, epoch = {}, {}, 0.0, 0
+    for segment in table.split(bound=False).segments:
+        for first, last, solution in solver.solve(segment.first, segment.last, segment.choice):
+            for offset, name in enumerate(schedule[first:last + 1]):
+                models[name] = candidates[name][solution.choice[offset]].model
+                placed[name] = PlacedOp(epoch, solution.locations[offset], solution.transposed[offset])
+            split_bound += microbatch * solution.bound + (device.epoch_switch_cycles if epoch else 0)
+            epoch += 1
+    plan = finish(graph, coster, schedule, models, placed, "CP-SAT", constraints)
+    greedy = greedy_plan(graph, device, schedule, candidates, coster, constraints)
+    best = plan if plan.estimated_cycles <= greedy.estimated_cycles else greedy
+    best.bounds = bounds(table, candidates, schedule, device, microbatch, split_bound)
+    return best
+
+
+def greedy_bounds(schedule: list[str], candidates: dict[str, list[Candidate]], coster: PlanCoster,
+                  constraints: Constraints, microbatch: int) -> Bounds:
+    """The lower bounds of `bounds` for a plan another policy made (no solver bound)."""
+    table = SegmentTable(schedule, candidates, coster, coster.device, microbatch, constraints.breaks)
+    return bounds(table, candidates, schedule, coster.device, microbatch, None)
+
+
+def bounds(table: SegmentTable, candidates: dict[str, list[Candidate]], schedule: list[str], device: DeviceSpec,
+           microbatch: int, split: float | None) -> Bounds:
+    """The lower bounds of `plan.Bounds` (pybuda-balancer.md §8.6), times the microbatch: every op at its most
+    favourable context (the least of its context costs over every epoch start and end)."""
+    work, slowest = 0.0, 0.0
+    n = len(schedule)
+    for i, name in enumerate(schedule):
+        cycles = [min(c) for c in zip(*(table.context_cycles(i, start, out) for start in (-1, n) for out in (False, True)))]
+        cores = [c.cores for c in candidates[name]]
+        work += min(a * c for a, c in zip(cores, cycles))
+        slowest = max(slowest, min(cycles))
+    return Bounds(work=microbatch * work / device.cores, op=microbatch * slowest,
+                  segments=table.split(bound=True).cycles, solver=split)
+
+
+def _pipeline(cycles: list[list[float]], dram: list[list[float]], choice) -> float:
+    """An epoch's pipeline cycles under a choice: its slowest op, or its DRAM bytes over all channels."""
+    return max(max(c[k] for c, k in zip(cycles, choice)), sum(d[k] for d, k in zip(dram, choice)))
+
+
+class _EpochSolver:
+    """Chooses and places each epoch's candidates (module docstring, step 2), once per distinct epoch."""
+
+    def __init__(self, graph: Graph, device: DeviceSpec, table: SegmentTable, candidates: dict[str, list[Candidate]],
+                 constraints: Constraints):
+        self.graph, self.device, self.table, self.candidates = graph, device, table, candidates
+        self.constraints = constraints
+        self._solved: dict[tuple, EpochSolution | None] = {}
+        self._signatures: dict[str, tuple] = {}
+
+    def solve(self, first: int, last: int, hint: tuple) -> list[tuple[int, int, EpochSolution]]:
+        """[(first, last, solution)] covering first..last: one epoch, or several where its ops cannot all read
+        each other's streamings in one epoch or do not pack."""
+        solution = self._solve(first, last, hint)
+        if isinstance(solution, EpochSolution):
+            return [(first, last, solution)]
+        if first == last:
+            name = self.table.schedule[first]
+            raise ValueError(f"op {name!r} fits no epoch of {self.device.name} alone with its constraints")
+        middle = first + solution - 1 if solution else (first + last) // 2
+        return self.solve(first, middle, hint[:middle - first + 1]) + self.solve(middle + 1, last,
+                                                                                 hint[middle - first + 1:])
+
+    def _solve(self, first: int, last: int, hint: tuple) -> EpochSolution | int:
+        """The epoch's solution, or where to cut it: the offset of the first op that cannot join its producers
+        (0: it does not pack; cut in the middle)."""
+        key = self._key(first, last)
+        if key not in self._solved:
+            self._solved[key] = self._plan(first, last, hint)
+        return self._solved[key]
+
+    def _plan(self, first: int, last: int, hint: tuple) -> EpochSolution | int:
+        schedule, table = self.table.schedule, self.table
+        names = schedule[first:last + 1]
+        index = {n: k for k, n in enumerate(names)}
+        contexts = [(first + k, first, table.last_user[first + k] > last) for k in range(len(names))]
+        cycles = [table.context_cycles(*context) for context in contexts]
+        dram = [table.context_dram_cycles(*context) for context in contexts]
+        edges = [(index[o.src], k, self._compatible(o.src, name, j))
+                 for k, name in enumerate(names) for j, o in enumerate(self.graph.operands(name)) if o.src in index]
+        choice = self._compatible_choice(names, cycles, hint, edges)
+        if isinstance(choice, int):
+            return choice
+        lower = max(max(min(c) for c in cycles), self._area_bound(names, cycles), sum(min(d) for d in dram))
+        starts = [self.constraints.starts.get(n) for n in names]
+        forced = [True if n in self.constraints.transposed else (None if starts[k] is None else False)
+                  for k, n in enumerate(names)]
+        choice, packed = self._shrink(names, cycles, dram, choice, edges, starts, forced)
+        pipeline = _pipeline(cycles, dram, choice)
+        if packed is not None and pipeline <= lower * IMPROVE:
+            return EpochSolution(tuple(choice), tuple(t for _, t in packed), tuple(loc for loc, _ in packed),
+                                 pipeline, lower, False)
+        limit = pipeline if packed is not None else max(max(c) for c in cycles)
+        ops = []
+        for k, name in enumerate(names):      # candidates no slower than the packed plan (index kept)
+            keep = [j for j, c in enumerate(cycles[k]) if c <= limit]
+            ops.append((keep, EpochOp(name, tuple(self.candidates[name][j].model.grid for j in keep),
+                                      tuple(cycles[k][j] for j in keep), forced[k], starts[k],
+                                      keep.index(choice[k]) if choice[k] in keep else 0,
+                                      packed[k] if packed is not None else None, tuple(dram[k][j] for j in keep))))
+        remap = [keep for keep, _ in ops]
+        sub_edges = [(p, c, lambda a, b, f=f, p=p, c=c: f(remap[p][a], remap[c][b])) for p, c, f in edges]
+        solution = solve_epoch([op for _, op in ops], sub_edges, self.device.grid_rows, self.device.grid_cols, lower)
+        if solution is not None:
+            solved = tuple(remap[k][j] for k, j in enumerate(solution.choice))
+            if packed is None or _pipeline(cycles, dram, solved) < pipeline:
+                return EpochSolution(solved, solution.transposed, solution.locations,
+                                     _pipeline(cycles, dram, solved), max(lower, solution.bound), solution.optimal)
+        if packed is None:
+            return 0
+        return EpochSolution(tuple(choice), tuple(t for _, t in packed), tuple(loc for loc, _ in packed),
+                             pipeline, lower, False)
+
+    def _shrink(self, names: list[str], cycles: list[list[float]], dram: list[list[float]], choice: list[int],
+                edges: list, starts: list, forced: list) -> tuple[list[int], list | None]:
+        """The choice made to pack: while it does not, the op move to a candidate with fewer cores (still
+        compatible with its neighbours' choices) that raises the epoch's pipeline cycles least. Returns the
+        choice and its packing (None: no move left)."""
+        neighbours: dict[int, list] = {}
+        for p, c, compatible in edges:
+            neighbours.setdefault(c, []).append((p, compatible))        # ok(neighbour's candidate, own)
+            neighbours.setdefault(p, []).append((c, lambda theirs, own, f=compatible: f(own, theirs)))
+        choice = list(choice)
+        while True:
+            grids = [self.candidates[n][k].model.grid for n, k in zip(names, choice)]
+            packed = pack_epoch(grids, self.device.grid_rows, self.device.grid_cols, starts, forced)
+            if packed is not None:
+                return choice, packed
+            top = [c[k] for c, k in zip(cycles, choice)]
+            total = sum(d[k] for d, k in zip(dram, choice))
+            best = None
+            for k, name in enumerate(names):
+                cands = self.candidates[name]
+                others = max(top[:k] + top[k + 1:], default=0.0)
+                for j, cand in enumerate(cands):
+                    if cand.cores >= cands[choice[k]].cores or \
+                            not all(ok(choice[n], j) for n, ok in neighbours.get(k, ())):
+                        continue
+                    key = (max(others, cycles[k][j], total - dram[k][choice[k]] + dram[k][j]),
+                           cand.cores - cands[choice[k]].cores, k, j)
+                    best = key if best is None or key < best else best
+            if best is None:
+                return choice, None
+            choice[best[2]] = best[3]
+
+    def _compatible_choice(self, names: list[str], cycles: list[list[float]], hint: tuple,
+                           edges: list) -> list[int] | int:
+        """The hint made compatible along the epoch's edges, in schedule order: an op that cannot read its
+        producers' chosen streamings takes its fewest-core candidate that can (the fastest one if none is within
+        the hint's pipeline); where it has none, its streamed producers take their fewest-core unstreamed
+        candidates (an unstreamed output can be read in any streaming) and the walk resumes from the first of
+        them. Returns the offset of the first op that still has none."""
+        choice = list(hint)
+        pipeline = max(c[k] for c, k in zip(cycles, choice))
+        preds: dict[int, list] = {}
+        for p, c, compatible in edges:
+            preds.setdefault(c, []).append((p, compatible))
+
+        def best(k: int, allowed: list[int]) -> int:
+            within = [j for j in allowed if cycles[k][j] <= pipeline]
+            cands = self.candidates[names[k]]
+            return min(within, key=lambda j: (cands[j].cores, cycles[k][j])) if within else \
+                min(allowed, key=lambda j: cycles[k][j])
+
+        pinned: set[int] = set()       # ops moved to unstreamed candidates; each moves once, so the walk ends
+        k = 0
+        while k < len(names):
+            cands = self.candidates[names[k]]
+            allowed = [j for j, c in enumerate(cands) if k not in pinned or not c.model.t_stream]
+            ok = [j for j in allowed if all(compatible(choice[p], j) for p, compatible in preds.get(k, ()))]
+            if ok:
+                if choice[k] not in ok:
+                    choice[k] = best(k, ok)
+                k += 1
+                continue
+            moved = []
+            for p, _ in preds.get(k, ()):
+                producer = self.candidates[names[p]]
+                unstreamed = [j for j, c in enumerate(producer) if not c.model.t_stream]
+                if p not in pinned and producer[choice[p]].model.t_stream and unstreamed:
+                    choice[p] = best(p, unstreamed)
+                    pinned.add(p)
+                    moved.append(p)
+            if not moved:
+                return k
+            k = min(moved)
+        return choice
+
+    def _area_bound(self, names: list[str], cycles: list[list[float]]) -> float:
+        """The least pipeline cycles at which the ops' fewest cores fit the grid (geometry relaxed)."""
+        levels = sorted({c for cs in cycles for c in cs})
+        lo, hi = 0, len(levels) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            area = sum(min((self.candidates[n][j].cores for j, c in enumerate(cs) if c <= levels[mid]),
+                           default=self.device.cores + 1) for n, cs in zip(names, cycles))
+            if area <= self.device.cores:
+                hi = mid
+            else:
+                lo = mid + 1
+        return levels[lo]
+
+    def _compatible(self, producer: str, consumer: str, index: int):
+        streams_p = [c.model.t_stream for c in self.candidates[producer]]
+        streams_c = [c.model.t_stream for c in self.candidates[consumer]]
+        return lambda kp, kc: edge_problem(self.graph, consumer, index, streams_p[kp], streams_c[kc]) is None
+
+    def _key(self, first: int, last: int) -> tuple:
+        """What an epoch's solution depends on: its ops' signatures (and names where an override names them),
+        edges inside it, producers outside it, outputs read later."""
+        schedule = self.table.schedule
+        parts = []
+        for i in range(first, last + 1):
+            name = schedule[i]
+            if name not in self._signatures:
+                named = name in self.constraints.starts or name in self.constraints.transposed or \
+                    name in self.constraints.grids
+                self._signatures[name] = (op_signature(self.graph, name), name if named else None)
+            inside = tuple(p - first for p in self.table.producers[i] if p >= first)
+            outside = tuple(p < first for p in self.table.producers[i])
+            parts.append((self._signatures[name], inside, outside, self.table.last_user[i] > last))
+        return tuple(parts)

@@ -1,0 +1,129 @@
+"""The queues a placed plan needs (pybuda-balancer.md §4.6) and their layout: graph inputs, parameters, constants,
+sparse-matmul operands, outputs and epoch-to-epoch queues, each with its grid of DRAM buffers, blocking, entries,
+lifetime (in epochs) and the ops that read it. The DRAM placement (`dram.py`), the plan's cost and the netlist
+writer all read this one plan.
+
+Layout: a queue an op writes has the op's blocking (one buffer per core of the writer, as the backend requires); a
+queue the host writes (graph input, parameter, constant) is split into as many buffers as the device has DRAM
+channels where its tiles allow (`host_queue_grid`), so its readers' traffic spreads over the channels (the legacy
+compiler gave a parameter its smallest reader's grid: often one buffer, one channel, for a weight that every core
+streams); a sparse matmul's operands one buffer per grid row of the op. Lifetime: inputs, parameters, constants,
+sparse operands and outputs live for the whole program (static); an epoch-to-epoch queue from its writer's epoch
+to its last reader's epoch (dynamic: the program allocates it before the writer's epoch and frees it after the
+last reader's).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+from ..dataformat import DataFormat
+from ..device import DeviceSpec
+from ..ir import Graph
+from ..netlist.sizes import QUEUE_HEADER_BYTES
+from .op_model import (SPARSE_QUEUES, OpModel, best_ublock, divisors, e2e_queue, sparse_queue_operands,
+                       sparse_tiles_df, tiles_of)
+
+GROUPS = {"input": "input", "parameter": "parameter", "constant": "constant", "sparse": "constant",
+          "output": "output", "e2e": "epoch_to_epoch"}
+
+
+@dataclasses.dataclass(frozen=True)
+class QueuePlan:
+    """One queue of the plan: its kind (input, parameter, constant, sparse, output, e2e), writer ("HOST" or an
+    op) and the writer's epoch (-1 for the host), type, entries, blocking, format, location (dram / host),
+    lifetime (first and last epoch; None: static) and the ops that read it."""
+
+    name: str
+    kind: str
+    writer: str
+    type: str
+    entries: int
+    grid: tuple
+    t: int
+    mblock: tuple
+    ublock: tuple
+    df: DataFormat
+    loc: str
+    lifetime: tuple | None = None
+    readers: tuple = ()
+    writer_epoch: int = -1
+
+    @property
+    def buffers(self) -> int:
+        return self.grid[0] * self.grid[1]
+
+    @property
+    def buffer_bytes(self) -> int:
+        tiles = self.t * self.mblock[0] * self.mblock[1] * self.ublock[0] * self.ublock[1]
+        return self.entries * tiles * self.df.tile_bytes + QUEUE_HEADER_BYTES
+
+    @property
+    def blocking(self) -> dict:
+        return {"grid_size": tuple(self.grid), "t": self.t, "mblock": tuple(self.mblock), "ublock": tuple(self.ublock)}
+
+    @property
+    def group(self) -> str:
+        """The netlist's queue group (input, parameter, constant, output, epoch_to_epoch)."""
+        return GROUPS[self.kind]
+
+
+@functools.lru_cache(maxsize=None)
+def host_queue_grid(shape: tuple, device: DeviceSpec) -> tuple:
+    """The grid of a host-written queue of a (1, z, R, C) tensor: the most buffers up to the device's DRAM channels
+    (the fewest beyond that, then the most columns) that divide its tile rows and columns and fit the core grid."""
+    _, rt, ct = tiles_of(shape)
+    grids = [(r, c) for r in divisors(rt) if r <= device.grid_rows for c in divisors(ct) if c <= device.grid_cols]
+    return min(grids, key=lambda g: (-min(g[0] * g[1], device.dram_channels), g[0] * g[1], -g[1]))
+
+
+def _blocking_on(shape: tuple, grid: tuple) -> tuple:
+    """(t, mblock, ublock) of a (1, z, R, C) tensor split over `grid` buffers."""
+    t, rt, ct = tiles_of(shape)
+    ub = best_ublock(rt // grid[0], ct // grid[1], 8)
+    return t, (rt // grid[0] // ub[0], ct // grid[1] // ub[1]), tuple(ub)
+
+
+def plan_queues(graph: Graph, models: dict[str, OpModel], epoch_of: dict[str, int], device: DeviceSpec,
+                microbatch: int, inputs_on_host: bool, outputs_on_host: bool) -> dict[str, QueuePlan]:
+    """Every queue of the plan by name, in the netlist's order (inputs, parameters and constants, sparse
+    operands, outputs, epoch-to-epoch queues)."""
+    readers: dict[str, set] = {}
+    for name in models:
+        for o in graph.operands(name):
+            readers.setdefault(o.src, set()).add(name)
+    queues: dict[str, QueuePlan] = {}
+
+    def host_queue(node, kind: str, qtype: str, entries: int, loc: str) -> QueuePlan:
+        grid = host_queue_grid(node.shape, device)
+        return QueuePlan(node.name, kind, "HOST", qtype, entries, grid, *_blocking_on(node.shape, grid), node.df, loc,
+                         readers=tuple(sorted(readers.get(node.name, ()))))
+
+    for node in graph.inputs():
+        queues[node.name] = host_queue(node, "input", "queue", microbatch, "host" if inputs_on_host else "dram")
+    for node in graph.nodes():
+        if node.kind in ("parameter", "constant") and graph.users(node.name):
+            queues[node.name] = host_queue(node, node.kind, "ram", 1, "dram")
+    for name, model in models.items():
+        if graph.node(name).op_type != "sparse_matmul":
+            continue
+        enc = sparse_queue_operands(graph, name, model)
+        dfs = (sparse_tiles_df(graph.node(name).attrs["sparse"]), DataFormat.RawUInt32)
+        for suffix, values, df in zip(SPARSE_QUEUES, (enc.sparse_tiles, enc.encoding), dfs):
+            queue = f"{name}.{suffix}"
+            queues[queue] = QueuePlan(queue, "sparse", "HOST", "ram", 1, (model.grid[0], 1), 1,
+                                      (1, values.shape[-1] // 32), (1, 1), df, "dram", readers=(name,))
+    for out in graph.outputs():
+        src = graph.output_source(out.name)
+        m = models[src]
+        queues[out.name] = QueuePlan(out.name, "output", src, "queue", microbatch, m.grid, m.t, m.mblock, m.ublock,
+                                     graph.node(src).df, "host" if outputs_on_host else "dram",
+                                     writer_epoch=epoch_of[src])
+    for name, m in models.items():
+        later = sorted(u for u, _ in graph.users(name) if graph.node(u).kind == "op" and epoch_of[u] > epoch_of[name])
+        if later:
+            queue = e2e_queue(name)
+            queues[queue] = QueuePlan(queue, "e2e", name, "queue", microbatch, m.grid, m.t, m.mblock, m.ublock,
+                                      graph.node(name).df, "dram", (epoch_of[name], max(epoch_of[u] for u in later)),
+                                      tuple(later), epoch_of[name])
+    return queues

@@ -1,0 +1,237 @@
+"""Epochs as contiguous segments of the schedule (pybuda-balancer.md §8.5, §8.6): for every segment, what its
+ops cost on the core grid at each pipeline rate, and the cheapest split of the schedule into segments.
+
+Per op and epoch context (which producers ran in earlier epochs, whether a later epoch reads its output), every
+candidate has its limiter cycles and latency alone in such an epoch, the DRAM bytes it moves per input and its
+prologue bytes (`PlanCoster.context_cost`, queues spread over every channel): lower bounds of what it costs in any
+real epoch of that context. On a geometric grid of pipeline cycles P (ratio `RATIO`), each op's plan candidate
+at P_b is its fewest-core one within P_b (`UNFIT` cores where none is). A segment's ops fit at P_b when those
+cores sum to at most the grid's.
+
+An epoch costs fill + (microbatch - 1) x pipeline + prologue (+ an epoch switch between epochs,
+`pybuda.arch.perf`). For a segment:
+- `split(bound=True)`, the lower bound: the pipeline is at least the lower edge of the first bin its ops fit in,
+  its DRAM bytes (each op's fewest) over all channels' bandwidth and its largest host input over PCIe; the fill at
+  least the pipeline and the longest dependency chain of the ops' least latencies (one op at its least cycles);
+  the prologue at least the ops' fewest prologue bytes over all channels' bandwidth. Valid for any plan with
+  contiguous epochs: it relaxes geometry, producer/consumer compatibility, channel placement and fork-join stalls.
+- `split(bound=False)`, the plan: the same terms with each op at its plan candidate, at the grid value that
+  makes the segment cheapest; its choice of candidates is the balancer's starting plan.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ..device import DeviceSpec
+from .candidates import Candidate
+from .plan_cost import PlanCoster
+
+RATIO = 1.02
+UNFIT = 1e9          # "cores" of an op that cannot reach a grid value (finite, so sums stay exact)
+UNFIT_COST = 1e30    # its cycles and bytes there (finite, so differences stay defined)
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """Schedule positions first..last in one epoch at pipeline cycles `pipeline` (the plan: each op's
+    candidate index in `choice`) and its estimated cost."""
+
+    first: int
+    last: int
+    pipeline: float
+    cycles: float
+    choice: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """A split of the schedule into segments and its cost (cycles for one run of the microbatch)."""
+
+    segments: tuple
+    cycles: float
+
+
+@dataclasses.dataclass(frozen=True)
+class _OpBins:
+    """One op in one context: per grid value its plan candidate's cores (UNFIT: none), index, cycles, latency,
+    DRAM and prologue bytes; and the least of each over all its candidates."""
+
+    cores: np.ndarray
+    index: np.ndarray
+    cycles: np.ndarray
+    latency: np.ndarray
+    dram: np.ndarray
+    prologue: np.ndarray
+    least_cycles: float
+    least_latency: float
+    least_dram: float
+    least_host: float
+    least_prologue: float
+
+
+class SegmentTable:
+    """The schedule's ops with their candidates and context costs on one device."""
+
+    def __init__(self, schedule: list[str], candidates: dict[str, list[Candidate]], coster: PlanCoster,
+                 device: DeviceSpec, microbatch: int, breaks: set[str] = frozenset()):
+        self.schedule, self.candidates, self.coster = schedule, candidates, coster
+        self.device, self.microbatch = device, microbatch
+        self.position = {n: i for i, n in enumerate(schedule)}
+        graph = coster.graph
+        self.producers = [sorted({self.position[o.src] for o in graph.operands(n) if o.src in self.position})
+                          for n in schedule]
+        self.last_user = [max((self.position[u] for u, _ in graph.users(n) if u in self.position), default=-1)
+                          for n in schedule]
+        self.breaks = {self.position[n] for n in breaks if n in self.position}
+        self.cores = device.cores
+        self.dram_bw = device.dram_channels * device.dram_channel_bw_bytes_per_cycle
+        self._contexts: dict[tuple, tuple] = {}
+        self._bins: dict[tuple, _OpBins] = {}
+        n = len(schedule)
+        lo = min(self._context(i, -1, False)[0].min() for i in range(n))
+        hi = max(self._context(i, n, True)[0].max() for i in range(n))
+        lo, hi = max(lo, 1.0), max(hi, lo * RATIO)
+        self.grid = lo * RATIO ** np.arange(int(math.ceil(math.log(hi / lo) / math.log(RATIO))) + 2)
+
+    def _context(self, i: int, start: int, out: bool) -> tuple:
+        """(cycles, latency, dram bytes, host bytes, prologue bytes) per candidate of op i in a segment starting
+        at `start`, its output read by a later epoch if `out`."""
+        dram = frozenset(self.schedule[p] for p in self.producers[i] if p < start)
+        key = (i, dram, out)
+        if key not in self._contexts:
+            name = self.schedule[i]
+            costs = [self.coster.context_cost(name, c.model, dram, out) for c in self.candidates[name]]
+            self._contexts[key] = tuple(np.array([getattr(c, f) for c in costs])
+                                        for f in ("cycles", "latency", "dram_bytes", "host_bytes", "prologue_bytes"))
+        return self._contexts[key]
+
+    def context_cycles(self, i: int, start: int, out: bool) -> list[float]:
+        """Limiter cycles of each candidate of op i in an epoch starting at `start`, its output read by a later
+        epoch if `out`."""
+        return list(self._context(i, start, out)[0])
+
+    def context_dram_cycles(self, i: int, start: int, out: bool) -> list[float]:
+        """Per candidate of op i in that context: its DRAM bytes per input over the bandwidth of all channels (an
+        epoch's pipeline cycles are at least the sum of its ops')."""
+        return list(self._context(i, start, out)[2] / self.dram_bw)
+
+    def _op_bins(self, i: int, start: int, out: bool) -> _OpBins:
+        key = (i, frozenset(p for p in self.producers[i] if p < start), out)
+        if key not in self._bins:
+            cycles, latency, dram, host, prologue = self._context(i, start, out)
+            cores = np.array([c.cores for c in self.candidates[self.schedule[i]]], dtype=float)
+            masked = np.where(cycles[None, :] <= self.grid[:, None], cores[None, :], UNFIT)
+            index = masked.argmin(axis=1)
+            fits = masked.min(axis=1)
+            unfit = fits >= UNFIT
+            pick = lambda values: np.where(unfit, UNFIT_COST, values[index])  # noqa: E731
+            self._bins[key] = _OpBins(fits, np.where(unfit, -1, index), pick(cycles), pick(latency), pick(dram),
+                                      pick(prologue), float(cycles.min()), float(latency.min()), float(dram.min()),
+                                      float(host.min()), float(prologue.min()))
+        return self._bins[key]
+
+    def _segments_from(self, s: int, bound: bool):
+        """For every end t >= s while the ops could fit one grid: (t, cost per grid value, pipeline per grid
+        value) of segment s..t (the bound's or the plan's terms, module docstring)."""
+        n = len(self.schedule)
+        mb = self.microbatch
+        area = np.zeros(len(self.grid))
+        dram = np.zeros(len(self.grid)) if not bound else 0.0
+        prologue = np.zeros(len(self.grid)) if not bound else 0.0
+        host = 0.0
+        partial: dict[int, np.ndarray | float] = {}   # dependency chains ending at an op, every op at its latency
+        whole: dict[int, np.ndarray | float] = {}     # ... one op of the chain at its whole cycles
+        fill = 0.0
+        flips: dict[int, list[int]] = {}
+        for t in range(s, min(n, s + self.cores)):
+            if t in self.breaks and t > s:
+                return
+            for i in flips.pop(t, []):      # op i's last reader is now inside: its output stays on chip
+                was, now = self._op_bins(i, s, True), self._op_bins(i, s, False)
+                area = area + now.cores - was.cores
+                dram = dram + now.dram - was.dram
+                prologue = prologue + now.prologue - was.prologue
+            out = self.last_user[t] > t
+            ob = self._op_bins(t, s, out)
+            if out and not bound:
+                flips.setdefault(self.last_user[t], []).append(t)
+            if bound:   # the op's least cost over both output contexts
+                other = self._op_bins(t, s, not out)
+                ob = dataclasses.replace(ob, cores=np.minimum(ob.cores, other.cores),
+                                         least_cycles=min(ob.least_cycles, other.least_cycles),
+                                         least_latency=min(ob.least_latency, other.least_latency),
+                                         least_dram=min(ob.least_dram, other.least_dram),
+                                         least_prologue=min(ob.least_prologue, other.least_prologue))
+            area = area + ob.cores
+            if area[-1] > self.cores:
+                return
+            host = max(host, ob.least_host)
+            preds = [p for p in self.producers[t] if p >= s]
+            if bound:
+                dram += ob.least_dram
+                prologue += ob.least_prologue
+                before = max((partial[p] for p in preds), default=0.0)
+                partial[t] = ob.least_latency + before
+                whole[t] = max(ob.least_cycles + before,
+                               ob.least_latency + max((whole[p] for p in preds), default=-math.inf))
+                fill = max(fill, whole[t])
+            else:
+                dram = dram + ob.dram
+                prologue = prologue + ob.prologue
+                before = _max_of([partial[p] for p in preds], len(self.grid))
+                partial[t] = ob.latency + before
+                whole[t] = np.maximum(ob.cycles + before,
+                                      ob.latency + _max_of([whole[p] for p in preds], len(self.grid), -math.inf))
+                fill = np.maximum(fill, whole[t])
+            fits = area <= self.cores
+            if bound:
+                first = int(np.argmax(fits))
+                edge = self.grid[first - 1] if first else 0.0
+                pipeline = max(edge, dram / self.dram_bw, host / self.device.pcie_bw_bytes_per_cycle)
+                cost = (mb - 1) * pipeline + max(pipeline, fill) + prologue / self.dram_bw
+                yield t, np.where(np.arange(len(self.grid)) == first, cost, np.inf), np.full(len(self.grid), pipeline)
+            else:
+                pipeline = np.maximum(self.grid, np.maximum(dram / self.dram_bw,
+                                                            host / self.device.pcie_bw_bytes_per_cycle))
+                cost = (mb - 1) * pipeline + np.maximum(pipeline, fill) + prologue / self.dram_bw
+                yield t, np.where(fits, cost, np.inf), pipeline
+
+    def split(self, bound: bool) -> Split:
+        """The cheapest split into contiguous segments (the lower bound's or the plan's, module docstring)."""
+        n = len(self.schedule)
+        switch = self.device.epoch_switch_cycles
+        best = [math.inf] * (n + 1)
+        back: list = [None] * (n + 1)
+        best[0] = 0.0
+        for s in range(n):
+            if not math.isfinite(best[s]):
+                continue
+            for t, costs, pipelines in self._segments_from(s, bound):
+                b = int(np.argmin(costs))
+                cost = best[s] + costs[b] + (switch if s else 0)
+                if cost < best[t + 1]:
+                    best[t + 1] = cost
+                    back[t + 1] = (s, b, float(pipelines[b]), float(costs[b]))
+        if not math.isfinite(best[n]):
+            raise ValueError("no split of the schedule fits the device (an op fits no epoch alone)")
+        segments, t = [], n
+        while t > 0:
+            s, b, pipeline, cycles = back[t]
+            choice = () if bound else tuple(int(self._op_bins(i, s, self.last_user[i] > t - 1).index[b])
+                                            for i in range(s, t))
+            segments.append(Segment(s, t - 1, pipeline, cycles, choice))
+            t = s
+        return Split(tuple(reversed(segments)), best[n])
+
+
+def _max_of(arrays: list, size: int, empty: float = 0.0) -> np.ndarray:
+    """Elementwise maximum of `arrays` (`empty` everywhere when there are none)."""
+    if not arrays:
+        return np.full(size, empty)
+    out = arrays[0]
+    for a in arrays[1:]:
+        out = np.maximum(out, a)
+    return out

@@ -1,0 +1,128 @@
+"""Performance regression runner: compiles zoo models at fixed configurations and compares the balancer's plan
+(estimated cycles, samples/s, epochs, cores, lower bound) with a checked-in baseline (`benchmarks/perf_baseline.json`).
+
+The estimate is deterministic (same model and config, same plan), so any change is a change of the compiler: a
+plan more than `TOLERANCE` slower than its baseline is a regression (exit status 1); a faster one is reported as
+an improvement to record with `--update`.
+
+    python -m pybuda.tools.perf_regression                  # the fast tier (tiny zoo models, e150 and n150)
+    python -m pybuda.tools.perf_regression --tier full      # the full-size BENCHMARKS configurations (slow)
+    python -m pybuda.tools.perf_regression --update         # write the measured figures as the new baseline
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+import pybuda
+from pybuda.device import get_device
+from pybuda.files import write_atomically
+from pybuda.tools.zoo import BENCHMARKS, ZOO
+
+BASELINE = Path(__file__).resolve().parents[2] / "benchmarks" / "perf_baseline.json"
+TOLERANCE = 0.005          # a plan this much slower than its baseline is a regression
+FAST_MICROBATCH = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class PerfCase:
+    """One model at one configuration."""
+
+    model: str
+    device: str
+    microbatch: int
+    df: str | None = None
+    fidelity: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.model}/{self.device}/mb{self.microbatch}" + (f"/{self.df}/{self.fidelity}" if self.df else "")
+
+
+def cases(tier: str) -> list[PerfCase]:
+    """The cases of a tier: "fast" (every fast-tier zoo model on e150 and n150) or "full" (`zoo.BENCHMARKS`)."""
+    if tier == "fast":
+        return [PerfCase(name, device, FAST_MICROBATCH) for name, entry in ZOO.items() if not entry.full_size
+                for device in ("e150", "n150")]
+    if tier == "full":
+        return [PerfCase(b.model, b.device, b.microbatch, b.df, b.fidelity) for b in BENCHMARKS]
+    raise ValueError(f"unknown tier {tier!r}; legal: fast, full")
+
+
+def measure(case: PerfCase) -> dict:
+    """Compile the case (no simulation) and return its plan's figures."""
+    entry = ZOO[case.model]
+    config = pybuda.CompilerConfig()
+    if case.df:
+        config = pybuda.CompilerConfig(default_df_override=case.df, default_math_fidelity=case.fidelity)
+    torch.manual_seed(0)
+    with torch.no_grad(), tempfile.TemporaryDirectory() as out:
+        compiled = pybuda.compile(entry.build(), *entry.inputs(case.microbatch), device=case.device, config=config,
+                                  output_dir=out)
+    placement = compiled.placement
+    clock = get_device(case.device).clock_hz
+    return {"estimated_cycles": int(placement.estimated_cycles),
+            "samples_per_s": round(case.microbatch * clock / placement.estimated_cycles, 2),
+            "epochs": placement.epochs,
+            "cores": sum(m.cores for m in placement.models.values()),
+            "lower_bound_cycles": placement.lower_bound_cycles,
+            "policy": placement.policy}
+
+
+def compare(baseline: dict, measured: dict) -> tuple[list[str], list[str]]:
+    """(regressions, notes): per case, a plan more than TOLERANCE slower than its baseline is a regression; a
+    faster one, or a case without a baseline, a note."""
+    regressions, notes = [], []
+    for key, now in measured.items():
+        was = baseline.get(key)
+        if was is None:
+            notes.append(f"{key}: no baseline ({now['estimated_cycles']:,} cycles)")
+            continue
+        ratio = now["estimated_cycles"] / was["estimated_cycles"]
+        line = f"{key}: {was['estimated_cycles']:,} -> {now['estimated_cycles']:,} cycles ({ratio:.3f}x)"
+        if ratio > 1 + TOLERANCE:
+            regressions.append(line)
+        elif ratio != 1:
+            notes.append(line + (" improved: record it with --update" if ratio < 1 else ""))
+    return regressions, notes
+
+
+def load_baseline(path: Path = BASELINE) -> dict:
+    """The baseline figures by case key (empty if the file does not exist)."""
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tier", default="fast", choices=("fast", "full"))
+    parser.add_argument("--update", action="store_true", help="write the measured figures as the baseline")
+    parser.add_argument("--baseline", type=Path, default=BASELINE)
+    args = parser.parse_args(argv)
+    baseline = load_baseline(args.baseline)
+    measured = {}
+    for case in cases(args.tier):
+        figures = measured[case.key] = measure(case)
+        ratio = figures["estimated_cycles"] / figures["lower_bound_cycles"]
+        print(f"{case.key:48s} {figures['estimated_cycles']:>14,} cycles {figures['samples_per_s']:>10,.1f} "
+              f"samples/s  {figures['epochs']:>3} epochs  plan/bound {ratio:.2f}x", flush=True)
+    regressions, notes = compare(baseline, measured)
+    for line in notes:
+        print("note:", line)
+    for line in regressions:
+        print("REGRESSION:", line)
+    if args.update:
+        text = json.dumps({**baseline, **measured}, indent=1, sort_keys=True) + "\n"
+        write_atomically(args.baseline, lambda f: f.write(text), binary=False)
+        print(f"baseline written: {args.baseline}")
+        return 0
+    return 1 if regressions else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
