@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-zoo test-models bench install clean
+.PHONY: demo test test-zoo test-models perf bench install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ test-zoo: $(STAMP)
 # the models users bring (DistilBERT, Llama, ConvNeXt, SegFormer, ...: small configs, random weights)
 test-models: $(STAMP)
 	$(PY) -m pytest -q -m models tests/test_zoo_models.py
+
+# the performance regression runner against benchmarks/perf_baseline.json (README)
+perf: $(STAMP)
+	$(PY) -m pybuda.tools.perf_regression
 
 bench: $(STAMP)
 	$(PY) benchmarks/compile_time.py

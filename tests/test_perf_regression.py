@@ -1,0 +1,39 @@
+"""The performance regression runner (`pybuda.tools.perf_regression`): its comparison flags a slower plan and
+only that, and the fast tier on e150 holds its checked-in baseline (`benchmarks/perf_baseline.json`)."""
+import pytest
+
+from pybuda.tools import perf_regression as pr
+
+E150_FAST = [case for case in pr.cases("fast") if case.device == "e150"]
+
+
+def _figures(cycles: int) -> dict:
+    return {"estimated_cycles": cycles}
+
+
+def test_compare_flags_only_slower_plans():
+    baseline = {"a": _figures(1000), "b": _figures(1000), "c": _figures(1000)}
+    measured = {"a": _figures(1004), "b": _figures(1010), "c": _figures(900), "d": _figures(5)}
+    regressions, notes = pr.compare(baseline, measured)
+    assert [line.split(":")[0] for line in regressions] == ["b"]             # 1 % slower; 0.4 % is within tolerance
+    assert any(line.startswith("c:") and "improved" in line for line in notes)
+    assert any(line.startswith("d:") and "no baseline" in line for line in notes)
+
+
+def test_unknown_tier_is_refused():
+    with pytest.raises(ValueError, match="legal: fast, full"):
+        pr.cases("medium")
+
+
+def test_baseline_covers_the_fast_tier():
+    baseline = pr.load_baseline()
+    assert {case.key for case in pr.cases("fast")} <= set(baseline)
+
+
+@pytest.mark.parametrize("case", E150_FAST, ids=lambda c: c.key)
+def test_fast_tier_holds_its_baseline(case):
+    measured = {case.key: pr.measure(case)}
+    regressions, _ = pr.compare(pr.load_baseline(), measured)
+    assert not regressions, regressions
+    figures = measured[case.key]
+    assert figures["lower_bound_cycles"] <= figures["estimated_cycles"]
