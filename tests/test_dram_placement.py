@@ -279,6 +279,16 @@ def test_manual_pin_to_a_full_channel_falls_back_to_one_with_room():
     assert placement.channels("pinned") != (0,)
 
 
+def test_a_full_channel_sends_the_buffer_to_the_next_channel():
+    """A buffer whose round-robin turn is a full channel (2) goes to the next one (3), not back to channel 0."""
+    queues = plan(big("hog", E150.dram_channel_bytes - DRAM_BASE - (1 << 20)), big("a", 2 << 20),
+                  big("b", 2 << 20), big("c", 2 << 20))
+    placement = place_dram(queues, E150, "ROUND_ROBIN", {"hog": 2}, {})
+    check_addresses(placement, queues, E150)
+    turns = {q: placement.channels(q) for q in ("a", "b", "c")}
+    assert turns == {"a": (0,), "b": (1,), "c": (3,)}       # a pinned queue takes no turn; c's turn, 2, is full
+
+
 def test_host_queues_are_not_placed():
     queues = plan(queue("in", grid=(1, 2), loc="host"), queue("out", "output", writer="op", loc="host"),
                   queue("w", "parameter", readers=("op",)))

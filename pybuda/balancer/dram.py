@@ -106,11 +106,13 @@ class _Space:
         return self.device.dram_channel_bytes - used
 
     def allocate(self, q: QueuePlan, preferred: list[int]) -> tuple:
-        """(channel, address) of one buffer of `q`: the first of `preferred`, then the other channels, that has
-        room for it during its lifetime."""
+        """(channel, address) of one buffer of `q`: the first of `preferred`, then the next channels after the
+        first preferred one (wrapping), that has room for it during its lifetime."""
         size = _aligned(q.buffer_bytes)
         first, last = q.lifetime if q.lifetime else (-1, 1 << 30)
-        order = list(dict.fromkeys([*preferred, *range(self.device.dram_channels)]))
+        start = preferred[0] if preferred else 0           # then onwards from the preferred one, wrapping
+        channels = self.device.dram_channels
+        order = list(dict.fromkeys([*preferred, *((start + i) % channels for i in range(channels))]))
         for ch in order:
             addr = self._fit(ch, size, first, last)
             if addr is not None:
