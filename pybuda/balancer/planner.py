@@ -5,10 +5,12 @@ core locations, the result checked against the greedy plan, lower bounds compute
    fewest-core candidate within its epoch's pipeline cycles.
 2. Each epoch: the split's candidates made compatible along the epoch's edges (in schedule order, an op whose
    candidate cannot read its producers' chosen streamings in the epoch takes the fewest-core one that can; where
-   none can, the epoch ends before that op), then packed first-fit (`placer.pack_epoch`). An epoch that does not
+   none can, its streamed producers move to unstreamed candidates, and failing that the epoch ends before that
+   op; it also ends before an op a fork-join stall would slow down more
+   than STALL times), shrunk until they pack, then packed first-fit (`placer.pack_epoch`). An epoch that does not
    pack, or whose pipeline could come down towards the relaxation's bound, is a CP-SAT model
    (`epoch_solver.solve_epoch`: candidates, orientations and locations with NoOverlap2D, streaming
-   compatibility, the user's starts and transposes) warm-started with that plan. Epochs whose ops, contexts and
+   compatibility, DRAM bandwidth, the user's starts and transposes) warm-started with that plan. Epochs whose ops, contexts and
    overrides are alike (a transformer's layers) are solved once. An epoch that neither packs nor solves is split
    in two.
 3. The plan gets its queues, their DRAM placement and its exact cost (`plan.finish`); so does the greedy
@@ -24,13 +26,14 @@ from ..ir import Graph
 from .candidates import Candidate, op_signature
 from .epoch_solver import EpochOp, EpochSolution, solve_epoch
 from .greedy import greedy_plan
-from .plan import Bounds, Constraints, Placement, finish
+from .plan import Bounds, Constraints, Placement, finish, prologue_choice
 from .placer import PlacedOp, pack_epoch
 from .plan_cost import PlanCoster
 from .segments import SegmentTable
 from .streaming import edge_problem
 
 IMPROVE = 1.02     # an epoch whose packed plan is this much above its pipeline bound goes to the solver
+STALL = 1.5        # an op a fork-join stall makes this much slower than its own cycles ends its epoch before it
 
 
 def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates: dict[str, list[Candidate]],
@@ -89,6 +92,8 @@ class _EpochSolver:
         self.constraints = constraints
         self._solved: dict[tuple, EpochSolution | None] = {}
         self._signatures: dict[str, tuple] = {}
+        # ops outside an epoch, as its stall check sees them (only their DRAM queues' buffer counts matter there)
+        self._outside = {n: candidates[n][0].model for n in table.schedule}
 
     def solve(self, first: int, last: int, hint: tuple) -> list[tuple[int, int, EpochSolution]]:
         """[(first, last, solution)] covering first..last: one epoch, or several where its ops cannot all read
@@ -123,6 +128,9 @@ class _EpochSolver:
         choice = self._compatible_choice(names, cycles, hint, edges)
         if isinstance(choice, int):
             return choice
+        stalled = self._stalled_join(first, last, choice)
+        if stalled:
+            return stalled
         lower = max(max(min(c) for c in cycles), self._area_bound(names, cycles), sum(min(d) for d in dram))
         starts = [self.constraints.starts.get(n) for n in names]
         forced = [True if n in self.constraints.transposed else (None if starts[k] is None else False)
@@ -184,6 +192,23 @@ class _EpochSolver:
             if best is None:
                 return choice, None
             choice[best[2]] = best[3]
+
+    def _stalled_join(self, first: int, last: int, choice: list[int]) -> int:
+        """The offset of the first op of the epoch that a fork-join stall (`pybuda.arch.perf.fork_join_stalls`)
+        makes more than STALL times slower than its own cycles under the choice (0: none). Cutting the epoch
+        there puts the join's short path through a DRAM queue, which holds the whole microbatch. Producers in
+        earlier epochs are costed at their first candidate."""
+        schedule = self.table.schedule
+        names = schedule[first:last + 1]
+        models = {**self._outside, **{n: self.candidates[n][k].model for n, k in zip(names, choice)}}
+        epoch_of = {n: -1 if i < first else (0 if i <= last else 1) for i, n in enumerate(schedule)}
+        prologue = prologue_choice(self.graph, names, models)
+        timing = self.table.coster.cost(names, models, epoch_of, prologue).epochs[0]
+        for offset, op in enumerate(timing.ops):
+            own = max(v for k, v in op.terms.items() if k != "fork_join")
+            if offset and op.limiter == "fork_join" and op.limiter_cycles > STALL * own:
+                return offset
+        return 0
 
     def _compatible_choice(self, names: list[str], cycles: list[list[float]], hint: tuple,
                            edges: list) -> list[int] | int:
