@@ -6,8 +6,8 @@ core locations, the result checked against the greedy plan, lower bounds compute
 2. Each epoch: the split's candidates made compatible along the epoch's edges (in schedule order, an op whose
    candidate cannot read its producers' chosen streamings in the epoch takes the fewest-core one that can; where
    none can, its streamed producers move to unstreamed candidates, and failing that the epoch ends before that
-   op; it also ends before an op a fork-join stall would slow down more
-   than STALL times), shrunk until they pack, then packed first-fit (`placer.pack_epoch`). An epoch that does not
+   op; it also ends before an op a fork-join stall would make STALL times slower than the epoch's slowest
+   unstalled op), shrunk until they pack, then packed first-fit (`placer.pack_epoch`). An epoch that does not
    pack, or whose pipeline could come down towards the relaxation's bound, is a CP-SAT model
    (`epoch_solver.solve_epoch`: candidates, orientations and locations with NoOverlap2D, streaming
    compatibility, DRAM bandwidth, the user's starts and transposes) warm-started with that plan. Epochs whose ops, contexts and
@@ -33,7 +33,7 @@ from .segments import SegmentTable
 from .streaming import edge_problem
 
 IMPROVE = 1.02     # an epoch whose packed plan is this much above its pipeline bound goes to the solver
-STALL = 1.5        # an op a fork-join stall makes this much slower than its own cycles ends its epoch before it
+STALL = 1.5        # an op a fork-join stall makes this much slower than the epoch's unstalled pipeline starts a new one
 
 
 def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates: dict[str, list[Candidate]],
@@ -195,8 +195,8 @@ class _EpochSolver:
 
     def _stalled_join(self, first: int, last: int, choice: list[int]) -> int:
         """The offset of the first op of the epoch that a fork-join stall (`pybuda.arch.perf.fork_join_stalls`)
-        makes more than STALL times slower than its own cycles under the choice (0: none). Cutting the epoch
-        there puts the join's short path through a DRAM queue, which holds the whole microbatch. Producers in
+        makes more than STALL times slower than the epoch's slowest op without stalls, under the choice (0:
+        none). Cutting the epoch there puts the join's short path through a DRAM queue, which holds the whole microbatch. Producers in
         earlier epochs are costed at their first candidate."""
         schedule = self.table.schedule
         names = schedule[first:last + 1]
@@ -204,8 +204,8 @@ class _EpochSolver:
         epoch_of = {n: -1 if i < first else (0 if i <= last else 1) for i, n in enumerate(schedule)}
         prologue = prologue_choice(self.graph, names, models)
         timing = self.table.coster.cost(names, models, epoch_of, prologue).epochs[0]
+        own = max(max(v for k, v in op.terms.items() if k != "fork_join") for op in timing.ops)
         for offset, op in enumerate(timing.ops):
-            own = max(v for k, v in op.terms.items() if k != "fork_join")
             if offset and op.limiter == "fork_join" and op.limiter_cycles > STALL * own:
                 return offset
         return 0
