@@ -1128,10 +1128,14 @@ EFFECTIVE_OPTIONS: frozenset[str] = frozenset({
     "balancer_policy",                                                    # default/CP-SAT, Greedy/NLP, SingleOpPerEpoch
     "dram_placement_algorithm", "manual_dram_queue_placement",           # channel pins (chip 0)
     "override_dram_queue_placement", "place_queue_to_chip_dram",
+    "override_u_kt", "override_input_buffer_multiplier", "override_dram_parameters",
+    "scheduler_constraints", "add_schedule_constraint",
+    "buffering_nops_to_insert", "insert_nop", "insert_buffering_nop", "_internal_insert_fj_buffering_nop",
 })
 # the attributes of per-op override records that take effect (the others are named "<field>.<attribute>")
 _EFFECTIVE_ATTRIBUTES: dict[str, frozenset[str]] = {
-    "balancer_op_overrides": frozenset({"grid_shape", "t_stream_dir", "t_stream_shape"}),
+    "balancer_op_overrides": frozenset({"grid_shape", "t_stream_dir", "t_stream_shape", "u_kt",
+                                        "input_buffer_multiplier", "force_dram_parameters"}),
     "placer_op_overrides": frozenset({"start", "transpose_op", "temporal_epoch_break"}),
 }
 

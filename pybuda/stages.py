@@ -40,6 +40,7 @@ from .passes.data_formats import assign_data_formats
 from .passes.decompose import decompose
 from .passes.fuse import fuse
 from .passes.host_io import hoist_io_transforms
+from .passes.insert_nops import insert_nops
 from .passes.lower import lower
 from .passes.optimize import optimize
 from .passes.t_stream import apply_streaming
@@ -184,6 +185,11 @@ def fuse_stage(state: CompileState) -> CompileState:
     return state
 
 
+def insert_nops_stage(state: CompileState) -> CompileState:
+    """The NOPs `insert_nop` / `insert_buffering_nop` ask for on edges of the Buda graph (`passes/insert_nops.py`)."""
+    return _on_device(state, lambda g: insert_nops(g.copy(), state.config))
+
+
 def balance_stage(state: CompileState) -> CompileState:
     """Op models, epochs and core placement of every device segment."""
     return dataclasses.replace(state, placements=tuple(
@@ -239,6 +245,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("lower", lower_stage, "framework", "buda"),
     Stage("data_formats", data_formats_stage, "buda", "buda"),
     Stage("fuse", fuse_stage, "buda", "buda", (CompileDepth.BUDA_GRAPH_PRE_PLACER,)),
+    Stage("insert_nops", insert_nops_stage, "buda", "buda"),
     Stage("balance", balance_stage, "buda", "placed", (CompileDepth.BALANCER_PASS,)),
     Stage("t_stream", t_stream_stage, "placed", "placed", (CompileDepth.PRE_NETLIST_PASS,), edits_graph=True),
     Stage("netlist", netlist_stage, "placed", "netlist",

@@ -120,10 +120,13 @@ def test_effective_options_exact():
         "enable_t_streaming", "manual_t_streaming", "override_t_stream_dir", "override_t_stream_shape",
         "balancer_policy", "dram_placement_algorithm", "manual_dram_queue_placement",
         "override_dram_queue_placement", "place_queue_to_chip_dram",
+        "override_u_kt", "override_input_buffer_multiplier", "override_dram_parameters",
+        "scheduler_constraints", "add_schedule_constraint",
+        "buffering_nops_to_insert", "insert_nop", "insert_buffering_nop", "_internal_insert_fj_buffering_nop",
     }
     fields = {f.name for f in dataclasses.fields(CompilerConfig)}
     helpers = set(C.__all__) | {"place_on_new_epoch", "dont_fuse", "manual_fuse",   # CompilerConfig methods
-                                "place_queue_to_chip_dram"}
+                                "place_queue_to_chip_dram", "_internal_insert_fj_buffering_nop"}
     assert C.EFFECTIVE_OPTIONS <= fields | helpers
 
 

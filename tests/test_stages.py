@@ -26,7 +26,7 @@ def _stage(name: str) -> Stage:
 def test_default_list_chains_levels_and_stage_names():
     check_stages(STAGES)
     assert [s.name for s in STAGES] == ["initial_graph", "decompose", "optimize", "cpu_fallback", "host_io", "lower",
-                                        "data_formats", "fuse", "balance", "t_stream", "netlist"]
+                                        "data_formats", "fuse", "insert_nops", "balance", "t_stream", "netlist"]
     assert STAGES[0].requires == "model" and STAGES[-1].ensures == "netlist"
 
 

@@ -67,7 +67,8 @@ class OpLoad:
 @dataclasses.dataclass(frozen=True)
 class OpTiming:
     """Per-core, per-input cycles of one op in its epoch: each limiter term, the winning one, what its
-    prologue/epilogue moves once per epoch, and the fork whose fork-join stalls it (if any)."""
+    prologue/epilogue moves once per epoch, and the fork whose fork-join stalls it (if any) with the op's input on
+    the fork-join's short path (`short_input`: the producer whose edge more buffering would free)."""
 
     name: str
     kernel_cycles: int
@@ -80,6 +81,7 @@ class OpTiming:
     epilogue_cycles: float
     epilogue_bytes: int
     fork: str = ""
+    short_input: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,17 +220,19 @@ def epoch_timing(device: DeviceSpec, loads: Sequence[OpLoad], input_count: int) 
                        epilogue_cycles=epilogue, epoch_cycles=epoch, slowest=slowest)
 
 
-def _stalled(op: OpTiming, cycles: float, fork: str) -> OpTiming:
+def _stalled(op: OpTiming, cycles: float, fork: str, short_input: str) -> OpTiming:
     """`op` with its fork-join stall as a limiter term."""
     terms = {**op.terms, "fork_join": cycles}
     if cycles <= op.limiter_cycles:
         return dataclasses.replace(op, terms=terms)
-    return dataclasses.replace(op, terms=terms, limiter="fork_join", limiter_cycles=cycles, fork=fork)
+    return dataclasses.replace(op, terms=terms, limiter="fork_join", limiter_cycles=cycles, fork=fork,
+                               short_input=short_input)
 
 
 def fork_join_stalls(loads: Sequence[OpLoad], latency: dict[str, float],
-                     order: list[str] | None) -> dict[str, tuple[float, str]]:
-    """Per join op: the cycles per input its slowest fork-join allows, and that fork. For a fork F and two of
+                     order: list[str] | None) -> dict[str, tuple[float, str, str]]:
+    """Per join op: the cycles per input its slowest fork-join allows, that fork and the join's input (producer)
+    on that fork-join's short path. For a fork F and two of
     the join's edges a, b reached from F: (longest latency F -> a) - (shortest latency F -> b), over the inputs'
     worth the short path holds (F's output buffer, then each op's input and output buffers along it, the
     join's input buffer on b). Latency: each op's after F (`latency`, as the fill counts it). `order`: the ops in
@@ -243,7 +247,7 @@ def fork_join_stalls(loads: Sequence[OpLoad], latency: dict[str, float],
             if pred in names and pred != load.name:
                 users.setdefault(pred, []).append((load.name, cap))
     out_buffer = {load.name: load.out_buffer for load in loads}
-    stalls: dict[str, tuple[float, str]] = {}
+    stalls: dict[str, tuple[float, str, str]] = {}
     for position, fork in enumerate(order):
         if len({u for u, _ in users.get(fork, ())}) < 2:
             continue
@@ -265,11 +269,11 @@ def fork_join_stalls(loads: Sequence[OpLoad], latency: dict[str, float],
         for join, by_pred in arrivals.items():
             if len(by_pred) < 2:
                 continue
-            edges = list(by_pred.values())
-            worst = max(((la - sb) / hb for i, (la, _, _) in enumerate(edges)
-                         for j, (_, sb, hb) in enumerate(edges) if i != j and hb > 0), default=0.0)
-            if worst > stalls.get(join, (0.0, ""))[0]:
-                stalls[join] = (worst, fork)
+            edges = list(by_pred.items())
+            worst, short = max((((la - sb) / hb, b) for a, (la, _, _) in edges
+                                for b, (_, sb, hb) in edges if a != b and hb > 0), default=(0.0, ""))
+            if worst > stalls.get(join, (0.0, "", ""))[0]:
+                stalls[join] = (worst, fork, short)
     return stalls
 
 

@@ -13,7 +13,7 @@ from typing import Callable, Hashable
 
 from ..device import DeviceSpec
 from ..ir import Graph
-from .op_model import BalancerError, OpModel, input_names, legal_op_models, op_dims
+from .op_model import BalancerError, ModelRequest, OpModel, divisors, input_names, legal_op_models, op_dims
 from .plan_cost import PlanCoster
 from .streaming import op_streams, stream_override_error
 
@@ -63,9 +63,7 @@ class CandidateTable:
         return self._per_op[name]
 
     def _candidates(self, name: str) -> list[Candidate]:
-        overrides = self.config.balancer_op_overrides.get(name)
-        streamed_by_name = overrides is not None and (overrides.t_stream_shape or overrides.t_stream_dir)
-        key = (op_signature(self.graph, name), name if streamed_by_name else None)
+        key = (op_signature(self.graph, name), name if name in self.config.balancer_op_overrides else None)
         inputs = input_names(self.graph, name)
         if key not in self._by_signature:
             models = self._enumerate(name)
@@ -90,17 +88,53 @@ class CandidateTable:
 
     def _enumerate(self, name: str) -> list[OpModel]:
         graph, dims = self.graph, op_dims(self.graph, name)
+        request = model_request(graph, name, self.config)
         models = legal_op_models(graph, name, self.device,
-                                 lambda gr, gc: op_streams(graph, name, self.config, gr, gc, dims["rt"], dims["ct"]))
+                                 lambda gr, gc: op_streams(graph, name, self.config, gr, gc, dims["rt"], dims["ct"]),
+                                 request)
         shape = getattr(self.config.balancer_op_overrides.get(name), "t_stream_shape", None)
         if not models and shape is not None and shape != (1, 1):
             raise stream_override_error(name, shape, dims["rt"], dims["ct"],
                                         [m.grid for m in legal_op_models(graph, name, self.device)])
+        if not models and request != ModelRequest():
+            raise BalancerError(f"op {name!r} ({graph.node(name).op_type}): no legal op model fits the "
+                                f"{self.device.l1_usable} B of usable L1 on {self.device.name} with "
+                                f"{_describe(name, request)}; without it the op has "
+                                f"{len(legal_op_models(graph, name, self.device))} legal models")
         if not models:
             raise BalancerError(f"op {name!r} ({graph.node(name).op_type}): no legal op model fits the "
                                 f"{self.device.l1_usable} B of usable L1 on {self.device.name} (output {dims['t']}x"
                                 f"{dims['rt']}x{dims['ct']} tiles)")
         return models
+
+
+def model_request(graph: Graph, name: str, config) -> ModelRequest:
+    """What `config`'s balancer overrides of op `name` ask of its models (BalancerError for an override the op
+    cannot take, naming the legal values)."""
+    o = config.balancer_op_overrides.get(name)
+    if o is None:
+        return ModelRequest()
+    node, inputs = graph.node(name), input_names(graph, name)
+    if o.u_kt is not None:
+        legal = divisors(op_dims(graph, name)["k"]) if node.op_type in ("matmul", "sparse_matmul", "reduce") else ()
+        if o.u_kt not in legal:
+            raise BalancerError(f"override_u_kt({name!r}, {o.u_kt}): " + (
+                f"u_kt must divide the op's inner dimension of {op_dims(graph, name)['k']} tiles; legal: "
+                f"{', '.join(map(str, legal))}" if legal else
+                f"a {node.op_type} op has no inner dimension; u_kt applies to matmul and reduce ops"))
+    for index in o.input_buffer_multiplier:
+        if index >= len(inputs):
+            raise BalancerError(f"override_input_buffer_multiplier({name!r}, {index}): the op has {len(inputs)} "
+                                f"inputs; legal operand_index: 0-{len(inputs) - 1}")
+    return ModelRequest(o.u_kt, tuple(sorted(o.input_buffer_multiplier.items())), bool(o.force_dram_parameters))
+
+
+def _describe(name: str, request: ModelRequest) -> str:
+    """The overrides behind `request`, as the user wrote them."""
+    parts = [f"override_u_kt({name!r}, {request.u_kt})"] if request.u_kt is not None else []
+    parts += [f"override_input_buffer_multiplier({name!r}, {k}, multiplier={m})" for k, m in request.buffer_multipliers]
+    parts += [f"override_dram_parameters({name!r}, True)"] if request.dram_parameters else []
+    return " and ".join(parts)
 
 
 def _indexed(model: OpModel, inputs: list[str]) -> OpModel:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Callable
 
 import numpy as np
@@ -16,7 +17,7 @@ import numpy as np
 from ..arch.cycles import FusedStep, fused_op_cycles, kernel_cycles
 from ..arch.fused import SubBlock, input_roles, intermediate_tiles
 from ..arch.l1 import InputBuffer, footprint
-from ..arch.operands import OpGeometry, inner_dim, prologue_tiles_per_core
+from ..arch.operands import OpGeometry, inner_dim, prologue_tiles_per_core, tiles_read_per_core
 from ..dataformat import DataFormat, MathFidelity
 from ..device import DeviceSpec
 from ..ir import Graph
@@ -57,10 +58,23 @@ class OpModel:
     cycles: int = 0             # kernel cycles of one core for one input (sample)
     prologue: frozenset = frozenset()
     t_stream: tuple = ()        # ("r" | "c", factor): the output streamed in factor slices (t = z * factor)
+    input_buf_min: tuple = ()   # input_buf_min_size_tiles per netlist input (): the backend sizes every buffer
 
     @property
     def cores(self) -> int:
         return self.grid[0] * self.grid[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelRequest:
+    """What the user's overrides ask of an op's models: a fixed u_kt (`override_u_kt`), input buffers of
+    `multiplier` x the tiles one core reads of that input per t slice (`override_input_buffer_multiplier`,
+    {netlist input index: multiplier}) and parameters and constants kept in DRAM (`override_dram_parameters`
+    True; False is the default: held in L1 where they fit)."""
+
+    u_kt: int | None = None
+    buffer_multipliers: tuple = ()      # ((input index, multiplier), ...)
+    dram_parameters: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -319,23 +333,36 @@ def input_names(graph: Graph, name: str) -> list[str]:
 
 # --- enumeration ------------------------------------------------------------------------------------------------
 
-def _footprint_and_prologue(graph: Graph, name: str, geom: OpGeometry, inputs: list[NetlistInput],
-                            l1_usable: int, fused_tiles: int = 0) -> tuple[int, frozenset] | None:
-    """(L1 bytes, prologued inputs) of one core, or None if the op does not fit. Sparse queues are always held
-    whole (the identity matmul reads them in place); every other input streams through a backend-sized buffer,
-    and parameters and constants, smallest first, are also held whole while they fit."""
+def _buffer_bytes(graph: Graph, name: str, geom: OpGeometry, inputs: list[NetlistInput], fused_tiles: int,
+                  min_tiles: tuple) -> int:
+    """L1 bytes of one core's buffers (`pybuda.arch.l1.footprint`): sparse queues held whole (the identity matmul
+    reads them in place), every other input through a backend-sized buffer of at least `min_tiles[k]` tiles."""
     node = graph.node(name)
     intermed = node.intermed_df or node.df
-    slices = [prologue_tiles_per_core(geom, k, i.src_tiles) * i.df.tile_bytes for k, i in enumerate(inputs)]
     buffers = [InputBuffer(i.df.tile_bytes, prologue_tiles=prologue_tiles_per_core(geom, k, i.src_tiles)
-                           if i.kind == "sparse" else 0) for k, i in enumerate(inputs)]
-    total = sum(footprint(geom, buffers, out_tile_bytes=node.df.tile_bytes, intermed_tile_bytes=intermed.tile_bytes,
-                          intermed_separate=intermed != node.df, buf_size_mb=BUF_SIZE_MB,
-                          fused_intermed_tiles=fused_tiles).values())
+                           if i.kind == "sparse" else 0, min_size_tiles=min_tiles[k] if k < len(min_tiles) else 0)
+               for k, i in enumerate(inputs)]
+    return sum(footprint(geom, buffers, out_tile_bytes=node.df.tile_bytes, intermed_tile_bytes=intermed.tile_bytes,
+                         intermed_separate=intermed != node.df, buf_size_mb=BUF_SIZE_MB,
+                         fused_intermed_tiles=fused_tiles).values())
+
+
+def _prologue_slices(geom: OpGeometry, inputs: list[NetlistInput]) -> list[int]:
+    """L1 bytes of each input held whole by one core (parameters and constants that are prologued)."""
+    return [prologue_tiles_per_core(geom, k, i.src_tiles) * i.df.tile_bytes for k, i in enumerate(inputs)]
+
+
+def _footprint_and_prologue(graph: Graph, name: str, geom: OpGeometry, inputs: list[NetlistInput],
+                            l1_usable: int, fused_tiles: int, min_tiles: tuple,
+                            dram_parameters: bool) -> tuple[int, frozenset] | None:
+    """(L1 bytes, prologued inputs) of one core, or None if the op does not fit (`_buffer_bytes`); parameters
+    and constants, smallest first, are also held whole while they fit (none if `dram_parameters`)."""
+    total = _buffer_bytes(graph, name, geom, inputs, fused_tiles, min_tiles)
     if total > l1_usable:
         return None
     prologue = {i.src for i in inputs if i.kind == "sparse"}
-    for k in sorted((k for k, i in enumerate(inputs) if i.kind in ("parameter", "constant")),
+    slices = _prologue_slices(geom, inputs)
+    for k in sorted((k for k, i in enumerate(inputs) if i.kind in ("parameter", "constant") and not dram_parameters),
                     key=lambda k: (slices[k], k)):
         if total + slices[k] <= l1_usable:
             total += slices[k]
@@ -343,10 +370,35 @@ def _footprint_and_prologue(graph: Graph, name: str, geom: OpGeometry, inputs: l
     return total, frozenset(prologue)
 
 
+def _l1_context(graph: Graph, name: str, model: OpModel) -> tuple[OpGeometry, list[NetlistInput], int]:
+    """What the L1 footprint of op `name` under `model` is computed from: its geometry and netlist inputs (queue
+    sizes bounded, as the enumeration has them) and a fused op's intermediate tiles."""
+    geom = geometry(graph, name, model, op_attributes(graph, name, model, exact=False))
+    inputs = netlist_inputs(graph, name, model, exact=False)
+    fused = fused_intermediate_tiles(fused_layout(graph, name, model)) \
+        if graph.node(name).op_type == "fused_op" else 0
+    return geom, inputs, fused
+
+
+def with_input_buffers(graph: Graph, name: str, model: OpModel, device: DeviceSpec,
+                       min_tiles: tuple) -> OpModel | None:
+    """`model` with input_buf_min_size_tiles `min_tiles` (one per netlist input, 0: the backend's size) and its L1
+    recounted, its prologued inputs kept; None if that does not fit the usable L1."""
+    geom, inputs, fused = _l1_context(graph, name, model)
+    slices = _prologue_slices(geom, inputs)
+    total = _buffer_bytes(graph, name, geom, inputs, fused, min_tiles) + \
+        sum(s for s, i in zip(slices, inputs) if i.kind in ("parameter", "constant") and i.src in model.prologue)
+    if total > device.l1_usable:
+        return None
+    return dataclasses.replace(model, input_buf_min=tuple(min_tiles) if any(min_tiles) else (), l1_bytes=total)
+
+
 def legal_op_models(graph: Graph, name: str, device: DeviceSpec,
-                    streams: Callable[[int, int], list] | None = None) -> list[OpModel]:
+                    streams: Callable[[int, int], list] | None = None,
+                    request: ModelRequest = ModelRequest()) -> list[OpModel]:
     """Every legal (grid, t-streaming, blocking, u_kt) of op `name` on `device`, with L1, prologue choices and
-    kernel cycles. `streams(grid_rows, grid_cols)` gives the streamings to try on a grid (default: none)."""
+    kernel cycles, as the user's overrides `request` them. `streams(grid_rows, grid_cols)` gives the streamings
+    to try on a grid (default: none)."""
     node = graph.node(name)
     dims = op_dims(graph, name)
     rt, ct = dims["rt"], dims["ct"]
@@ -362,12 +414,13 @@ def legal_op_models(graph: Graph, name: str, device: DeviceSpec,
             if gc > device.grid_cols or (split == 2 and gc != 1):
                 continue
             for stream in (streams(gr, gc) if streams else [()]):
-                models += _models_on_grid(graph, name, device, (gr, gc), stream, dims, dest, inner, operands)
+                models += _models_on_grid(graph, name, device, (gr, gc), stream, dims, dest, inner, operands,
+                                          request)
     return models
 
 
 def _models_on_grid(graph: Graph, name: str, device: DeviceSpec, grid: tuple, stream: tuple, dims: dict, dest: int,
-                    inner: tuple | None, operands: list[NetlistInput]) -> list[OpModel]:
+                    inner: tuple | None, operands: list[NetlistInput], request: ModelRequest) -> list[OpModel]:
     """The legal model of op `name` on one grid with one streaming: the largest ublock and then the largest u_kt
     that fit L1 (the fastest; smaller ones only cost more; a smaller ublock is tried as the legacy balancer does,
     halving the dest tiles), or none."""
@@ -384,7 +437,7 @@ def _models_on_grid(graph: Graph, name: str, device: DeviceSpec, grid: tuple, st
         if ublock not in tried:
             tried.add(ublock)
             model = _fitting_u_kt(graph, name, device, grid, t, ublock, (rows, cols), stream, dims["k"], inner,
-                                  operands)
+                                  operands, request)
             if model is not None:
                 return [model]
         dest //= 2
@@ -392,12 +445,15 @@ def _models_on_grid(graph: Graph, name: str, device: DeviceSpec, grid: tuple, st
 
 
 def _fitting_u_kt(graph: Graph, name: str, device: DeviceSpec, grid: tuple, t: int, ublock: tuple, block: tuple,
-                  stream: tuple, k: int, inner: tuple | None, operands: list[NetlistInput]) -> OpModel | None:
-    """The model with the largest u_kt that fits L1 on one grid, streaming and ublock (None: none fits)."""
+                  stream: tuple, k: int, inner: tuple | None, operands: list[NetlistInput],
+                  request: ModelRequest) -> OpModel | None:
+    """The model with the largest u_kt that fits L1 on one grid, streaming and ublock, or the requested one (None:
+    none fits)."""
     node = graph.node(name)
     gr, gc = grid
     mblock = (block[0] // ublock[0], block[1] // ublock[1])
-    for u_kt in (divisors(k)[::-1] if inner is not None else (1,)):
+    u_kts = divisors(k)[::-1] if inner is not None else (1,)
+    for u_kt in (u_kts if request.u_kt is None else [u for u in u_kts if u == request.u_kt]):
         m_k = k // u_kt
         model = OpModel((gr, gc), t, mblock, ublock, m_k, u_kt, t_stream=stream)
         if node.op_type == "sparse_matmul":
@@ -408,9 +464,20 @@ def _fitting_u_kt(graph: Graph, name: str, device: DeviceSpec, grid: tuple, t: i
         inputs = netlist_inputs(graph, name, model, exact=False, operands=operands)
         fused_tiles = fused_intermediate_tiles(fused_layout(graph, name, model)) \
             if node.op_type == "fused_op" else 0
-        fit = _footprint_and_prologue(graph, name, geom, inputs, device.l1_usable, fused_tiles)
+        min_tiles = _requested_buffers(geom, inputs, request)
+        fit = _footprint_and_prologue(graph, name, geom, inputs, device.l1_usable, fused_tiles, min_tiles,
+                                      request.dram_parameters)
         if fit is None:
             continue
         cycles = op_kernel_cycles(graph, name, model, geom, device)
-        return dataclasses.replace(model, l1_bytes=fit[0], cycles=cycles, prologue=fit[1])
+        return dataclasses.replace(model, l1_bytes=fit[0], cycles=cycles, prologue=fit[1],
+                                   input_buf_min=min_tiles if any(min_tiles) else ())
     return None
+
+
+def _requested_buffers(geom: OpGeometry, inputs: list[NetlistInput], request: ModelRequest) -> tuple:
+    """input_buf_min_size_tiles per input that `override_input_buffer_multiplier` asks for: the multiplier times
+    the tiles one core reads of that input per t slice (0 where none is asked)."""
+    multipliers = dict(request.buffer_multipliers)
+    return tuple(math.ceil(multipliers[k] * tiles_read_per_core(geom, k, i.tiles) / geom.t) if k in multipliers
+                 else 0 for k, i in enumerate(inputs)) if multipliers else ()

@@ -8,6 +8,7 @@ import dataclasses
 from ..arch.perf import EpochTiming
 from ..ir import Graph
 from .dram import DramPlacement, place_dram
+from .fork_join import buffer_fork_joins
 from .op_model import BalancerError, OpModel
 from .placer import PlacedOp
 from .plan_cost import PlanCoster
@@ -63,8 +64,8 @@ class Placement:
 @dataclasses.dataclass(frozen=True)
 class Constraints:
     """The user's placement constraints: grid sizes, start cores, transposed ops, epoch breaks (the first op,
-    in schedule order, of each `set_epoch_break` entry starts an epoch), the DRAM placement algorithm and the
-    queues pinned to a DRAM channel."""
+    in schedule order, of each `set_epoch_break` entry starts an epoch), the DRAM placement algorithm, the
+    queues pinned to a DRAM channel and the ops a balancer override names (their candidates are their own)."""
 
     grids: dict
     starts: dict
@@ -72,6 +73,7 @@ class Constraints:
     breaks: frozenset
     dram_algorithm: str = "ROUND_ROBIN"
     dram_channels: dict = dataclasses.field(default_factory=dict)
+    overridden: frozenset = frozenset()
 
     @classmethod
     def from_config(cls, config, schedule: list[str]) -> "Constraints":
@@ -96,7 +98,8 @@ class Constraints:
                 raise BalancerError(f"override_dram_queue_placement({queue!r}, chip_id={o.chip_id}): this compiler "
                                     "places on one chip; legal chip_id: 0 or None")
         pinned = {q: o.channel for q, o in config.manual_dram_queue_placement.items() if o.channel is not None}
-        return cls(grids, starts, frozenset(transposed), frozenset(breaks), algorithm, pinned)
+        return cls(grids, starts, frozenset(transposed), frozenset(breaks), algorithm, pinned,
+                   frozenset(config.balancer_op_overrides))
 
 
 def prologue_choice(graph: Graph, schedule: list[str], models: dict[str, OpModel]) -> dict[str, bool]:
@@ -114,10 +117,12 @@ def prologue_choice(graph: Graph, schedule: list[str], models: dict[str, OpModel
 def finish(graph: Graph, coster: PlanCoster, schedule: list[str], models: dict[str, OpModel],
            placed: dict[str, PlacedOp], policy: str, constraints: Constraints) -> Placement:
     """The placement of a choice of models and locations: its queues (`queues.plan_queues`), their DRAM placement
-    (`dram.place_dram`) and its exact cost with them (`PlanCoster.cost`)."""
+    (`dram.place_dram`) and its exact cost with them (`PlanCoster.cost`); joins that fork-join stalls would slow
+    get bigger input buffers (`fork_join.buffer_fork_joins`)."""
     device = coster.device
     prologue = prologue_choice(graph, schedule, models)
     epoch_of = {n: p.epoch for n, p in placed.items()}
+    models = buffer_fork_joins(graph, coster, schedule, models, epoch_of, prologue)
     queues = plan_queues(graph, models, epoch_of, device, coster.microbatch, coster.links.inputs == "pcie",
                          coster.links.outputs == "pcie")
     _check_pinned(constraints.dram_channels, queues, device)

@@ -104,7 +104,8 @@ class PlanCoster:
             shapes = tuple(self._read_shape(name, model, k, i.tiles) for k, i in enumerate(inputs))
             read = tuple(tiles_read_per_core(geom, k, shape) * i.df.tile_bytes
                          for k, (i, shape) in enumerate(zip(inputs, shapes)))
-            buffers = tuple(input_buffer_inputs(geom, k, shape, i.df.tile_bytes)
+            mins = model.input_buf_min or (0,) * len(inputs)
+            buffers = tuple(input_buffer_inputs(geom, k, shape, i.df.tile_bytes, mins[k])
                             for k, (i, shape) in enumerate(zip(inputs, shapes)))
             facts = _OpFacts(inputs, read, geom.tiles_per_core * self.graph.node(name).df.tile_bytes,
                              self._outputs.get(name, ()), geom.cores, model.cycles, buffers,

@@ -25,6 +25,7 @@ from ..device import DeviceSpec
 from ..ir import Graph
 from .candidates import Candidate, op_signature
 from .epoch_solver import EpochOp, EpochSolution, solve_epoch
+from .fork_join import buffer_fork_joins
 from .greedy import greedy_plan
 from .plan import Bounds, Constraints, Placement, finish, prologue_choice
 from .placer import PlacedOp, pack_epoch
@@ -195,14 +196,16 @@ class _EpochSolver:
 
     def _stalled_join(self, first: int, last: int, choice: list[int]) -> int:
         """The offset of the first op of the epoch that a fork-join stall (`pybuda.arch.perf.fork_join_stalls`)
-        makes more than STALL times slower than the epoch's slowest op without stalls, under the choice (0:
-        none). Cutting the epoch there puts the join's short path through a DRAM queue, which holds the whole microbatch. Producers in
-        earlier epochs are costed at their first candidate."""
+        makes more than STALL times slower than the epoch's slowest op without stalls, under the choice and
+        after fork-join buffering (`fork_join.buffer_fork_joins`) (0: none). Cutting the epoch there puts the
+        join's short path through a DRAM queue, which holds the whole microbatch. Producers in earlier epochs are
+        costed at their first candidate."""
         schedule = self.table.schedule
         names = schedule[first:last + 1]
         models = {**self._outside, **{n: self.candidates[n][k].model for n, k in zip(names, choice)}}
         epoch_of = {n: -1 if i < first else (0 if i <= last else 1) for i, n in enumerate(schedule)}
         prologue = prologue_choice(self.graph, names, models)
+        models = buffer_fork_joins(self.graph, self.table.coster, names, models, epoch_of, prologue)
         timing = self.table.coster.cost(names, models, epoch_of, prologue).epochs[0]
         own = max(max(v for k, v in op.terms.items() if k != "fork_join") for op in timing.ops)
         for offset, op in enumerate(timing.ops):
@@ -281,7 +284,7 @@ class _EpochSolver:
             name = schedule[i]
             if name not in self._signatures:
                 named = name in self.constraints.starts or name in self.constraints.transposed or \
-                    name in self.constraints.grids
+                    name in self.constraints.overridden
                 self._signatures[name] = (op_signature(self.graph, name), name if named else None)
             inside = tuple(p - first for p in self.table.producers[i] if p >= first)
             outside = tuple(p < first for p in self.table.producers[i])

@@ -15,6 +15,7 @@ from .op_model import BalancerError
 from .plan import Constraints, Placement
 from .plan_cost import IoLinks, PlanCoster
 from .planner import cpsat_plan, greedy_bounds
+from .schedule import op_schedule
 
 POLICIES = {"default": "CP-SAT", "CP-SAT": "CP-SAT", "Greedy": "Greedy", "NLP": "Greedy",
             "SingleOpPerEpoch": "SingleOpPerEpoch"}
@@ -26,7 +27,7 @@ def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int)
     if policy is None:
         raise BalancerError(f"balancer_policy {config.balancer_policy!r} is not implemented by this compiler; "
                             f"legal: {', '.join(POLICIES)}")
-    schedule = [n for n in graph.topo_order() if graph.node(n).kind == "op"]
+    schedule = op_schedule(graph, config.scheduler_constraints)
     constraints = Constraints.from_config(config, schedule)
     coster = PlanCoster(graph, device, IoLinks.from_config(config), microbatch)
     table = CandidateTable(graph, device, config, coster, constraints.grids)

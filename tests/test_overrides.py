@@ -1,0 +1,163 @@
+"""Overrides that shape op models and the schedule (`override_u_kt`, `override_input_buffer_multiplier`,
+`override_dram_parameters`, `insert_nop`, `add_schedule_constraint`) and the balancer's fork-join buffering: each
+changes the netlist as asked, keeps the outputs, and an impossible one names the legal choices."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import pybuda
+from pybuda.backend_sim import estimate
+from pybuda.balancer import BalancerError
+from pybuda.ir.graph import GraphError
+from pybuda.verify import pcc
+
+from models import MLP, Attention, torch_attention, torch_mlp
+
+K_TILES = 8     # MLP(d_in=256): mm1's inner dimension in tiles
+
+
+def _mlp(tmp_path, name: str = "out"):
+    model, x = MLP(d_in=256), torch.randn(2, 64, 256)
+    compiled = pybuda.compile(model, x, output_dir=tmp_path / name)
+    out, expected = compiled(x).numpy(), torch_mlp(model, x).numpy()
+    assert pcc(out, expected) >= 0.99 and np.allclose(out, expected, atol=0.02)
+    return compiled
+
+
+def _ops(compiled) -> dict:
+    return {name: op for g in compiled.netlist.graphs.values() for name, op in g.ops.items()}
+
+
+@pytest.mark.parametrize("u_kt", [1, 2])
+def test_override_u_kt_sets_the_inner_block(tmp_path, u_kt):
+    assert _ops(_mlp(tmp_path, "base"))["mm1"].attributes.u_kt == K_TILES    # the balancer fills L1: the largest
+    pybuda.override_u_kt("mm1", u_kt)
+    mm1 = _ops(_mlp(tmp_path))["mm1"]
+    assert (mm1.attributes.u_kt, mm1.attributes.m_k) == (u_kt, K_TILES // u_kt)
+
+
+def test_impossible_u_kt_names_the_legal_values(tmp_path):
+    pybuda.override_u_kt("mm1", 3)
+    with pytest.raises(BalancerError, match=r"override_u_kt\('mm1', 3\).*legal: 1, 2, 4, 8"):
+        _mlp(tmp_path)
+    pybuda.reset_configuration()
+    pybuda.override_u_kt("_fused_op_0", 1)
+    with pytest.raises(BalancerError, match="no inner dimension"):
+        _mlp(tmp_path)
+
+
+def test_override_input_buffer_multiplier_sizes_the_input_buffer(tmp_path):
+    assert _ops(_mlp(tmp_path, "base"))["mm2"].input_buf_min_size_tiles is None
+    sizes = {}
+    for multiplier in (4, 8):
+        pybuda.reset_configuration()
+        pybuda.override_op_size("mm2", (1, 1))
+        pybuda.override_input_buffer_multiplier("mm2", 0, multiplier=multiplier)
+        mm2 = _ops(_mlp(tmp_path, f"m{multiplier}"))["mm2"]
+        assert mm2.input_buf_min_size_tiles[1] == 0
+        sizes[multiplier] = mm2.input_buf_min_size_tiles[0]
+    # input 0 of a 1x1 matmul: the whole (2 x 4) tiles of one input per t slice, times the multiplier
+    assert sizes == {4: 4 * 2 * 4, 8: 8 * 2 * 4}
+
+
+def test_input_buffer_multiplier_on_a_missing_operand_names_the_legal_indices(tmp_path):
+    pybuda.override_input_buffer_multiplier("mm2", 5, multiplier=2)
+    with pytest.raises(BalancerError, match="legal operand_index: 0-1"):
+        _mlp(tmp_path)
+
+
+def test_override_dram_parameters_streams_the_weights_from_dram(tmp_path):
+    def prologued(compiled) -> dict:
+        return {q: s.prologue for _, ex in compiled.netlist.executes() for q, s in ex.queue_settings.items()}
+
+    assert prologued(_mlp(tmp_path, "base"))["mlp.w1"] is True
+    pybuda.override_dram_parameters("mm1", True)
+    compiled = _mlp(tmp_path)
+    assert prologued(compiled)["mlp.w1"] is False and prologued(compiled)["mlp.w2"] is True
+    assert "mlp.w1" not in compiled.placement.models["mm1"].prologue
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_insert_nop_puts_nops_on_the_edge(tmp_path, count):
+    pybuda.insert_nop("_fused_op_0", "mm2", nop_count=count)
+    ops = _ops(_mlp(tmp_path))
+    names = [f"buffer_{k}__fused_op_0_mm2" for k in range(count)]
+    assert all(ops[n].type == "nop" for n in names)
+    assert ops[names[0]].inputs == ["_fused_op_0"] and ops["mm2"].inputs[0] == names[-1]
+
+
+def test_insert_nop_on_a_missing_edge_names_the_operands(tmp_path):
+    pybuda.insert_nop("mm1", "mm2")
+    with pytest.raises(GraphError, match=r"'mm2' does not read 'mm1'; its operands: \['_fused_op_0', 'mlp.w2'\]"):
+        _mlp(tmp_path)
+
+
+def test_add_schedule_constraint_orders_independent_ops(tmp_path):
+    model, x = Attention(), torch.randn(2, 64, 64)
+
+    def order(name: str) -> list:
+        compiled = pybuda.compile(model, x, output_dir=tmp_path / name)
+        assert pcc(compiled(x).numpy(), torch_attention(model, x).numpy()) >= 0.99
+        return [n for g in compiled.netlist.graphs.values() for n in g.ops]
+
+    base = order("base")
+    assert base.index("q_mm") < base.index("v_mm")
+    pybuda.add_schedule_constraint(["v_mm", "q_mm"])
+    constrained = order("constrained")
+    assert constrained.index("v_mm") < constrained.index("q_mm")
+
+
+def test_schedule_constraint_against_the_dependencies_names_the_cycle(tmp_path):
+    pybuda.add_schedule_constraint(["mm2", "mm1"])
+    with pytest.raises(BalancerError, match="contradict the graph's dependencies .cycle"):
+        _mlp(tmp_path)
+
+
+class ForkJoin(pybuda.PyBudaModule):
+    """gelu -> (six matmuls | nothing) -> add: a long and a short path from one fork to one join."""
+
+    def __init__(self, layers: int = 6, d: int = 256):
+        super().__init__("fj")
+        g = torch.Generator().manual_seed(3)
+        self.weights = [pybuda.Parameter(torch.randn(d, d, generator=g) / d ** 0.5) for _ in range(layers)]
+        for i, w in enumerate(self.weights):
+            setattr(self, f"w{i}", w)
+
+    def forward(self, x):
+        h = y = pybuda.op.Gelu("fork", x)
+        for i, w in enumerate(self.weights):
+            y = pybuda.op.Matmul(f"mm{i}", y, w)
+        return pybuda.op.Add("join", y, h)
+
+    def reference(self, x: torch.Tensor) -> torch.Tensor:
+        h = y = torch.nn.functional.gelu(x)
+        for w in self.weights:
+            y = y @ w.value()
+        return y + h
+
+
+def test_fork_join_buffering_grows_the_joins_short_path_input(tmp_path):
+    """With u_kt 1 every matmul accumulates a whole input before it hands on (its latency is its per-input time),
+    so the short path must hold several inputs: the balancer grows the join's input buffer from the fork until
+    the stall is down to the epoch's pace, and without that buffer the same netlist would stall."""
+    model, x = ForkJoin(), torch.randn(16, 128, 256)
+    for i in range(len(model.weights)):
+        pybuda.override_u_kt(f"mm{i}", 1)
+    pybuda.set_configuration_options(input_queues_on_host=False, output_queues_on_host=False)
+    compiled = pybuda.compile(model, x, output_dir=tmp_path)
+    assert pcc(compiled(x).numpy(), model.reference(x).numpy()) >= 0.99
+    join = _ops(compiled)["join"]
+    assert join.inputs[1] == "fork" and join.input_buf_min_size_tiles[0] == 0 < join.input_buf_min_size_tiles[1]
+
+    def join_timing(netlist):
+        (epoch,) = estimate(netlist, "e150").epochs
+        pace = max(max(v for k, v in o.terms.items() if k != "fork_join") for o in epoch.ops)
+        return next(o for o in epoch.ops if o.name == "join").terms["fork_join"], pace
+
+    stall, pace = join_timing(compiled.netlist)
+    assert stall <= pace
+    join.input_buf_min_size_tiles = None
+    unbuffered, _ = join_timing(compiled.netlist)
+    assert unbuffered > 1.5 * pace
