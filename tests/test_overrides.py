@@ -161,3 +161,21 @@ def test_fork_join_buffering_grows_the_joins_short_path_input(tmp_path):
     join.input_buf_min_size_tiles = None
     unbuffered, _ = join_timing(compiled.netlist)
     assert unbuffered > 1.5 * pace
+
+
+@pytest.mark.parametrize("daisy_chain", [False, True])
+def test_insert_nop_for_several_dests_shares_or_daisy_chains(tmp_path, daisy_chain):
+    """The layernorm's centred input feeds its square (both operands) and the fused scale-and-shift: one NOP both
+    read, or (daisy_chain) one per dest, the second continuing from the first."""
+    model, x = Attention(), torch.randn(2, 64, 64)
+    src, dests = "ln.dc.subtract.2", ["ln.dc.multiply.3", "_fused_op_5"]
+    pybuda.insert_nop(src, dests, daisy_chain=daisy_chain)
+    compiled = pybuda.compile(model, x, output_dir=tmp_path)
+    assert pcc(compiled(x).numpy(), torch_attention(model, x).numpy()) >= 0.99
+    ops = _ops(compiled)
+    first, second = (f"buffer_0_{src}_{d}" for d in dests)
+    assert ops[first].inputs == [src] and ops[dests[0]].inputs == [first, first]
+    if daisy_chain:
+        assert ops[second].inputs == [first] and ops[dests[1]].inputs[0] == second
+    else:
+        assert second not in ops and ops[dests[1]].inputs[0] == first

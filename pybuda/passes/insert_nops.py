@@ -14,8 +14,7 @@ from ..ir.graph import GraphError
 def insert_nops(graph: Graph, config) -> Graph:
     """The graph with the NOPs of `config.buffering_nops_to_insert` inserted (module docstring); instructions
     naming neither op of the graph belong to another device segment."""
-    instructions = sorted((i for i in config.buffering_nops_to_insert.values() if i.src in graph or i.dest in graph),
-                          key=lambda i: repr(i.unique_id()))
+    instructions = [i for i in config.buffering_nops_to_insert.values() if i.src in graph or i.dest in graph]
     groups: dict[tuple, list] = {}
     for instr in instructions:
         _check(graph, instr)
@@ -28,7 +27,7 @@ def insert_nops(graph: Graph, config) -> Graph:
         else:
             shared: dict[tuple, list] = {}
             for instr in group:
-                shared.setdefault(_edge_tms(graph, instr) if instr.hoist_tms else (), []).append(instr)
+                shared.setdefault(_hoisted(graph, instr), []).append(instr)
             for same in shared.values():
                 _chain(graph, same[0].src, same, same[0].dest)
     return graph
@@ -54,18 +53,19 @@ def _ports(graph: Graph, instr) -> list[int]:
             if o.src == instr.src and instr.input_id in (None, k)]
 
 
-def _edge_tms(graph: Graph, instr) -> tuple:
-    """The TMs of the instruction's edges (all of them, in port order)."""
+def _hoisted(graph: Graph, instr) -> tuple | None:
+    """The TMs the instruction's first NOP takes from its edges: with `hoist_tms`, those every one of its edges
+    carries (None: not hoisted, the TMs stay on the edges; also when the edges' TMs differ)."""
     operands = graph.operands(instr.dest)
-    return tuple(operands[k].tms for k in _ports(graph, instr))
+    tms = {operands[k].tms for k in _ports(graph, instr)}
+    return next(iter(tms)) if instr.hoist_tms and len(tms) == 1 else None
 
 
 def _chain(graph: Graph, src: str, instrs: list, label: str) -> str:
     """Insert `nop_count` NOPs after `src` that every instruction's dest edges then read; returns the last."""
     first = instrs[0]
-    operands = graph.operands(first.dest)
-    port = _ports(graph, first)[0]
-    tms = operands[port].tms if first.hoist_tms else ()
+    hoisted = _hoisted(graph, first)
+    tms = hoisted or ()
     producer, dest = graph.node(src), graph.node(first.dest)
     previous = Operand(src, tms)
     for k in range(first.nop_count):
@@ -80,7 +80,7 @@ def _chain(graph: Graph, src: str, instrs: list, label: str) -> str:
     for instr in instrs:
         operands = graph.operands(instr.dest)
         for k in _ports(graph, instr):
-            graph.set_operand(instr.dest, k, Operand(previous.src, () if instr.hoist_tms else operands[k].tms))
+            graph.set_operand(instr.dest, k, Operand(previous.src, () if hoisted is not None else operands[k].tms))
     return previous.src
 
 
@@ -88,8 +88,7 @@ def _daisy_chain(graph: Graph, instrs: list) -> None:
     """Each dest's NOPs continue the previous dest's chain."""
     src = instrs[0].src
     for instr in instrs:
-        tms = graph.operands(instr.dest)[_ports(graph, instr)[0]].tms
+        hoisted = _hoisted(graph, instr)
         last = _chain(graph, src, [instr], instr.dest)
-        if instr.hoist_tms and tms:     # the next dest reads the untransformed data: continue from the source
-            continue
-        src = last
+        if not hoisted:     # a chain that took TMs holds transformed data: the next dest continues from before it
+            src = last
