@@ -26,6 +26,8 @@ When the device's DRAM cannot hold the model, `DramFullError` says by how much.
 """
 from __future__ import annotations
 
+import bisect
+
 import dataclasses
 import zlib
 
@@ -95,11 +97,14 @@ def _aligned(n: int) -> int:
 
 
 class _Space:
-    """Per channel the blocks allocated: (start, end, first epoch, last epoch); static blocks live always."""
+    """Per channel the blocks allocated, by start address: (start, end, first epoch, last epoch); static blocks
+    live always. `floor[ch]`: the end of the run of static blocks from the bottom of the channel (nothing fits
+    below it, and every block that starts below it ends there), where a fit starts looking."""
 
     def __init__(self, device: DeviceSpec):
         self.device = device
         self.blocks: list[list[tuple]] = [[] for _ in range(device.dram_channels)]
+        self.floor = [DRAM_BASE] * device.dram_channels
 
     def free_bytes(self, ch: int) -> int:
         used = max((end for _, end, _, _ in self.blocks[ch]), default=DRAM_BASE)
@@ -116,16 +121,21 @@ class _Space:
         for ch in order:
             addr = self._fit(ch, size, first, last)
             if addr is not None:
-                self.blocks[ch].append((addr, addr + size, first, last))
+                bisect.insort(self.blocks[ch], (addr, addr + size, first, last))
+                if q.lifetime is None and addr <= self.floor[ch]:
+                    self.floor[ch] = max(self.floor[ch], _aligned(addr + size))
                 return (ch, addr)
         raise DramFullError(f"queue {q.name!r}: no DRAM channel of {self.device.name} has {size:,} free bytes for "
                             f"one of its {q.buffers} buffers (largest free: {max(map(self.free_bytes, order)):,} "
                             "bytes); a smaller microbatch shrinks the queues")
 
     def _fit(self, ch: int, size: int, first: int, last: int) -> int | None:
-        live = sorted((s, e) for s, e, f, l in self.blocks[ch] if f <= last and first <= l)
-        addr = DRAM_BASE
-        for s, e in live:
+        """The lowest address of channel `ch` with `size` bytes free during epochs first..last (None: none)."""
+        addr, blocks = self.floor[ch], self.blocks[ch]
+        for k in range(bisect.bisect_left(blocks, (addr,)), len(blocks)):
+            s, e, f, l = blocks[k]
+            if f > last or l < first:
+                continue
             if addr + size <= s:
                 break
             addr = max(addr, _aligned(e))

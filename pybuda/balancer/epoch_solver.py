@@ -22,7 +22,7 @@ from ortools.sat.python import cp_model
 
 SEED = 1
 CORE_WEIGHT = 1            # objective: pipeline cycles x (total cores + 1), then cores
-DETERMINISTIC_SECONDS = 0.5
+DETERMINISTIC_SECONDS = 0.1
 
 
 @dataclasses.dataclass(frozen=True)

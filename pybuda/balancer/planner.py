@@ -21,6 +21,8 @@ core locations, the result checked against the greedy plan, lower bounds compute
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from ..device import DeviceSpec
 from ..ir import Graph
 from .candidates import Candidate, op_signature
@@ -35,12 +37,13 @@ from .streaming import edge_problem
 
 IMPROVE = 1.02     # an epoch whose packed plan is this much above its pipeline bound goes to the solver
 STALL = 1.5        # an op a fork-join stall makes this much slower than the epoch's unstalled pipeline starts a new one
+SPLIT = 1.25       # an epoch that packs this much slower than its split's pipeline is also tried as two halves
 
 
 def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates: dict[str, list[Candidate]],
                coster: PlanCoster, constraints: Constraints, microbatch: int) -> Placement:
     """The CP-SAT policy's plan (module docstring), with its bounds."""
-    table = SegmentTable(schedule, candidates, coster, device, microbatch, constraints.breaks)
+    table = SegmentTable(schedule, candidates, coster, device, microbatch, constraints.breaks, constraints.overridden)
     solver = _EpochSolver(graph, device, table, candidates, constraints)
     models, placed, split_bound, epoch = {}, {}, 0.0, 0
     for segment in table.split(bound=False).segments:
@@ -60,7 +63,8 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
 def greedy_bounds(schedule: list[str], candidates: dict[str, list[Candidate]], coster: PlanCoster,
                   constraints: Constraints, microbatch: int) -> Bounds:
     """The lower bounds of `bounds` for a plan another policy made (no solver bound)."""
-    table = SegmentTable(schedule, candidates, coster, coster.device, microbatch, constraints.breaks)
+    table = SegmentTable(schedule, candidates, coster, coster.device, microbatch, constraints.breaks,
+                         constraints.overridden)
     return bounds(table, candidates, schedule, coster.device, microbatch, None)
 
 
@@ -93,6 +97,7 @@ class _EpochSolver:
         self.constraints = constraints
         self._solved: dict[tuple, EpochSolution | None] = {}
         self._signatures: dict[str, tuple] = {}
+        self._edge_ok: dict[tuple, bool] = {}
         # ops outside an epoch, as its stall check sees them (only their DRAM queues' buffer counts matter there)
         self._outside = {n: candidates[n][0].model for n in table.schedule}
 
@@ -101,13 +106,30 @@ class _EpochSolver:
         each other's streamings in one epoch or do not pack."""
         solution = self._solve(first, last, hint)
         if isinstance(solution, EpochSolution):
-            return [(first, last, solution)]
+            whole = [(first, last, solution)]
+            if first == last or solution.pipeline <= SPLIT * self._target(first, last, hint):
+                return whole
+            middle = (first + last) // 2       # it packs only much slower than the split counted on: try halves
+            halves = self.solve(first, middle, hint[:middle - first + 1]) + \
+                self.solve(middle + 1, last, hint[middle - first + 1:])
+            return halves if self._cycles(halves) < self._cycles(whole) else whole
         if first == last:
             name = self.table.schedule[first]
             raise ValueError(f"op {name!r} fits no epoch of {self.device.name} alone with its constraints")
         middle = first + solution - 1 if solution else (first + last) // 2
         return self.solve(first, middle, hint[:middle - first + 1]) + self.solve(middle + 1, last,
                                                                                  hint[middle - first + 1:])
+
+    def _target(self, first: int, last: int, hint: tuple) -> float:
+        """The pipeline cycles the segment split counted on for first..last under `hint`."""
+        contexts = [(first + k, first, self.table.last_user[first + k] > last) for k in range(last - first + 1)]
+        return _pipeline([self.table.context_cycles(*c) for c in contexts],
+                         [self.table.context_dram_cycles(*c) for c in contexts], hint)
+
+    def _cycles(self, epochs: list[tuple[int, int, EpochSolution]]) -> float:
+        """Estimated cycles of consecutive epochs: each its pipeline over the microbatch, plus the switches."""
+        return sum(self.table.microbatch * s.pipeline for _, _, s in epochs) + \
+            (len(epochs) - 1) * self.device.epoch_switch_cycles
 
     def _solve(self, first: int, last: int, hint: tuple) -> EpochSolution | int:
         """The epoch's solution, or where to cut it: the offset of the first op that cannot join its producers
@@ -138,9 +160,12 @@ class _EpochSolver:
                   for k, n in enumerate(names)]
         choice, packed = self._shrink(names, cycles, dram, choice, edges, starts, forced)
         pipeline = _pipeline(cycles, dram, choice)
-        if packed is not None and pipeline <= lower * IMPROVE:
-            return EpochSolution(tuple(choice), tuple(t for _, t in packed), tuple(loc for loc, _ in packed),
-                                 pipeline, lower, False)
+        best = None if packed is None else EpochSolution(
+            tuple(choice), tuple(t for _, t in packed), tuple(loc for loc, _ in packed), pipeline, lower, False)
+        if best is None and first < last:     # not even its fewest cores pack first-fit: cut it, not the solver
+            return 0
+        if best is not None and pipeline <= lower * IMPROVE:
+            return self._checked(first, last, best)
         limit = pipeline if packed is not None else max(max(c) for c in cycles)
         ops = []
         for k, name in enumerate(names):      # candidates no slower than the packed plan (index kept)
@@ -154,13 +179,19 @@ class _EpochSolver:
         solution = solve_epoch([op for _, op in ops], sub_edges, self.device.grid_rows, self.device.grid_cols, lower)
         if solution is not None:
             solved = tuple(remap[k][j] for k, j in enumerate(solution.choice))
-            if packed is None or _pipeline(cycles, dram, solved) < pipeline:
-                return EpochSolution(solved, solution.transposed, solution.locations,
-                                     _pipeline(cycles, dram, solved), max(lower, solution.bound), solution.optimal)
-        if packed is None:
+            if best is None or _pipeline(cycles, dram, solved) < pipeline:
+                best = EpochSolution(solved, solution.transposed, solution.locations, _pipeline(cycles, dram, solved),
+                                     max(lower, solution.bound), solution.optimal)
+        return self._checked(first, last, best)
+
+    def _checked(self, first: int, last: int, solution: EpochSolution | None) -> EpochSolution | int:
+        """The epoch's solution, or where to cut the epoch instead: 0 (in the middle) when it does not pack; the
+        offset of a join that a fork-join stall slows under the solution's choice (`_stalled_join`)."""
+        if solution is None:
             return 0
-        return EpochSolution(tuple(choice), tuple(t for _, t in packed), tuple(loc for loc, _ in packed),
-                             pipeline, lower, False)
+        if first == last:
+            return solution
+        return self._stalled_join(first, last, list(solution.choice)) or solution
 
     def _shrink(self, names: list[str], cycles: list[list[float]], dram: list[list[float]], choice: list[int],
                 edges: list, starts: list, forced: list) -> tuple[list[int], list | None]:
@@ -270,10 +301,18 @@ class _EpochSolver:
                 lo = mid + 1
         return levels[lo]
 
-    def _compatible(self, producer: str, consumer: str, index: int):
+    def _compatible(self, producer: str, consumer: str, index: int) -> Callable[[int, int], bool]:
+        """compatible(producer's candidate, consumer's candidate) for operand `index` of `consumer` in one epoch
+        (`streaming.edge_problem`, memoised per pair of streamings)."""
         streams_p = [c.model.t_stream for c in self.candidates[producer]]
         streams_c = [c.model.t_stream for c in self.candidates[consumer]]
-        return lambda kp, kc: edge_problem(self.graph, consumer, index, streams_p[kp], streams_c[kc]) is None
+
+        def compatible(kp: int, kc: int) -> bool:
+            key = (consumer, index, streams_p[kp], streams_c[kc])
+            if key not in self._edge_ok:
+                self._edge_ok[key] = edge_problem(self.graph, consumer, index, *key[2:]) is None
+            return self._edge_ok[key]
+        return compatible
 
     def _key(self, first: int, last: int) -> tuple:
         """What an epoch's solution depends on: its ops' signatures (and names where an override names them),

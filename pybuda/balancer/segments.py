@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from ..device import DeviceSpec
-from .candidates import Candidate
+from .candidates import Candidate, op_signature
 from .plan_cost import PlanCoster
 
 RATIO = 1.02
@@ -73,10 +73,12 @@ class _OpBins:
 
 
 class SegmentTable:
-    """The schedule's ops with their candidates and context costs on one device."""
+    """The schedule's ops with their candidates and context costs on one device. Ops of one signature (a
+    transformer's layers) share their context costs, unless an override names them (`named`)."""
 
     def __init__(self, schedule: list[str], candidates: dict[str, list[Candidate]], coster: PlanCoster,
-                 device: DeviceSpec, microbatch: int, breaks: set[str] = frozenset()):
+                 device: DeviceSpec, microbatch: int, breaks: set[str] = frozenset(),
+                 named: frozenset = frozenset()):
         self.schedule, self.candidates, self.coster = schedule, candidates, coster
         self.device, self.microbatch = device, microbatch
         self.position = {n: i for i, n in enumerate(schedule)}
@@ -89,6 +91,7 @@ class SegmentTable:
         self.cores = device.cores
         self.dram_bw = device.dram_channels * device.dram_channel_bw_bytes_per_cycle
         self._contexts: dict[tuple, tuple] = {}
+        self._kinds = [(op_signature(graph, n), n if n in named else None) for n in schedule]
         self._bins: dict[tuple, _OpBins] = {}
         n = len(schedule)
         lo = min(self._context(i, -1, False)[0].min() for i in range(n))
@@ -100,9 +103,10 @@ class SegmentTable:
         """(cycles, latency, dram bytes, host bytes, prologue bytes) per candidate of op i in a segment starting
         at `start`, its output read by a later epoch if `out`."""
         dram = frozenset(self.schedule[p] for p in self.producers[i] if p < start)
-        key = (i, dram, out)
+        name = self.schedule[i]
+        operands = self.coster.graph.operands(name)
+        key = (self._kinds[i], tuple(k for k, o in enumerate(operands) if o.src in dram), out)
         if key not in self._contexts:
-            name = self.schedule[i]
             costs = [self.coster.context_cost(name, c.model, dram, out) for c in self.candidates[name]]
             self._contexts[key] = tuple(np.array([getattr(c, f) for c in costs])
                                         for f in ("cycles", "latency", "dram_bytes", "host_bytes", "prologue_bytes"))

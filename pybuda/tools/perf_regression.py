@@ -55,12 +55,13 @@ def cases(tier: str) -> list[PerfCase]:
     raise ValueError(f"unknown tier {tier!r}; legal: fast, full")
 
 
-def measure(case: PerfCase) -> dict:
-    """Compile the case (no simulation) and return its plan's figures."""
+def measure(case: PerfCase, policy: str = "default") -> dict:
+    """Compile the case (no simulation) with balancer_policy `policy` and return its plan's figures."""
     entry = ZOO[case.model]
-    config = pybuda.CompilerConfig()
+    config = pybuda.CompilerConfig(balancer_policy=policy)
     if case.df:
-        config = pybuda.CompilerConfig(default_df_override=case.df, default_math_fidelity=case.fidelity)
+        config = pybuda.CompilerConfig(default_df_override=case.df, default_math_fidelity=case.fidelity,
+                                       balancer_policy=policy)
     torch.manual_seed(0)
     with torch.no_grad(), tempfile.TemporaryDirectory() as out:
         compiled = pybuda.compile(entry.build(), *entry.inputs(case.microbatch), device=case.device, config=config,
