@@ -370,11 +370,13 @@ def _footprint_and_prologue(graph: Graph, name: str, geom: OpGeometry, inputs: l
     return total, frozenset(prologue)
 
 
-def _l1_context(graph: Graph, name: str, model: OpModel) -> tuple[OpGeometry, list[NetlistInput], int]:
+def _l1_context(graph: Graph, name: str, model: OpModel,
+                operands: list[NetlistInput] | None = None) -> tuple[OpGeometry, list[NetlistInput], int]:
     """What the L1 footprint of op `name` under `model` is computed from: its geometry and netlist inputs (queue
-    sizes bounded, as the enumeration has them) and a fused op's intermediate tiles."""
+    sizes bounded, as the enumeration has them; `operands`: its `operand_inputs` if known) and a fused op's
+    intermediate tiles."""
     geom = geometry(graph, name, model, op_attributes(graph, name, model, exact=False))
-    inputs = netlist_inputs(graph, name, model, exact=False)
+    inputs = netlist_inputs(graph, name, model, exact=False, operands=operands)
     fused = fused_intermediate_tiles(fused_layout(graph, name, model)) \
         if graph.node(name).op_type == "fused_op" else 0
     return geom, inputs, fused
@@ -460,10 +462,7 @@ def _fitting_u_kt(graph: Graph, name: str, device: DeviceSpec, grid: tuple, t: i
             unique, _ = _sparse_bounds(node.attrs["sparse"], gr, t)
             if not encoding_fits(unique, mblock[0], ublock[0], u_kt):
                 continue
-        geom = geometry(graph, name, model, op_attributes(graph, name, model, exact=False))
-        inputs = netlist_inputs(graph, name, model, exact=False, operands=operands)
-        fused_tiles = fused_intermediate_tiles(fused_layout(graph, name, model)) \
-            if node.op_type == "fused_op" else 0
+        geom, inputs, fused_tiles = _l1_context(graph, name, model, operands)
         min_tiles = _requested_buffers(geom, inputs, request)
         fit = _footprint_and_prologue(graph, name, geom, inputs, device.l1_usable, fused_tiles, min_tiles,
                                       request.dram_parameters)

@@ -7,12 +7,13 @@ core locations, the result checked against the greedy plan, lower bounds compute
    candidate cannot read its producers' chosen streamings in the epoch takes the fewest-core one that can; where
    none can, its streamed producers move to unstreamed candidates, and failing that the epoch ends before that
    op; it also ends before an op a fork-join stall would make STALL times slower than the epoch's slowest
-   unstalled op), shrunk until they pack, then packed first-fit (`placer.pack_epoch`). An epoch that does not
-   pack, or whose pipeline could come down towards the relaxation's bound, is a CP-SAT model
-   (`epoch_solver.solve_epoch`: candidates, orientations and locations with NoOverlap2D, streaming
-   compatibility, DRAM bandwidth, the user's starts and transposes) warm-started with that plan. Epochs whose ops, contexts and
-   overrides are alike (a transformer's layers) are solved once. An epoch that neither packs nor solves is split
-   in two.
+   unstalled op, also after fork-join buffering and again under the final choice), shrunk until they pack, then
+   packed first-fit (`placer.pack_epoch`); an epoch whose fewest cores do not pack is split in two. An epoch
+   whose pipeline could come down towards the relaxation's bound is a CP-SAT model (`epoch_solver.solve_epoch`:
+   candidates, orientations and locations with NoOverlap2D, streaming compatibility, DRAM bandwidth, the user's
+   starts and transposes) warm-started with that plan. An epoch that packs more than SPLIT times slower than
+   the split counted on is also planned as two halves, kept when cheaper. Epochs whose ops, contexts and
+   overrides are alike (a transformer's layers) are solved once.
 3. The plan gets its queues, their DRAM placement and its exact cost (`plan.finish`); so does the greedy
    policy's plan (`greedy.py`), and the cheaper one is kept: the default policy is never worse than the greedy.
 4. Lower bounds (`plan.Bounds`): the work over all cores and the slowest op at their best, the cheapest split's
@@ -103,7 +104,7 @@ class _EpochSolver:
 
     def solve(self, first: int, last: int, hint: tuple) -> list[tuple[int, int, EpochSolution]]:
         """[(first, last, solution)] covering first..last: one epoch, or several where its ops cannot all read
-        each other's streamings in one epoch or do not pack."""
+        each other's streamings in one epoch, do not pack, or pack into a slower plan than two halves give."""
         solution = self._solve(first, last, hint)
         if isinstance(solution, EpochSolution):
             whole = [(first, last, solution)]
