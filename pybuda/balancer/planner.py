@@ -36,7 +36,7 @@ from .plan_cost import PlanCoster
 from .segments import SegmentTable
 from .streaming import edge_problem
 
-IMPROVE = 1.02     # an epoch whose packed plan is this much above its pipeline bound goes to the solver
+IMPROVE = 1.02     # an epoch whose packed plan could gain more than 2 % towards its pipeline bound goes to the solver
 STALL = 1.5        # an op a fork-join stall makes this much slower than the epoch's unstalled pipeline starts a new one
 SPLIT = 1.25       # an epoch that packs this much slower than its split's pipeline is also tried as two halves
 
@@ -165,7 +165,8 @@ class _EpochSolver:
             tuple(choice), tuple(t for _, t in packed), tuple(loc for loc, _ in packed), pipeline, lower, False)
         if best is None and first < last:     # not even its fewest cores pack first-fit: cut it, not the solver
             return 0
-        if best is not None and pipeline <= lower * IMPROVE:
+        mb = self.table.microbatch      # the solver lowers the pipeline, paid by all inputs but the first
+        if best is not None and (mb - 1) / mb * (pipeline - lower) <= (IMPROVE - 1) * pipeline:
             return self._checked(first, last, best)
         limit = pipeline if packed is not None else max(max(c) for c in cycles)
         ops = []
