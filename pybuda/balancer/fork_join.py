@@ -54,6 +54,8 @@ def _buffered(graph: Graph, coster: PlanCoster, names: list[str], models: dict[s
     model = models[join]
     device = coster.device
     inputs = [k for k, src in enumerate(input_names(graph, join)) if src == short]
+    if not inputs:
+        return None
     current = model.input_buf_min or (0,) * len(input_names(graph, join))
 
     def sized(tiles: int) -> OpModel | None:
