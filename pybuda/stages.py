@@ -26,6 +26,7 @@ import torch
 from . import config as cfg
 from .balancer import balance_and_place
 from .balancer.policy import Placement
+from .balancer.schedule import check_orderings
 from .codegen import ModelInput, RunManifest, build_manifest, build_netlist
 from .config import CompileDepth
 from .device import DeviceSpec
@@ -192,6 +193,7 @@ def insert_nops_stage(state: CompileState) -> CompileState:
 
 def balance_stage(state: CompileState) -> CompileState:
     """Op models, epochs and core placement of every device segment."""
+    check_orderings(state.config.scheduler_constraints, list(state.device_graphs()))
     return dataclasses.replace(state, placements=tuple(
         balance_and_place(g, state.device, state.config, state.microbatch) for g in state.device_graphs()))
 

@@ -10,6 +10,8 @@ import torch
 import pybuda
 from pybuda.backend_sim import estimate
 from pybuda.balancer import BalancerError
+from pybuda.balancer.schedule import check_orderings
+from pybuda.ir import Graph
 from pybuda.ir.graph import GraphError
 from pybuda.verify import pcc
 
@@ -179,3 +181,22 @@ def test_insert_nop_for_several_dests_shares_or_daisy_chains(tmp_path, daisy_cha
         assert ops[second].inputs == [first] and ops[dests[1]].inputs[0] == second
     else:
         assert second not in ops and ops[dests[1]].inputs[0] == first
+
+
+
+def test_schedule_constraint_across_device_segments_or_off_device_says_so():
+    """Orderings are kept per device segment: one whose ops are in two segments, or not on the device at all
+    (on the CPU, fused away), is refused with the reason."""
+    def segment(*ops: str) -> Graph:
+        g = Graph()
+        g.add_input("x", (1, 1, 32, 32))
+        for op in ops:
+            g.add_op(op, "nop", ["x"], shape=(1, 1, 32, 32))
+        return g
+
+    graphs = [segment("a", "b"), segment("c")]
+    check_orderings([["b", "a"], ["c", "c"]], graphs)
+    with pytest.raises(BalancerError, match="in different device segments"):
+        check_orderings([["a", "c"]], graphs)
+    with pytest.raises(BalancerError, match=r"'x' is not an op of a device graph"):
+        check_orderings([["a", "x"]], graphs)
