@@ -7,6 +7,7 @@ costed like any other: its L1 in the op model, the stall it leaves in the epoch'
 """
 from __future__ import annotations
 
+from ..arch.perf import EpochTiming
 from ..ir import Graph
 from .op_model import OpModel, input_names, netlist_inputs, with_input_buffers
 from .plan_cost import PlanCoster
@@ -38,11 +39,11 @@ def _stalled(coster: PlanCoster, names: list[str], models: dict[str, OpModel], e
              prologue: dict[str, bool]) -> list[tuple[str, str]]:
     """(join, its input on the short path) of each op a fork-join stall makes slower than the epoch's pace."""
     timing = coster.cost(names, models, epoch_of, prologue).epochs[0]
-    pace = _pace(timing)
-    return [(op.name, op.short_input) for op in timing.ops if op.limiter == "fork_join" and op.limiter_cycles > pace]
+    limit = pace(timing)
+    return [(op.name, op.short_input) for op in timing.ops if op.limiter == "fork_join" and op.limiter_cycles > limit]
 
 
-def _pace(timing) -> float:
+def pace(timing: EpochTiming) -> float:
     """The epoch's slowest op's limiter cycles without fork-join stalls."""
     return max(max(v for k, v in op.terms.items() if k != "fork_join") for op in timing.ops)
 
@@ -65,7 +66,7 @@ def _buffered(graph: Graph, coster: PlanCoster, names: list[str], models: dict[s
     def stall(candidate: OpModel) -> tuple[float, float]:
         timing = coster.cost(names, {**models, join: candidate}, epoch_of, prologue).epochs[0]
         op = next(o for o in timing.ops if o.name == join)
-        return op.terms.get("fork_join", 0.0), _pace(timing)
+        return op.terms.get("fork_join", 0.0), pace(timing)
 
     tile_bytes = min(i.df.tile_bytes for k, i in enumerate(netlist_inputs(graph, join, model, exact=False))
                      if k in inputs)
@@ -78,14 +79,14 @@ def _buffered(graph: Graph, coster: PlanCoster, names: list[str], models: dict[s
     best = sized(hi)
     if best.l1_bytes == model.l1_bytes:     # no bigger than the buffer the backend sizes anyway
         return None
-    cycles, pace = stall(best)
-    if cycles > pace:
+    cycles, limit = stall(best)
+    if cycles > limit:
         return best
     while hi - lo > 1:
         mid = (lo + hi) // 2
         candidate = sized(mid)
-        cycles, pace = stall(candidate)
-        if cycles <= pace:
+        cycles, limit = stall(candidate)
+        if cycles <= limit:
             hi, best = mid, candidate
         else:
             lo = mid

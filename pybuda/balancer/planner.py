@@ -28,7 +28,7 @@ from ..device import DeviceSpec
 from ..ir import Graph
 from .candidates import Candidate, op_signature
 from .epoch_solver import EpochOp, EpochSolution, solve_epoch
-from .fork_join import buffer_fork_joins
+from .fork_join import buffer_fork_joins, pace
 from .greedy import greedy_plan
 from .plan import Bounds, Constraints, Placement, finish, prologue_choice
 from .placer import PlacedOp, pack_epoch
@@ -240,7 +240,7 @@ class _EpochSolver:
         prologue = prologue_choice(self.graph, names, models)
         models = buffer_fork_joins(self.graph, self.table.coster, names, models, epoch_of, prologue)
         timing = self.table.coster.cost(names, models, epoch_of, prologue).epochs[0]
-        own = max(max(v for k, v in op.terms.items() if k != "fork_join") for op in timing.ops)
+        own = pace(timing)
         for offset, op in enumerate(timing.ops):
             if offset and op.limiter == "fork_join" and op.limiter_cycles > STALL * own:
                 return offset
