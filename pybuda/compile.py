@@ -24,6 +24,7 @@ from .module import PyBudaModule, to_numpy
 from .runtime import RuntimeModel
 from .runtime import load as load_tti
 from .stages import STAGES, CompileState, Stage, check_stages, run_stages, stop_stage
+from .training import check_training
 from .passes.cpu_fallback import Segment
 from .verify import GRAPH_PCC_THRESHOLD, netlist_pcc_threshold, pcc, run_golden, run_segments
 
@@ -179,7 +180,8 @@ def _compare(check: StageCheck, got: list[np.ndarray], expected: list[np.ndarray
 def compile(model, *sample_inputs, device: str | None = None, config: cfg.CompilerConfig | None = None,
             output_dir: str | Path | None = None, verify: bool | None = None,
             stages: list[Stage] | tuple[Stage, ...] | None = None,
-            tti_path: str | Path | None = None) -> CompiledModel | RuntimeModel:
+            tti_path: str | Path | None = None, loss=None, optimizer=None,
+            sample_targets=None) -> CompiledModel | RuntimeModel:
     """Compile a torch.nn.Module or PyBudaModule for `device` ("e75", "e150" (default), "n150", "n300").
 
     The leading dim of the sample inputs is the microbatch. `config` defaults to the global config.
@@ -208,13 +210,16 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
                          f"stops after stage {stop!r} (level {reached!r})")
     if reached == "netlist":
         out_dir = usable_output_dir(out_dir)   # before any work: the netlist is written there
+    training = check_training(model, sample_inputs, loss, optimizer, sample_targets)
+    if training is not None:
+        config.enable_training = True
     with _modes_kept(model):
         return _compile(model, sample_inputs, spec, config, out_dir, stages, stop,
-                        config.verify if verify is None else verify, tti_path)
+                        config.verify if verify is None else verify, tti_path, training)
 
 
 def _compile(model, sample_inputs: tuple, spec, config: cfg.CompilerConfig, out_dir: Path, stages: tuple,
-             stop: str, verify: bool, tti_path: str | Path | None) -> CompiledModel:
+             stop: str, verify: bool, tti_path: str | Path | None, training=None) -> CompiledModel:
     microbatch = int(sample_inputs[0].shape[0])
     name = _model_name(model)
     result = CompiledModel(name, spec.name, config, microbatch)
@@ -222,7 +227,7 @@ def _compile(model, sample_inputs: tuple, spec, config: cfg.CompilerConfig, out_
     expected = _framework_outputs(model, sample_inputs) if verify else None
     batch: dict[str, np.ndarray] = {}
     state = CompileState(model=model, sample_inputs=sample_inputs, config=config, device=spec, microbatch=microbatch,
-                         name=name, output_dir=out_dir)
+                         name=name, output_dir=out_dir, optimizer=training.optimizer if training else None)
     level = "model"
     for stage, state, seconds in run_stages(stages, state, stop):
         result.stage_times[stage.name] = seconds

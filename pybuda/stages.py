@@ -36,6 +36,7 @@ from .ir import Graph
 from .module import PyBudaModule
 from .netlist import Netlist, NetlistError, check, netlist_text
 from .netlist import load as load_netlist
+from .passes.autograd import training_graph
 from .passes.cpu_fallback import DEVICE, Segment, partition
 from .passes.data_formats import assign_data_formats
 from .passes.decompose import decompose
@@ -76,6 +77,7 @@ class CompileState:
     manifest: RunManifest | None = None
     arrays: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)   # queue and host data by name
     output_structure: dict | None = None       # how the torch model nests its outputs (None: PyBudaModule)
+    optimizer: Any = None                      # training: a pybuda.optimizers.Optimizer (None: inference)
 
     def parts(self) -> tuple[Segment, ...]:
         """The segments, the first device segment's graph being `graph` (a stage may have replaced it); before
@@ -132,6 +134,10 @@ def initial_graph_stage(state: CompileState) -> CompileState:
         graph = cached_import(program, model, state.config, lambda: import_program(program, name=state.name))
     else:
         raise TypeError(f"compile takes a torch.nn.Module or a PyBudaModule, got {type(model).__name__}")
+    if state.optimizer is not None:
+        for node in graph.nodes("parameter"):
+            if node.requires_grad:
+                node.role = "trained"
     return dataclasses.replace(state, graph=graph, input_names=list(graph.input_names),
                                output_names=list(graph.output_names), output_structure=structure)
 
@@ -144,6 +150,15 @@ def decompose_stage(state: CompileState) -> CompileState:
 def optimize_stage(state: CompileState) -> CompileState:
     """TM cancellation, weight folding, consteval."""
     return dataclasses.replace(state, graph=optimize(state.graph.copy(), state.config))
+
+
+def autograd_stage(state: CompileState) -> CompileState:
+    """Training: the backward ops of the trained parameters, their gradient accumulators and the optimizer's
+    updates (`passes/autograd.py`), decomposed like the forward ops; inference: nothing."""
+    if state.optimizer is None:
+        return state
+    graph = training_graph(state.graph.copy(), state.optimizer)
+    return dataclasses.replace(state, graph=optimize(decompose(graph, state.config), state.config))
 
 
 def cpu_fallback_stage(state: CompileState) -> CompileState:
@@ -241,9 +256,10 @@ STAGES: tuple[Stage, ...] = (
     Stage("decompose", decompose_stage, "framework", "framework", (CompileDepth.POST_INITIAL_GRAPH_PASS,)),
     Stage("optimize", optimize_stage, "framework", "framework",
           (CompileDepth.CONSTEVAL_GRAPH, CompileDepth.POST_PATTERN_MATCHER, CompileDepth.OPTIMIZED_GRAPH)),
+    Stage("autograd", autograd_stage, "framework", "framework", (CompileDepth.AUTOGRAD,)),
     Stage("cpu_fallback", cpu_fallback_stage, "framework", "framework"),
     Stage("host_io", host_io_stage, "framework", "framework",
-          (CompileDepth.AUTOGRAD, CompileDepth.POST_AUTOGRAD_PASS, CompileDepth.PRE_LOWERING_PASS)),
+          (CompileDepth.POST_AUTOGRAD_PASS, CompileDepth.PRE_LOWERING_PASS)),
     Stage("lower", lower_stage, "framework", "buda"),
     Stage("data_formats", data_formats_stage, "buda", "buda"),
     Stage("fuse", fuse_stage, "buda", "buda", (CompileDepth.BUDA_GRAPH_PRE_PLACER,)),

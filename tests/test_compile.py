@@ -159,8 +159,9 @@ def test_override_naming_unknown_op_suggests_close_names(tmp_path):
 @pytest.mark.parametrize("depth, graphs", [
     (CompileDepth.OPTIMIZED_GRAPH, ["initial_graph", "decompose", "optimize"]),
     ("optimize", ["initial_graph", "decompose", "optimize"]),
-    ("lower", ["initial_graph", "decompose", "optimize", "cpu_fallback", "host_io", "lower"]),
-    ("balance", ["initial_graph", "decompose", "optimize", "cpu_fallback", "host_io", "lower", "data_formats",
+    ("lower", ["initial_graph", "decompose", "optimize", "autograd", "cpu_fallback", "host_io", "lower"]),
+    ("balance", ["initial_graph", "decompose", "optimize", "autograd", "cpu_fallback", "host_io", "lower",
+                 "data_formats",
                  "fuse", "insert_nops"]),
 ])
 def test_compile_depth_stops_and_keeps_stage_graphs(tmp_path, depth, graphs):

@@ -25,7 +25,7 @@ def _stage(name: str) -> Stage:
 
 def test_default_list_chains_levels_and_stage_names():
     check_stages(STAGES)
-    assert [s.name for s in STAGES] == ["initial_graph", "decompose", "optimize", "cpu_fallback", "host_io", "lower",
+    assert [s.name for s in STAGES] == ["initial_graph", "decompose", "optimize", "autograd", "cpu_fallback", "host_io", "lower",
                                         "data_formats", "fuse", "insert_nops", "balance", "t_stream", "netlist"]
     assert STAGES[0].requires == "model" and STAGES[-1].ensures == "netlist"
 
@@ -35,7 +35,7 @@ def test_every_legacy_compile_depth_maps_onto_one_stage():
         CompileDepth.INIT_COMPILE: "initial_graph", CompileDepth.GENERATE_INITIAL_GRAPH: "initial_graph",
         CompileDepth.POST_INITIAL_GRAPH_PASS: "decompose", CompileDepth.CONSTEVAL_GRAPH: "optimize",
         CompileDepth.POST_PATTERN_MATCHER: "optimize", CompileDepth.OPTIMIZED_GRAPH: "optimize",
-        CompileDepth.AUTOGRAD: "host_io", CompileDepth.POST_AUTOGRAD_PASS: "host_io",
+        CompileDepth.AUTOGRAD: "autograd", CompileDepth.POST_AUTOGRAD_PASS: "host_io",
         CompileDepth.PRE_LOWERING_PASS: "host_io", CompileDepth.BUDA_GRAPH_PRE_PLACER: "fuse",
         CompileDepth.BALANCER_PASS: "balance", CompileDepth.PRE_NETLIST_PASS: "t_stream",
         CompileDepth.GENERATE_NETLIST: "netlist", CompileDepth.BACKEND_GOLDEN_VERIFY: "netlist",

@@ -86,8 +86,9 @@ class PlanCoster:
         self._loads: dict[tuple, OpLoad] = {}
         self._epochs: dict[tuple, EpochTiming] = {}
         self._outputs: dict[str, tuple[str, ...]] = {}
-        for out in graph.output_names:
-            self._outputs[graph.output_source(out)] = (*self._outputs.get(graph.output_source(out), ()), out)
+        for out in graph.output_names:   # a loopback output writes its target's queue
+            queue = graph.node(out).loopback or out
+            self._outputs[graph.output_source(out)] = (*self._outputs.get(graph.output_source(out), ()), queue)
         self._operands: dict[str, list[NetlistInput]] = {}
         self._op_users = {n.name: [u for u, _ in graph.users(n.name) if graph.node(u).kind == "op"]
                           for n in graph.nodes("op")}
@@ -170,7 +171,7 @@ class PlanCoster:
             else:
                 buffers = host_queue_grid(self.graph.node(inp.src).shape, self.device)
                 reads.append(on_dram(nbytes, inp.src, buffers[0] * buffers[1], once=local))
-        writes = [Transfer(facts.out_bytes, "pcie") if self.links.outputs == "pcie"
+        writes = [Transfer(facts.out_bytes, "pcie") if self.links.outputs == "pcie" and out in self.graph.output_names
                   else on_dram(facts.out_bytes, out, model.cores) for out in facts.outputs]
         if later_users:
             writes.append(on_dram(facts.out_bytes, e2e_queue(name), model.cores))

@@ -15,7 +15,7 @@ from .op_model import BalancerError
 from .plan import Constraints, Placement
 from .plan_cost import IoLinks, PlanCoster
 from .planner import cpsat_plan, greedy_bounds
-from .schedule import op_schedule
+from .schedule import epoch_type_breaks, op_schedule
 
 POLICIES = {"default": "CP-SAT", "CP-SAT": "CP-SAT", "Greedy": "Greedy", "NLP": "Greedy",
             "SingleOpPerEpoch": "SingleOpPerEpoch"}
@@ -29,6 +29,7 @@ def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int)
                             f"legal: {', '.join(POLICIES)}")
     schedule = op_schedule(graph, config.scheduler_constraints)
     constraints = Constraints.from_config(config, schedule)
+    constraints = dataclasses.replace(constraints, breaks=constraints.breaks | epoch_type_breaks(graph, schedule))
     coster = PlanCoster(graph, device, IoLinks.from_config(config), microbatch)
     table = CandidateTable(graph, device, config, coster, constraints.grids)
     candidates = {name: table(name) for name in schedule}

@@ -3,6 +3,10 @@ sparse-matmul operands, outputs and epoch-to-epoch queues, each with its grid of
 lifetime (in epochs) and the ops that read it. The DRAM placement (`dram.py`), the plan's cost and the netlist
 writer all read this one plan.
 
+Training: a parameter, optimizer state or gradient accumulator that an op writes back (loopback) is a ram with its
+writer's blocking; an epoch-to-epoch queue read by epochs of another type (forward activations the backward
+epochs read) is static, since its writer and readers run in different programs.
+
 Layout: a queue an op writes has the op's blocking (one buffer per core of the writer, as the backend requires); a
 queue the host writes (graph input, parameter, constant) is split into as many buffers as the device has DRAM
 channels where its tiles allow (`host_queue_grid`), so its readers' traffic spreads over the channels (the legacy
@@ -19,13 +23,14 @@ import functools
 
 from ..dataformat import DataFormat
 from ..device import DeviceSpec
-from ..ir import Graph
+from ..ir import Graph, epoch_types, loopback_writers
 from ..netlist.sizes import QUEUE_HEADER_BYTES
 from .op_model import (SPARSE_QUEUES, OpModel, best_ublock, divisors, e2e_queue, sparse_queue_operands,
                        sparse_tiles_df, tiles_of)
 
 GROUPS = {"input": "input", "parameter": "parameter", "constant": "constant", "sparse": "constant",
-          "output": "output", "e2e": "epoch_to_epoch"}
+          "output": "output", "e2e": "epoch_to_epoch", "optimizer_parameter": "optimizer_parameter",
+          "optimizer_state": "optimizer_state", "gradient_accumulator": "grad_accumulator", "loss_gradient": "loss"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,11 +104,21 @@ def plan_queues(graph: Graph, models: dict[str, OpModel], epoch_of: dict[str, in
         return QueuePlan(node.name, kind, "HOST", qtype, entries, grid, *_blocking_on(node.shape, grid), node.df, loc,
                          readers=tuple(sorted(readers.get(node.name, ()))))
 
+    writers = loopback_writers(graph)
     for node in graph.inputs():
-        queues[node.name] = host_queue(node, "input", "queue", microbatch, "host" if inputs_on_host else "dram")
+        queues[node.name] = host_queue(node, node.role or "input", "queue", microbatch,
+                                       "host" if inputs_on_host else "dram")
     for node in graph.nodes():
-        if node.kind in ("parameter", "constant") and graph.users(node.name):
-            queues[node.name] = host_queue(node, node.kind, "ram", 1, "dram")
+        if node.kind not in ("parameter", "constant") or not (graph.users(node.name) or node.name in writers):
+            continue
+        kind = node.role if node.role not in ("", "trained") else node.kind
+        queue = host_queue(node, kind, "ram", 1, "dram")
+        if node.name in writers:
+            w = writers[node.name]
+            m = models[w]
+            queue = dataclasses.replace(queue, writer=w, grid=m.grid, t=m.t, mblock=m.mblock, ublock=m.ublock,
+                                        writer_epoch=epoch_of[w])
+        queues[node.name] = queue
     for name, model in models.items():
         if graph.node(name).op_type != "sparse_matmul":
             continue
@@ -114,16 +129,21 @@ def plan_queues(graph: Graph, models: dict[str, OpModel], epoch_of: dict[str, in
             queues[queue] = QueuePlan(queue, "sparse", "HOST", "ram", 1, (model.grid[0], 1), 1,
                                       (1, values.shape[-1] // 32), (1, 1), df, "dram", readers=(name,))
     for out in graph.outputs():
+        if out.loopback is not None:
+            continue
         src = graph.output_source(out.name)
         m = models[src]
         queues[out.name] = QueuePlan(out.name, "output", src, "queue", microbatch, m.grid, m.t, m.mblock, m.ublock,
                                      graph.node(src).df, "host" if outputs_on_host else "dram",
                                      writer_epoch=epoch_of[src])
+    types = epoch_types(graph)
     for name, m in models.items():
         later = sorted(u for u, _ in graph.users(name) if graph.node(u).kind == "op" and epoch_of[u] > epoch_of[name])
         if later:
             queue = e2e_queue(name)
+            lifetime = (epoch_of[name], max(epoch_of[u] for u in later))
+            if any(types[u] != types[name] for u in later):
+                lifetime = None
             queues[queue] = QueuePlan(queue, "e2e", name, "queue", microbatch, m.grid, m.t, m.mblock, m.ublock,
-                                      graph.node(name).df, "dram", (epoch_of[name], max(epoch_of[u] for u in later)),
-                                      tuple(later), epoch_of[name])
+                                      graph.node(name).df, "dram", lifetime, tuple(later), epoch_of[name])
     return queues

@@ -1,11 +1,12 @@
 """The op schedule every balancing policy splits into epochs: a deterministic topological order of the Buda
 graph's ops (ties broken by the order ops were added) that also keeps each `add_schedule_constraint` partial
-ordering (op i before op i + 1)."""
+ordering (op i before op i + 1); a training graph's forward ops come first, then the backward ops, then the
+optimizer's (each epoch holds ops of one type: `epoch_type_breaks`)."""
 from __future__ import annotations
 
 import networkx as nx
 
-from ..ir import Graph
+from ..ir import EPOCH_TYPES, Graph, epoch_types
 from .op_model import BalancerError
 
 
@@ -19,12 +20,20 @@ def op_schedule(graph: Graph, orderings: list[list[str]]) -> list[str]:
     for ordering in orderings:
         if all(n in order for n in ordering):   # else the ordering of another device segment (`check_orderings`)
             order.add_edges_from(zip(ordering, ordering[1:]))
+    types = epoch_types(graph)
+    rank = {t: k for k, t in enumerate(EPOCH_TYPES)}
     try:
-        return list(nx.lexicographical_topological_sort(order, key=lambda n: graph.node(n).order))
+        return list(nx.lexicographical_topological_sort(order, key=lambda n: (rank[types[n]], graph.node(n).order)))
     except nx.NetworkXUnfeasible:
         cycle = " -> ".join(a for a, _ in nx.find_cycle(order))
         raise BalancerError(f"add_schedule_constraint: the orderings {orderings!r} contradict the graph's "
                             f"dependencies (cycle {cycle}); an op can only be scheduled after the ops it reads") from None
+
+
+def epoch_type_breaks(graph: Graph, schedule: list[str]) -> set[str]:
+    """The first op of each epoch type after the first: where a training schedule must start a new epoch."""
+    types = epoch_types(graph)
+    return {b for a, b in zip(schedule, schedule[1:]) if types[a] != types[b]}
 
 
 def check_orderings(orderings: list[list[str]], graphs: list[Graph]) -> None:

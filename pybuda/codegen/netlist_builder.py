@@ -15,14 +15,19 @@ from ..balancer.op_model import (BUF_SIZE_MB, SPARSE_QUEUES, buda_op_type, e2e_q
 from ..balancer.queues import QueuePlan
 from ..dataformat import NOC_ALIGN, MathFidelity
 from ..device import DeviceSpec
-from ..ir import Graph
-from ..netlist.model import (Attributes, Devices, EndLoop, Execute, FusedOp, FusedSubOp, Graph as NetlistGraph, Loop,
-                             Netlist, Op, Param, Program, Queue, QueueAlloc, QueueSettings, Var, VarInst)
+from ..ir import Graph, epoch_types, gradient_ops, loopback_writers
+from ..netlist.model import Attributes, Devices, FusedOp, FusedSubOp, Graph as NetlistGraph, Netlist, Op, Queue
+from .programs import ProgramBuilder
 
 
-def graph_name(arch: str, epoch: int) -> str:
-    """Legacy epoch graph names: fwd_0_<e> on grayskull, fwd_0_<e>_temporal_epoch_<e> otherwise."""
-    return f"fwd_0_{epoch}" if arch == "grayskull" else f"fwd_0_{epoch}_temporal_epoch_{epoch}"
+_PREFIX = {"forward": "fwd", "backward": "bwd", "optimizer": "opt"}
+
+
+def graph_name(arch: str, epoch: int, epoch_type: str = "forward") -> str:
+    """Legacy epoch graph names: fwd_0_<e> on grayskull, fwd_0_<e>_temporal_epoch_<e> otherwise (bwd_ and opt_
+    for backward and optimizer epochs)."""
+    prefix = _PREFIX[epoch_type]
+    return f"{prefix}_0_{epoch}" if arch == "grayskull" else f"{prefix}_0_{epoch}_temporal_epoch_{epoch}"
 
 
 def format_tm(tm: tuple) -> tuple:
@@ -58,22 +63,44 @@ def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, confi
     e2e = {plan.writer: name for name, plan in placement.queues.items() if plan.kind == "e2e"}
     graphs: dict[str, NetlistGraph] = {}
     reads: dict[int, list[str]] = {}
+    writes: dict[int, list[str]] = {}
+    names: dict[int, str] = {}
+    types = epoch_types(bgraph)
+    grads = gradient_ops(bgraph)
+    written = {op: target for target, op in loopback_writers(bgraph).items()}
     fused = _FusedOps(bgraph, placement, device)
     for name, placed in placement.placed.items():
-        gname = graph_name(device.arch, placed.epoch)
+        gname = names.setdefault(placed.epoch, graph_name(device.arch, placed.epoch, types[name]))
         graph = graphs.get(gname)
         if graph is None:
             graph = graphs[gname] = NetlistGraph(name=gname, target_device=0, input_count=microbatch)
         op = _op_entry(bgraph, name, placement, e2e, epoch_of, reads.setdefault(placed.epoch, []), gname)
         if op.type == "fused_op":
             op.attributes = dataclasses.replace(op.attributes or Attributes(), fused_op_id=fused.id_of(name))
+        if name in grads:
+            op.gradient_op = True
+        if name in written:
+            writes.setdefault(placed.epoch, []).append(written[name])
         graph.ops[name] = op
     queue_order = {q: i for i, q in enumerate(queues)}
     for epoch in reads:
         reads[epoch] = sorted(set(reads[epoch]), key=queue_order.get)
-    program = _program(queues, reads, placement, device, microbatch)
-    return Netlist(devices=Devices(device.arch), queues=queues, graphs=graphs, programs=[program],
+    dynamic = placement.dram.dynamic if placement.dram else frozenset()
+    builder = ProgramBuilder(queues, reads, writes, names, {q: placement.queues[q].lifetime for q in queues
+                                                            if q in dynamic}, placement.prologue, microbatch)
+    epochs = sorted(names)
+    if set(types.values()) == {"forward"}:
+        programs = [builder.inference(epochs)]
+    else:
+        by_type = {t: [e for e in epochs if types[_first_op(placement, e)] == t] for t in ("forward", "backward",
+                                                                                           "optimizer")}
+        programs = builder.training(by_type, sorted(written[op] for op in grads))
+    return Netlist(devices=Devices(device.arch), queues=queues, graphs=graphs, programs=programs,
                    fused_ops=fused.definitions or None, queue_groups=groups)
+
+
+def _first_op(placement: Placement, epoch: int) -> str:
+    return next(n for n, p in placement.placed.items() if p.epoch == epoch)
 
 
 class _FusedOps:
@@ -151,45 +178,3 @@ def _op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_o
               in_df=in_df, out_df=node.df, intermed_df=node.intermed_df, acc_df=node.acc_df,
               math_fidelity=MathFidelity.parse(node.math_fidelity), input_tms=tms,
               attributes=op_attributes(bgraph, name, m))
-
-
-def _program(queues: dict, reads: dict, placement: Placement, device: DeviceSpec, microbatch: int) -> Program:
-    fifo = [q for q in queues if queues[q].type == "queue" and any(q in r for r in reads.values())]
-    ptr = {q: i for i, q in enumerate(fifo)}
-    dynamic = placement.dram.dynamic if placement.dram else frozenset()
-    allocate: dict[int, list[str]] = {}
-    free: dict[int, list[str]] = {}
-    for q in queues:
-        if q in dynamic:
-            first, last = placement.queues[q].lifetime
-            allocate.setdefault(first, []).append(q)
-            free.setdefault(last, []).append(q)
-    instructions: list = [Param(names=["$p_loop_count"]),
-                          Var(opcode="var", vars={"$c_microbatch_size": microbatch, "$c_one": 1, "$c_zero": 0})]
-    if fifo:
-        static = {}
-        for q in fifo:
-            static[f"$gptr_q{ptr[q]}"] = 0
-            static[f"$lptr_q{ptr[q]}"] = 0
-        instructions.append(Var(opcode="staticvar", vars=static))
-    instructions.append(Loop(count="$p_loop_count"))
-    for epoch in sorted(set(reads) | {p.epoch for p in placement.placed.values()}):
-        settings = {}
-        for q in reads.get(epoch, ()):
-            if queues[q].type == "queue":
-                settings[q] = QueueSettings(prologue=False, epilogue=False, zero=False,
-                                            rd_ptr_local=f"$lptr_q{ptr[q]}", rd_ptr_global=f"$gptr_q{ptr[q]}")
-            else:
-                settings[q] = QueueSettings(prologue=placement.prologue.get(q, False), epilogue=False, zero=False,
-                                            rd_ptr_global="$c_zero", wr_ptr_global="$c_zero")
-        if epoch in allocate:
-            instructions.append(QueueAlloc(opcode="allocate_queue", queues=allocate[epoch]))
-        instructions.append(Execute(graph_name=graph_name(device.arch, epoch), queue_settings=settings))
-        if epoch in free:
-            instructions.append(QueueAlloc(opcode="deallocate_queue", queues=free[epoch]))
-    for q in fifo:
-        wrap = 2 * queues[q].entries
-        instructions.append(VarInst(dst=f"$gptr_q{ptr[q]}", op="incwrap", args=["$c_microbatch_size", wrap]))
-        instructions.append(VarInst(dst=f"$lptr_q{ptr[q]}", op="incwrap", args=["$c_microbatch_size", wrap]))
-    instructions.append(EndLoop())
-    return Program(name="run_fwd_0", instructions=instructions)

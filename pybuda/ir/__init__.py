@@ -1,5 +1,7 @@
 """The graph IR shared by every compile stage."""
 from .graph import Graph, Node, Operand, GraphError, as_operand
+from .epoch_types import EPOCH_TYPES, epoch_types, gradient_ops, loopback_writers
 from ..arch.tms import TM, apply_tms, tm_shape
 
-__all__ = ["Graph", "Node", "Operand", "GraphError", "as_operand", "TM", "apply_tms", "tm_shape"]
+__all__ = ["Graph", "Node", "Operand", "GraphError", "as_operand", "TM", "apply_tms", "tm_shape", "EPOCH_TYPES",
+           "epoch_types", "gradient_ops", "loopback_writers"]

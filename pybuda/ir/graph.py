@@ -20,6 +20,11 @@ from ..dataformat import DataFormat, MathFidelity
 
 KINDS = ("input", "parameter", "constant", "op", "output")
 
+# Training roles: an input carrying the loss's gradient of a model output; parameters the optimizer trains, its
+# state (momentum, moments), its per-step scalars (learning rate, bias corrections) and the gradient accumulators
+# the backward pass sums into.
+ROLES = ("loss_gradient", "trained", "optimizer_state", "optimizer_parameter", "gradient_accumulator")
+
 
 class GraphError(ValueError):
     """A malformed graph operation (unknown node, duplicate name, bad operand)."""
@@ -46,6 +51,14 @@ class Node:
     acc_df: DataFormat | None = None           # Buda op: accumulation format
     math_fidelity: MathFidelity | None = None  # Buda op
     host_transforms: tuple = ()                # input/output: (op_type, attrs) the host applies, in order
+    role: str = ""                             # training: see ROLES
+    loopback: str | None = None                # output: the parameter-like node whose queue it writes back into
+
+    @property
+    def mutable(self) -> bool:
+        """A parameter-like node whose value the program changes (trained parameters, optimizer state and
+        parameters, gradient accumulators): never folded into constants or copied on the host."""
+        return self.kind == "parameter" and bool(self.role)
 
     @property
     def framework_op_type(self) -> str | None:
@@ -114,10 +127,11 @@ class Graph:
             self._g.add_edge(o.src, name, key=port, tms=tuple(o.tms))
         return name
 
-    def add_output(self, name: str, src: str) -> str:
+    def add_output(self, name: str, src: str, loopback: str | None = None) -> str:
+        """An output reading `src`; with `loopback`, it writes `src` back into that parameter-like node."""
         self._cache.clear()
         self.output_names.append(name)
-        self._add(Node(name, "output", self.node(src).shape, self.node(src).df))
+        self._add(Node(name, "output", self.node(src).shape, self.node(src).df, loopback=loopback))
         self._g.add_edge(src, name, key=0, tms=())
         return name
 

@@ -50,5 +50,16 @@ def _lower(ctx):
                   pad_zero=x.pad_zero, replicated=x.replicated)
 
 
+def _backward(ctx, index, grad):
+    """The gradient passes where lo < x < hi."""
+    lo, hi = _bounds(ctx.attrs)
+    x = ctx.operand(0)
+    if lo > -math.inf:
+        grad = ctx.op("multiply", [grad, ctx.op("heaviside", [ctx.op("subtract", [x, ctx.scalar(lo)])])])
+    if hi < math.inf:
+        grad = ctx.op("multiply", [grad, ctx.op("heaviside", [ctx.op("subtract", [ctx.scalar(hi), x])])])
+    return grad
+
+
 register(OpDef("clip", lambda shapes, attrs: shapes[0], _eval, kind="unary",
-               decompose=_decompose, lower=_lower))
+               decompose=_decompose, lower=_lower, backward=_backward))

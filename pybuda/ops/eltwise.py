@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import broadcast_shapes, gelu
+from .common import broadcast_shapes, erf, gelu
 from .registry import OpDef, OpError, register
 
 
@@ -55,13 +55,65 @@ _UNARY = {
     "cosine": (np.cos, "cosine", False),
 }
 
+# Backward rules (ctx: pybuda.passes.autograd.BackwardContext): d(out)/d(x) times the output's gradient g.
+def _times(ctx, grad, *factors):
+    out = grad
+    for f in factors:
+        out = ctx.op("multiply", [out, f])
+    return out
+
+
+_UNARY_BACKWARD = {
+    "exp": lambda ctx, i, g: _times(ctx, g, ctx.output),
+    "log": lambda ctx, i, g: _times(ctx, g, ctx.op("reciprocal", [ctx.operand(0)])),
+    "sqrt": lambda ctx, i, g: _times(ctx, g, ctx.op("reciprocal", [ctx.output]), ctx.scalar(0.5)),
+    "reciprocal": lambda ctx, i, g: _times(ctx, g, ctx.op("square", [ctx.output]), ctx.scalar(-1.0)),
+    "sigmoid": lambda ctx, i, g: _times(ctx, g, ctx.output, ctx.op("subtract", [ctx.scalar(1.0), ctx.output])),
+    "tanh": lambda ctx, i, g: _times(ctx, g, ctx.op("subtract", [ctx.scalar(1.0), ctx.op("square", [ctx.output])])),
+    "abs": lambda ctx, i, g: _times(ctx, g, ctx.op("subtract", [_times(ctx, ctx.op("heaviside", [ctx.operand(0)]),
+                                                                    ctx.scalar(2.0)), ctx.scalar(1.0)])),
+    "square": lambda ctx, i, g: _times(ctx, g, ctx.operand(0), ctx.scalar(2.0)),
+    "sine": lambda ctx, i, g: _times(ctx, g, ctx.op("cosine", [ctx.operand(0)])),
+    "cosine": lambda ctx, i, g: _times(ctx, g, ctx.op("sine", [ctx.operand(0)]), ctx.scalar(-1.0)),
+}
+
 for _name, (_fn, _buda, _zp) in _UNARY.items():
     register(OpDef(_name, _same_shape, (lambda fn: lambda v, a: fn(v[0]))(_fn), buda=True, kind="unary",
-                   zero_preserving=_zp, lower=_lower_unary(_buda, _zp)))
+                   zero_preserving=_zp, lower=_lower_unary(_buda, _zp), backward=_UNARY_BACKWARD[_name]))
+
+
+def gelu_derivative(x: np.ndarray, approximate: str = "none") -> np.ndarray:
+    """d gelu(x) / dx (exact erf form, or the derivative of the tanh approximation)."""
+    x = np.asarray(x, dtype=np.float64)
+    if approximate == "tanh":
+        k = np.sqrt(2.0 / np.pi)
+        th = np.tanh(k * (x + 0.044715 * x ** 3))
+        return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * k * (1.0 + 3 * 0.044715 * x * x)
+    return 0.5 * (1.0 + erf(x / np.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / np.sqrt(2.0 * np.pi)
+
+
+_gelu_mode = lambda a: {"approximate_mode": a.get("approximate", "none") == "tanh"}  # noqa: E731
+register(OpDef("gelu_derivative", _same_shape, lambda v, a: gelu_derivative(v[0], a.get("approximate", "none")),
+               buda=True, kind="unary", lower=_lower_unary("gelu_derivative", False, _gelu_mode)))
 
 register(OpDef("gelu", _same_shape, lambda v, a: gelu(v[0], a.get("approximate", "none")), buda=True,
-               kind="unary", zero_preserving=True,
-               lower=_lower_unary("gelu", True, lambda a: {"approximate_mode": a.get("approximate", "none") == "tanh"})))
+               kind="unary", zero_preserving=True, lower=_lower_unary("gelu", True, _gelu_mode),
+               backward=lambda ctx, i, g: _times(ctx, g, ctx.op("gelu_derivative", [ctx.operand(0)],
+                                                                {"approximate": ctx.attrs.get("approximate", "none")}))))
+
+# The device has no compare op: a mask of x > 0 is min(max(x * 2^15, 0), 1), as the legacy compiler lowered
+# comparisons; exact wherever |x| >= 2^-15 (a value closer to 0 gets a fraction of its gradient).
+HEAVISIDE_SCALE = 2.0 ** 15
+
+
+def _decompose_heaviside(ctx):
+    scaled = ctx.op("multiply", [ctx.operands[0], ctx.constant(np.array(HEAVISIDE_SCALE, dtype=np.float32))])
+    ctx.replace(ctx.op("clip", [scaled], {"min": 0.0, "max": 1.0}))
+
+
+register(OpDef("heaviside", _same_shape, lambda v, a: (v[0] > 0).astype(np.float32), kind="unary",
+               decompose=_decompose_heaviside))
+
 
 def _lower_power(ctx):
     (x,) = ctx.operands
@@ -72,23 +124,48 @@ def _lower_power(ctx):
     return ctx.op("power", [x], {"exp": int(e)}, pad_zero=pz, replicated=x.replicated)
 
 
+def _power_backward(ctx, index, grad):
+    e = float(ctx.attrs.get("exponent", ctx.attrs.get("exp")))
+    if e == 1.0:
+        return grad
+    lower = ctx.op("power", [ctx.operand(0)], {"exponent": e - 1.0}) if e != 2.0 else ctx.operand(0)
+    return _times(ctx, grad, lower, ctx.scalar(e))
+
+
 register(OpDef("power", _same_shape, lambda v, a: np.power(v[0], float(a.get("exponent", a.get("exp")))), buda=True,
-               kind="unary",
-               lower=_lower_power))
+               kind="unary", lower=_lower_power, backward=_power_backward))
 
 # Buda datacopy with optional packer relu (netlist attributes relu_en/relu_threshold/relu_mode).
 register(OpDef("nop", _same_shape, lambda v, a: _relu_eval(v[0], a), buda=True, kind="unary",
-               zero_preserving=True, lower=_lower_unary("nop", True)))
+               zero_preserving=True, lower=_lower_unary("nop", True),
+               backward=lambda ctx, i, g: g if not ctx.attrs.get("relu_en") else _relu_backward(ctx, g,
+                                                                                                 _relu_attrs_of(ctx.attrs))))
 
 
 def _relu_attrs(a):
     return {"relu_en": True, "relu_threshold": float(a.get("threshold", 0.0)), "relu_mode": a.get("mode", "min")}
 
 
+def _relu_attrs_of(netlist_attrs):
+    return {"threshold": netlist_attrs.get("relu_threshold", 0.0), "mode": netlist_attrs.get("relu_mode", "min")}
+
+
+def _relu_backward(ctx, grad, attrs=None):
+    """Gradient passes where the relu passes its input: x > threshold (mode min) or 0 < x < threshold (max)."""
+    attrs = ctx.attrs if attrs is None else attrs
+    x, thr = ctx.operand(0), float(attrs.get("threshold", 0.0))
+    if attrs.get("mode", "min") == "max":
+        below = ctx.op("heaviside", [ctx.op("subtract", [ctx.scalar(thr), x])])
+        return _times(ctx, grad, ctx.op("heaviside", [x]), below)
+    shifted = x if thr == 0.0 else ctx.op("subtract", [x, ctx.scalar(thr)])
+    return _times(ctx, grad, ctx.op("heaviside", [shifted]))
+
+
 register(OpDef("relu", _same_shape,
                lambda v, a: _relu_eval(v[0], {"relu_en": True, **{k: a[k2] for k, k2 in
                                               (("relu_threshold", "threshold"), ("relu_mode", "mode")) if k2 in a}}),
-               kind="unary", zero_preserving=True, lower=_lower_unary("nop", True, _relu_attrs)))
+               kind="unary", zero_preserving=True, lower=_lower_unary("nop", True, _relu_attrs),
+               backward=lambda ctx, i, g: _relu_backward(ctx, g)))
 
 
 def _decompose_identity(ctx):
@@ -103,7 +180,8 @@ def _decompose_dropout(ctx):
 
 
 register(OpDef("dropout", _same_shape, lambda v, a: v[0], kind="unary", decompose=_decompose_dropout))
-register(OpDef("identity", _same_shape, lambda v, a: v[0], kind="unary", decompose=_decompose_identity))
+register(OpDef("identity", _same_shape, lambda v, a: v[0], kind="unary", decompose=_decompose_identity,
+               backward=lambda ctx, i, g: g))
 
 
 # ---- binary ---------------------------------------------------------------------------------------
@@ -119,15 +197,23 @@ def _lower_binary(buda_type: str, pad_rule):
     return lower
 
 
+def _maximum_backward(ctx, index, grad):
+    """The gradient goes to the larger operand (to the second on a tie)."""
+    a, b = ctx.operand(0), ctx.operand(1)
+    first = ctx.op("heaviside", [ctx.op("subtract", [a, b])])
+    mask = first if index == 0 else ctx.op("subtract", [ctx.scalar(1.0), first])
+    return _times(ctx, grad, mask)
+
+
 _BINARY = {
-    "add": (np.add, lambda p, q: p and q),
-    "subtract": (np.subtract, lambda p, q: p and q),
-    "multiply": (np.multiply, lambda p, q: p or q),
-    "maximum": (np.maximum, lambda p, q: p and q),
+    "add": (np.add, lambda p, q: p and q, lambda ctx, i, g: g),
+    "subtract": (np.subtract, lambda p, q: p and q, lambda ctx, i, g: g if i == 0 else _times(ctx, g, ctx.scalar(-1.0))),
+    "multiply": (np.multiply, lambda p, q: p or q, lambda ctx, i, g: _times(ctx, g, ctx.operand(1 - i))),
+    "maximum": (np.maximum, lambda p, q: p and q, _maximum_backward),
 }
-for _name, (_fn, _rule) in _BINARY.items():
+for _name, (_fn, _rule, _bw) in _BINARY.items():
     register(OpDef(_name, _bcast, (lambda fn: lambda v, a: fn(v[0], v[1]))(_fn), arity=(2, 2), buda=True,
-                   kind="binary", lower=_lower_binary(_name, _rule)))
+                   kind="binary", lower=_lower_binary(_name, _rule), backward=_bw))
 
 
 def _decompose_divide(ctx):

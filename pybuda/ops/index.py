@@ -195,5 +195,11 @@ def _lower_concat(ctx):
     return acc
 
 
+def _concat_backward(ctx, index, grad):
+    d = int(ctx.attrs["dim"])
+    start = sum(ctx.shape(k)[d] for k in range(index))
+    return ctx.op("narrow", [grad], {"dim": d, "start": start, "length": ctx.shape(index)[d]})
+
+
 register(OpDef("concatenate", _concat_shape, lambda v, a: np.concatenate(v, axis=int(a["dim"])), arity=(1, 64),
-               kind="tm", lower=_lower_concat))
+               kind="tm", lower=_lower_concat, backward=_concat_backward))

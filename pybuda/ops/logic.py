@@ -65,4 +65,5 @@ def _decompose_cast(ctx):
         ctx.replace(ctx.operands[0])
 
 
-register(OpDef("cast", lambda s, a: s[0], _cast_eval, kind="unary", decompose=_decompose_cast))
+register(OpDef("cast", lambda s, a: s[0], _cast_eval, kind="unary", decompose=_decompose_cast,
+               backward=lambda ctx, i, g: g))

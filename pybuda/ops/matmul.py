@@ -42,4 +42,12 @@ def _lower(ctx):
     return ctx.op("matmul", [a, b], {}, pad_zero=(a.pad_zero[0], b.pad_zero[1]))
 
 
-register(OpDef("matmul", _shape, _eval, arity=(2, 3), buda=True, kind="matmul", lower=_lower))
+def _backward(ctx, index, grad):
+    """d(A @ B): grad @ B^T for A, A^T @ grad for B (batch dims the operand broadcast over are summed after)."""
+    if len(ctx.operands) != 2 or ctx.attrs.get("accumulate"):
+        raise OpError(f"op {ctx.node.name!r}: no backward rule for a matmul with bias or z accumulation")
+    other = ctx.op("transpose", [ctx.operand(1 - index)], {"dim0": -2, "dim1": -1})
+    return ctx.op("matmul", [grad, other] if index == 0 else [other, grad])
+
+
+register(OpDef("matmul", _shape, _eval, arity=(2, 3), buda=True, kind="matmul", lower=_lower, backward=_backward))

@@ -76,12 +76,31 @@ def _lower_max(ctx):
                   logical_shape=ctx.node.shape)
 
 
+def _spread(ctx, grad):
+    """The gradient of a keep_dim reduction broadcast back over the reduced dim."""
+    if not ctx.attrs.get("keep_dim", True):
+        raise OpError(f"op {ctx.node.name!r}: backward of a reduction without keep_dim (decompose it first)")
+    return ctx.op("broadcast", [grad], {"shape": list(ctx.shape(0))})
+
+
+def _avg_backward(ctx, index, grad):
+    n = ctx.shape(0)[norm_dim(int(ctx.attrs["dim"]), len(ctx.shape(0)))]
+    return ctx.op("multiply", [_spread(ctx, grad), ctx.scalar(1.0 / n)])
+
+
+def _max_backward(ctx, index, grad):
+    """The gradient goes to every position equal to the maximum (max - x <= 0 there)."""
+    at_max = ctx.op("subtract", [ctx.scalar(1.0),
+                                 ctx.op("heaviside", [ctx.op("subtract", [ctx.output, ctx.operand(0)])])])
+    return ctx.op("multiply", [_spread(ctx, grad), at_max])
+
+
 register(OpDef("reduce_sum", _shape, _evaluator(np.sum), kind="reduce", decompose=_decompose_keep_dim,
-               lower=_lower_sum_like(False)))
+               lower=_lower_sum_like(False), backward=lambda ctx, i, g: _spread(ctx, g)))
 register(OpDef("reduce_avg", _shape, _evaluator(np.mean), kind="reduce", decompose=_decompose_keep_dim,
-               lower=_lower_sum_like(True)))
+               lower=_lower_sum_like(True), backward=_avg_backward))
 register(OpDef("reduce_max", _shape, _evaluator(np.max), kind="reduce", decompose=_decompose_keep_dim,
-               lower=_lower_max))
+               lower=_lower_max, backward=_max_backward))
 
 
 # ---- Buda reduce: tile-level semantics on 4-D padded arrays --------------------------------------

@@ -32,6 +32,9 @@ class OpDef:
     kind: str = "other"                        # unary | binary | matmul | reduce | tm | nn | other
     zero_preserving: bool = False              # unary: f(0) == 0, so zero padding stays zero
     tm: bool = False                           # pure data movement (reshape, transpose, slices...)
+    # fn(ctx: BackwardContext, index, grad) -> the gradient of operand `index` (a node name) given the gradient
+    # `grad` of the op's output; a result of the output's (broadcast) shape is reduced to the operand's shape
+    backward: Callable | None = None
 
 
 _REGISTRY: dict[str, OpDef] = {}

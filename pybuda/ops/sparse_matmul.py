@@ -55,4 +55,11 @@ def _lower(ctx):
     return dataclasses.replace(y, tms=(("vstack", t),), shape=ctx.node.shape)
 
 
-register(OpDef("sparse_matmul", _shape, _eval, buda=True, kind="matmul", lower=_lower))
+def _backward(ctx, index, grad):
+    """d(S @ x)/dx: S^T @ grad."""
+    if int(ctx.attrs.get("t", 1)) > 1:
+        raise OpError(f"op {ctx.node.name!r}: no backward rule for a t-sliced sparse matmul (a Buda-level form)")
+    return ctx.op("sparse_matmul", [grad], {"sparse": ctx.attrs["sparse"].transposed()})
+
+
+register(OpDef("sparse_matmul", _shape, _eval, buda=True, kind="matmul", lower=_lower, backward=_backward))

@@ -39,8 +39,12 @@ def _lower_transpose(ctx):
     return _lower_as_reshape(ctx, x)
 
 
+def _transpose_backward(ctx, index, grad):
+    return ctx.op("transpose", [grad], {"dim0": ctx.attrs["dim0"], "dim1": ctx.attrs["dim1"]})
+
+
 register(OpDef("transpose", _transpose_shape, lambda v, a: np.swapaxes(v[0], int(a["dim0"]), int(a["dim1"])),
-               kind="tm", tm=True, lower=_lower_transpose))
+               kind="tm", tm=True, lower=_lower_transpose, backward=_transpose_backward))
 
 
 def _permute_shape(shapes, attrs):
@@ -60,7 +64,10 @@ def _lower_permute(ctx):
 
 
 register(OpDef("permute", _permute_shape, lambda v, a: np.transpose(v[0], [int(i) for i in a["axes"]]),
-               kind="tm", tm=True, lower=_lower_permute))
+               kind="tm", tm=True, lower=_lower_permute,
+               backward=lambda ctx, i, g: ctx.op("permute", [g], {"axes": [int(a) for a in
+                                                                        np.argsort([int(a) % len(ctx.shape(0))
+                                                                                    for a in ctx.attrs["axes"]])]})))
 
 
 # ---- reshape --------------------------------------------------------------------------------------
@@ -145,7 +152,8 @@ def _lower_flatten_rows(ctx, x, out):
 
 
 register(OpDef("reshape", _reshape_shape, lambda v, a: v[0].reshape(_reshape_shape([v[0].shape], a)),
-               kind="tm", tm=True, lower=lambda ctx: _lower_as_reshape(ctx, ctx.operands[0])))
+               kind="tm", tm=True, lower=lambda ctx: _lower_as_reshape(ctx, ctx.operands[0]),
+               backward=lambda ctx, i, g: ctx.op("reshape", [g], {"shape": list(ctx.shape(0))})))
 
 
 # ---- slices and stacks (last three dims, tile-level semantics when aligned) -----------------------
@@ -206,8 +214,21 @@ def _stack_lower(kind):
     return lambda ctx: stack_tm(ctx, ctx.operands[0], kind, int(ctx.node.attrs["factor"]), ctx.node.shape)
 
 
+_INVERSE = {"hslice": "hstack", "hstack": "hslice", "vslice": "vstack", "vstack": "vslice"}
+
+
+def _stack_backward(kind):
+    def backward(ctx, index, grad):
+        out = ctx.op(_INVERSE[kind], [grad], {"factor": int(ctx.attrs["factor"])})
+        if len(ctx.shape(0)) < 3:  # the stack view added leading dims: drop them again
+            out = ctx.op("reshape", [out], {"shape": list(ctx.shape(0))})
+        return out
+    return backward
+
+
 for _k in ("hslice", "hstack", "vslice", "vstack"):
-    register(OpDef(_k, _stack_shape(_k), _stack_eval(_k), kind="tm", tm=True, lower=_stack_lower(_k)))
+    register(OpDef(_k, _stack_shape(_k), _stack_eval(_k), kind="tm", tm=True, lower=_stack_lower(_k),
+                   backward=_stack_backward(_k)))
 
 
 # ---- pad / narrow / fill_padding / broadcast ------------------------------------------------------
@@ -236,7 +257,15 @@ def _lower_pad(ctx):
     return ctx.relabel(x, out)
 
 
-register(OpDef("pad", _pad_shape, _pad_eval, kind="tm", tm=True, lower=_lower_pad))
+def _pad_backward(ctx, index, grad):
+    """The gradient of the kept part: narrow back along every padded dim."""
+    for d, (n, m) in enumerate(zip(ctx.shape(0), ctx.node.shape)):
+        if n != m:
+            grad = ctx.op("narrow", [grad], {"dim": d, "start": 0, "length": n})
+    return grad
+
+
+register(OpDef("pad", _pad_shape, _pad_eval, kind="tm", tm=True, lower=_lower_pad, backward=_pad_backward))
 
 
 def _narrow_shape(shapes, attrs):
@@ -298,7 +327,24 @@ def place(ctx, x, dim: int, src: np.ndarray, dst: np.ndarray, size: int, aux: st
     return ctx.op("matmul", [x, pk], {}, pad_zero=(x.pad_zero[0], True), logical_shape=tuple(out), aux=aux)
 
 
-register(OpDef("narrow", _narrow_shape, _narrow_eval, kind="tm", tm=True, lower=_lower_narrow))
+def _narrow_backward(ctx, index, grad):
+    """The gradient in place, zeros around it (a concatenation with zero constants)."""
+    shape = ctx.shape(0)
+    d = norm_dim(int(ctx.attrs["dim"]), len(shape))
+    start, length = int(ctx.attrs["start"]), int(ctx.attrs["length"])
+    parts = []
+    for size in (start, None, shape[d] - start - length):
+        if size is None:
+            parts.append(grad)
+        elif size:
+            zeros = list(shape)
+            zeros[d] = size
+            parts.append(ctx.constant(np.zeros(zeros, dtype=np.float32)))
+    return parts[0] if len(parts) == 1 else ctx.op("concatenate", parts, {"dim": d})
+
+
+register(OpDef("narrow", _narrow_shape, _narrow_eval, kind="tm", tm=True, lower=_lower_narrow,
+               backward=_narrow_backward))
 
 
 def _lower_fill_padding(ctx):
@@ -310,7 +356,8 @@ def _lower_fill_padding(ctx):
 
 
 # Logically the identity; on device it writes `value` into the tile padding along `dim`.
-register(OpDef("fill_padding", lambda s, a: s[0], lambda v, a: v[0], kind="tm", tm=True, lower=_lower_fill_padding))
+register(OpDef("fill_padding", lambda s, a: s[0], lambda v, a: v[0], kind="tm", tm=True, lower=_lower_fill_padding,
+               backward=lambda ctx, i, g: g))
 
 
 def _broadcast_shape(shapes, attrs):
@@ -323,4 +370,5 @@ def _broadcast_shape(shapes, attrs):
 
 
 register(OpDef("broadcast", _broadcast_shape, lambda v, a: np.broadcast_to(v[0], tuple(a["shape"])).copy(),
-               kind="tm", tm=True, lower=lambda ctx: ctx.broadcast_to(ctx.operands[0], ctx.node.shape)))
+               kind="tm", tm=True, lower=lambda ctx: ctx.broadcast_to(ctx.operands[0], ctx.node.shape),
+               backward=lambda ctx, i, g: g))  # autograd sums the gradient over the broadcast dims

@@ -29,7 +29,7 @@ def hoist_io_transforms(graph: Graph, config=None) -> Graph:
             inp.shape = node.shape
             graph.replace(user, inp.name)
     for out in graph.outputs():
-        while True:
+        while out.loopback is None:  # a loopback writes the parameter's own layout on the device
             (operand,) = graph.operands(out.name)
             node = graph.node(operand.src)
             if operand.tms or node.kind != "op" or node.op_type not in _OUTPUT_TMS \

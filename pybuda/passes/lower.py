@@ -159,7 +159,7 @@ class LowerContext:
         if axis in x.replicated:
             return x
         src = self.graph.node(x.src)
-        if src.kind in ("parameter", "constant") and not x.tms:
+        if src.kind in ("parameter", "constant") and not x.tms and not src.mutable:
             # constants are replicated on the host, along every size-1 dim at once (a scalar fills its tile)
             _, _, r, c = to4d(x.shape)
             axes = {a for a, n in (("r", r), ("c", c)) if n == 1} | {axis}
@@ -235,6 +235,18 @@ class LowerContext:
         return x
 
 
+def _loopback_writer(ctx: LowerContext, v: Lowered, target) -> Lowered:
+    """The op that writes `v` back into the parameter-like `target`: the value with the zero padding every reader
+    of a parameter assumes; a gradient accumulator gets a `nop` of its own (the gradient op, which sums into the
+    accumulator: it may feed nothing else)."""
+    if v.shape != target.shape:
+        raise OpError(f"the update of {target.name!r} has shape {v.shape}, the parameter {target.shape}")
+    v = ctx.mask_padding(v, rows=not v.pad_zero[0], cols=not v.pad_zero[1])
+    if target.role == "gradient_accumulator" or v.tms or ctx.graph.node(v.src).kind != "op":
+        v = ctx.op("nop", [v], {}, v.pad_zero, v.replicated, logical_shape=v.shape, aux="loopback_nop")
+    return v
+
+
 def lower(graph: Graph, config=None, arch: str | None = None) -> Graph:
     """Build the Buda graph of a decomposed and optimized PyBuda graph for `arch` (None: legal on every arch)."""
     bgraph = Graph(graph.name)
@@ -245,9 +257,14 @@ def lower(graph: Graph, config=None, arch: str | None = None) -> Graph:
             inp = bgraph.node(bgraph.add_input(name, padded4(node.shape)))
             inp.logical_shape, inp.host_transforms = node.shape, node.host_transforms
             values[name] = Lowered(name, (), node.shape)
+        elif node.role == "optimizer_parameter":
+            # a per-step scalar: the host writes it into its whole tile (replicated, no zero padding)
+            bgraph.add_parameter(name, np.full((1, 1, 32, 32), float(np.ravel(node.value)[0]), dtype=np.float32))
+            bgraph.node(name).logical_shape, bgraph.node(name).role = node.shape, node.role
+            values[name] = Lowered(name, (), node.shape, (False, False), frozenset({"r", "c"}))
         elif node.kind in ("parameter", "constant"):
             (bgraph.add_parameter if node.kind == "parameter" else bgraph.add_constant)(name, pad_value(node.value))
-            bgraph.node(name).logical_shape = node.shape
+            bgraph.node(name).logical_shape, bgraph.node(name).role = node.shape, node.role
             values[name] = Lowered(name, (), node.shape)
         elif node.kind == "op":
             opdef = registry.get(node.op_type)
@@ -265,9 +282,11 @@ def lower(graph: Graph, config=None, arch: str | None = None) -> Graph:
             values[name] = result
         else:  # output: device output queues read op outputs without TMs
             v = values[graph.operands(name)[0].src]
-            if v.tms or bgraph.node(v.src).kind != "op":
-                ctx = LowerContext(bgraph, graph.node(graph.operands(name)[0].src), [v], config, arch)
+            ctx = LowerContext(bgraph, graph.node(graph.operands(name)[0].src), [v], config, arch)
+            if node.loopback is not None:
+                v = _loopback_writer(ctx, v, graph.node(node.loopback))
+            elif v.tms or bgraph.node(v.src).kind != "op":
                 v = ctx.op("nop", [v], {}, v.pad_zero, v.replicated, logical_shape=v.shape, aux="output_nop")
-            out = bgraph.node(bgraph.add_output(name, v.src))
+            out = bgraph.node(bgraph.add_output(name, v.src, loopback=node.loopback))
             out.logical_shape, out.host_transforms = v.shape, node.host_transforms
     return bgraph

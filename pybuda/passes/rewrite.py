@@ -66,7 +66,7 @@ class Pattern:
 
 
 ANY = Pattern(node_kinds=("input", "parameter", "constant", "op"))
-CONSTANT = Pattern(node_kinds=("parameter", "constant"))
+CONSTANT = Pattern(node_kinds=("parameter", "constant"), where=lambda graph, node: not node.mutable)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,6 +15,8 @@ def is_const_like(graph: Graph, name: str) -> bool:
     stack, seen = [name], set()
     while stack:
         node = graph.node(stack.pop())
+        if node.mutable:
+            return False
         if node.kind in ("parameter", "constant") or node.name in seen:
             continue
         if node.kind != "op":

@@ -56,6 +56,10 @@ class SparseMatrix:
             raise ValueError(f"cannot shrink a sparse matrix {self.shape} to {shape}")
         return SparseMatrix(tuple(int(d) for d in shape), self.rows, self.cols, self.values)
 
+    def transposed(self) -> "SparseMatrix":
+        """The (K, M) transpose (a sparse matmul's gradient with respect to its dense operand)."""
+        return SparseMatrix.from_coo(self.shape[::-1], self.cols, self.rows, self.values)
+
     def row_block(self, start: int, stop: int) -> "SparseMatrix":
         """Rows [start, stop) as an (stop - start, K) matrix."""
         lo, hi = np.searchsorted(self.rows, [start, stop])

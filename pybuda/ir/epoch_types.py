@@ -1,0 +1,34 @@
+"""Epoch types of a training graph's ops, from its structure (pybuda-passes.md §5.8): an op a model output needs
+runs in the forward epochs, an op that writes a parameter or optimizer state back (the optimizer's) in the
+optimizer epochs, every other op (one that only gradients need) in the backward epochs. An inference graph is all
+forward. The gradient ops are the ops that sum into a gradient accumulator."""
+from __future__ import annotations
+
+import networkx as nx
+
+from .graph import Graph
+
+EPOCH_TYPES = ("forward", "backward", "optimizer")
+
+
+def epoch_types(graph: Graph) -> dict[str, str]:
+    """Epoch type of every op, in graph order."""
+    forward, optimizer = set(), set()
+    for out in graph.outputs():
+        ancestors = nx.ancestors(graph._g, out.name)
+        if out.loopback is None:
+            forward |= ancestors
+        elif graph.node(out.loopback).role != "gradient_accumulator":
+            optimizer |= ancestors
+    return {n: "forward" if n in forward else "optimizer" if n in optimizer else "backward"
+            for n in graph.op_names()}
+
+
+def loopback_writers(graph: Graph) -> dict[str, str]:
+    """The op that writes each loopback target (a parameter-like node), by target."""
+    return {out.loopback: graph.output_source(out.name) for out in graph.outputs() if out.loopback is not None}
+
+
+def gradient_ops(graph: Graph) -> set[str]:
+    """The ops that sum their output into a gradient accumulator (`gradient_op: true` in the netlist)."""
+    return {op for target, op in loopback_writers(graph).items() if graph.node(target).role == "gradient_accumulator"}

@@ -1,0 +1,194 @@
+"""Autograd on the PyBuda graph (pybuda-passes.md §5), then the optimizer's graph.
+
+The model's trained parameters (role "trained") get gradients by reverse-mode differentiation over the op
+registry's backward rules: each model output gets a `loss_<output>` input (role "loss_gradient": the loss's
+gradient with respect to that output, which the host computes), the gradients of a value that fans out are summed,
+and a gradient a broadcast made larger is summed back to its operand's shape. Each parameter's gradient is written
+into its gradient accumulator `grad_acc_<param>` (a parameter-like node, role "gradient_accumulator", which the
+backward program zeroes on the first microbatch and the gradient op sums into), and the optimizer's ops read the
+accumulators and write the new parameter values and their state back (outputs with `loopback`).
+
+The graph is one sample, like every framework graph: the device runs a microbatch of samples through it, and the
+gradient accumulators sum their gradients.
+"""
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+
+from ..ir import Graph
+from ..ops import registry
+from ..ops.registry import OpError, add_op
+
+
+class AutogradError(OpError):
+    """A model that cannot be trained as compiled; the message names the op or parameter."""
+
+
+class BackwardContext:
+    """What a backward rule sees: the forward op, its operands and output, and builders of backward ops (named
+    `bw_in<operand>_<op>_<type>_<k>` as the legacy compiler named them)."""
+
+    def __init__(self, graph: Graph, name: str, index: int):
+        self.graph = graph
+        self.node = graph.node(name)
+        self.attrs = self.node.attrs
+        self.output = name
+        self.operands = [o.src for o in graph.operands(name)]
+        self._prefix = f"bw_in{index}_{name}"
+        self._count = 0
+
+    def operand(self, index: int) -> str:
+        return self.operands[index]
+
+    def shape(self, index: int) -> tuple:
+        return self.graph.node(self.operands[index]).shape
+
+    def op(self, op_type: str, operands: list[str], attrs: dict | None = None) -> str:
+        name = self.graph.unique_name(f"{self._prefix}_{op_type}_{self._count}")
+        self._count += 1
+        return add_op(self.graph, name, op_type, operands, attrs)
+
+    def constant(self, value: np.ndarray) -> str:
+        return self.graph.add_constant(self.graph.unique_name(f"{self._prefix}_constant"), value)
+
+    def scalar(self, value: float) -> str:
+        return self.constant(np.array([value], dtype=np.float32))
+
+
+def _needs_rule(graph: Graph, trained: list[str]) -> set[str]:
+    """The ops a gradient flows through: on a path from a trained parameter to a model output."""
+    forward = set()
+    for name in trained:
+        forward |= nx.descendants(graph._g, name)
+    backward = set()
+    for out in graph.output_names:
+        backward |= nx.ancestors(graph._g, out)
+    return {n for n in forward & backward if graph.node(n).kind == "op"}
+
+
+def check_backward_rules(graph: Graph) -> None:
+    """AutogradError naming every op on a gradient path whose op type has no backward rule (before any work)."""
+    trained = [n.name for n in graph.nodes("parameter") if n.role == "trained"]
+    missing = {}
+    for name in sorted(_needs_rule(graph, trained), key=lambda n: graph.node(n).order):
+        op_type = graph.node(name).op_type
+        if registry.get(op_type).backward is None:
+            missing.setdefault(op_type, []).append(name)
+    if missing:
+        listed = "; ".join(f"{t} (ops {', '.join(ns[:3])}{' ...' if len(ns) > 3 else ''})" for t, ns in missing.items())
+        raise AutogradError(f"cannot train this model: no backward rule for op type(s) {listed}; freeze the "
+                            "parameters before them (requires_grad=False) or run those ops on the host")
+
+
+def _sum(graph: Graph, values: list[str], name: str) -> str:
+    total = values[0]
+    for k, value in enumerate(values[1:]):
+        total = add_op(graph, graph.unique_name(f"{name}_combine_add_{k}"), "add", [total, value])
+    return total
+
+
+def _unbroadcast(ctx: BackwardContext, grad: str, shape: tuple) -> str:
+    """`grad` summed over the dims a broadcast added or widened, reshaped to `shape`."""
+    got = ctx.graph.node(grad).shape
+    if tuple(got) == tuple(shape):
+        return grad
+    lead = len(got) - len(shape)
+    for d in range(len(got)):
+        if got[d] != 1 and (d < lead or shape[d - lead] == 1):
+            grad = ctx.op("reduce_sum", [grad], {"dim": d - len(got), "keep_dim": True})
+    if lead:
+        grad = ctx.op("reshape", [grad], {"shape": list(shape)})
+    return grad
+
+
+def differentiate(graph: Graph) -> dict[str, str]:
+    """Add the backward ops of the graph's trained parameters; returns each one's gradient (a node name).
+
+    AutogradError if an op on a gradient path has no backward rule, or no parameter gets a gradient."""
+    trained = [n.name for n in graph.nodes("parameter") if n.role == "trained"]
+    check_backward_rules(graph)
+    needed = _needs_rule(graph, trained) | set(trained)
+    order = graph.topo_order()
+    grads: dict[str, list[str]] = {}
+    for out in list(graph.outputs()):
+        src = graph.output_source(out.name)
+        if src in needed:
+            loss = graph.add_input(f"loss_{out.name}", out.shape)
+            graph.node(loss).role = "loss_gradient"
+            grads.setdefault(src, []).append(loss)
+    for name in reversed(order):
+        node = graph.node(name)
+        if node.kind != "op" or name not in grads:
+            continue
+        grad = _sum(graph, grads.pop(name), name)
+        backward = registry.get(node.op_type).backward
+        for index, operand in enumerate(graph.operands(name)):
+            if operand.src not in needed:
+                continue
+            ctx = BackwardContext(graph, name, index)
+            value = _unbroadcast(ctx, backward(ctx, index, grad), ctx.shape(index))
+            grads.setdefault(operand.src, []).append(value)
+    result = {p: _sum(graph, grads[p], f"grad_{p}") for p in trained if p in grads}
+    if not result:
+        raise AutogradError(f"model {graph.name!r}: no trained parameter reaches an output (parameters: "
+                            f"{', '.join(trained) or 'none'})")
+    return result
+
+
+class OptimizerContext:
+    """What an optimizer sees while it builds one parameter's update: builders of optimizer ops (named
+    `opt_<param>_<type>_<k>`), its state (role "optimizer_state", kept on the device) and per-step scalars
+    (role "optimizer_parameter", `input_opt_<param>_0.<name>`, written by the host before every step)."""
+
+    def __init__(self, graph: Graph, param: str, scalars: dict[str, float]):
+        self.graph = graph
+        self.param = param
+        self.shape = graph.node(param).shape
+        self.scalars = scalars
+        self.writes: dict[str, str] = {}
+        self._count = 0
+
+    def op(self, op_type: str, operands: list[str], attrs: dict | None = None) -> str:
+        name = self.graph.unique_name(f"opt_{self.param}_{op_type}_{self._count}")
+        self._count += 1
+        return add_op(self.graph, name, op_type, operands, attrs)
+
+    def constant(self, value: float) -> str:
+        return self.graph.add_constant(self.graph.unique_name(f"opt_{self.param}_constant"),
+                                       np.array([value], dtype=np.float32))
+
+    def scalar(self, name: str) -> str:
+        """The per-step scalar `name` (its first step's value now; the runtime writes each step's)."""
+        node = f"input_opt_{self.param}_0.{name}"
+        if node not in self.graph:
+            self.graph.add_parameter(node, np.array([self.scalars[name]], dtype=np.float32))
+            self.graph.node(node).role = "optimizer_parameter"
+        return node
+
+    def state(self, name: str) -> str:
+        """The state tensor `name` of this parameter (zeros at the start)."""
+        node = f"{self.param}.{name}"
+        if node not in self.graph:
+            self.graph.add_parameter(node, np.zeros(self.shape, dtype=np.float32))
+            self.graph.node(node).role = "optimizer_state"
+        return node
+
+    def write(self, target: str, value: str) -> None:
+        """`value` becomes the new value of the parameter or state `target` after the step."""
+        self.writes[target] = value
+
+
+def training_graph(graph: Graph, optimizer) -> Graph:
+    """The graph with its backward ops, a gradient accumulator per trained parameter and the optimizer's update
+    of each (pybuda.optimizers), parameters and state written back by loopback outputs."""
+    grads = differentiate(graph)
+    for param, grad in grads.items():
+        acc = graph.add_parameter(f"grad_acc_{param}", np.zeros(graph.node(param).shape, dtype=np.float32))
+        graph.node(acc).role = "gradient_accumulator"
+        graph.add_output(f"{acc}.write", grad, loopback=acc)
+        ctx = OptimizerContext(graph, param, optimizer.step_scalars(1))
+        optimizer.build(ctx, param, acc)
+        for target, value in ctx.writes.items():
+            graph.add_output(f"{target}.write", value, loopback=target)
+    return graph
