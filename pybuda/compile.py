@@ -22,6 +22,7 @@ from .frontend.pybuda_trace import trace_module
 from .ir import Graph
 from .module import PyBudaModule, to_numpy
 from .runtime import RuntimeModel
+from .runtime.training import TrainingRuntime
 from .runtime import load as load_tti
 from .stages import STAGES, CompileState, Stage, check_stages, run_stages, stop_stage
 from .training import check_training
@@ -70,6 +71,7 @@ class CompiledModel:
         self.netlist_paths: tuple[Path, ...] = ()
         self.runtime: RuntimeModel | None = None  # netlist + run manifest + arrays (after the netlist stage)
         self.tti_path: Path | None = None         # the image written with device_mode CompileOnly
+        self.training: TrainingRuntime | None = None  # a training compile: the device state and its step loop
 
     @property
     def placement(self):
@@ -103,8 +105,45 @@ class CompiledModel:
 
     @property
     def perf(self):
-        """The simulator's performance estimate of every netlist, summed, and the host ops (computed once)."""
+        """The simulator's performance estimate of every netlist, summed, and the host ops (computed once); of a
+        training model, one training step of one microbatch (run_fwd, run_bwd and run_opt)."""
+        if self.training is not None:
+            return self.training.perf
         return self._require_runtime().perf
+
+    def _require_training(self) -> TrainingRuntime:
+        if self.training is None:
+            raise RuntimeError(f"model {self.name!r} was compiled for inference; compile with loss=, optimizer= "
+                               "and sample_targets= to train it")
+        return self.training
+
+    def train_step(self, *inputs, targets, accumulation_steps: int = 1) -> float:
+        """One training step in the simulator (run_fwd and run_bwd per microbatch, then run_opt) on
+        `accumulation_steps` microbatches of inputs and targets; returns the mean loss."""
+        return self._require_training().train_step(inputs, targets, accumulation_steps)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The current (trained) parameters as torch tensors under the framework's names."""
+        return self._require_training().state_dict()
+
+    def get_parameter_checkpoint(self) -> dict[str, torch.Tensor]:
+        """Legacy name of `state_dict`."""
+        return self.state_dict()
+
+    def get_parameter_gradients(self) -> dict[str, torch.Tensor]:
+        """The last step's accumulated gradient of every trained parameter (legacy name)."""
+        return self._require_training().gradients()
+
+    def run_training(self, inputs: list[tuple], targets: list, epochs: int = 1, steps: int | None = None,
+                     accumulation_steps: int = 1) -> list[float]:
+        """Legacy loop: `epochs` passes over `steps` steps (default: all given), step k taking inputs[k] and
+        targets[k] (each `accumulation_steps` microbatches); returns every step's loss."""
+        steps = len(inputs) if steps is None else steps
+        if steps > len(inputs) or len(inputs) != len(targets):
+            raise ValueError(f"run_training: {steps} steps need as many inputs and targets; got {len(inputs)} inputs "
+                             f"and {len(targets)} targets")
+        return [self.train_step(*inputs[k], targets=targets[k], accumulation_steps=accumulation_steps)
+                for _ in range(epochs) for k in range(steps)]
 
     def _require_runtime(self) -> RuntimeModel:
         if self.runtime is None:
@@ -245,6 +284,9 @@ def _compile(model, sample_inputs: tuple, spec, config: cfg.CompilerConfig, out_
     if state.manifest is not None:
         result.runtime = RuntimeModel(state.netlists, state.netlist_texts, state.manifest, state.arrays,
                                       source=state.netlist_paths[0] if state.netlist_paths else "")
+        if training is not None:
+            result.training = TrainingRuntime(state.netlists[0], state.manifest, state.arrays, training.loss,
+                                              training.optimizer)
         if verify and state.netlists:
             result.checks.append(_check_netlist(result.runtime, sample_inputs, expected))
     if config.device_mode is DeviceMode.CompileOnly:

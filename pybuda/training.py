@@ -1,24 +1,12 @@
-"""What a training compile is given (loss, optimizer, sample targets), checked before any work, and the loss on
-the host: like the legacy compiler's CPU loss device, the loss and its gradient with respect to the model's outputs
-are computed in PyTorch, and the gradient is pushed to the backward program's `loss_<output>` queues."""
+"""What a training compile is given (loss, optimizer, sample targets), checked before any work."""
 from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import torch
 
 from .optimizers import Optimizer
-
-# losses that compare output and target element by element: torch broadcasts mismatched shapes with a warning,
-# which would train on the wrong target
-ELEMENTWISE_LOSSES = (torch.nn.MSELoss, torch.nn.L1Loss, torch.nn.SmoothL1Loss, torch.nn.HuberLoss,
-                      torch.nn.BCELoss, torch.nn.BCEWithLogitsLoss)
-
-
-class TrainingError(ValueError):
-    """A training compile given inconsistent loss, optimizer, targets or outputs; the message names them."""
-
+from .runtime.loss import TrainingError, host_loss
 
 @dataclasses.dataclass(frozen=True)
 class TrainingSetup:
@@ -27,7 +15,7 @@ class TrainingSetup:
     sample_targets: tuple
 
 
-def _tensors(value) -> list[torch.Tensor]:
+def tensors(value) -> list[torch.Tensor]:
     return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
@@ -50,32 +38,7 @@ def check_training(model, sample_inputs: tuple, loss, optimizer, sample_targets)
     targets = tuple(sample_targets) if isinstance(sample_targets, (tuple, list)) else (sample_targets,)
     targets = tuple(t if isinstance(t, torch.Tensor) else torch.as_tensor(t) for t in targets)
     with torch.no_grad():
-        outputs = _tensors(model(*sample_inputs)) if isinstance(model, torch.nn.Module) else None
+        outputs = tensors(model(*sample_inputs)) if isinstance(model, torch.nn.Module) else None
     if outputs is not None:
         host_loss(loss, outputs, targets, requires_grad=False)
     return TrainingSetup(loss, optimizer, targets)
-
-
-def host_loss(loss, outputs: list[torch.Tensor], targets: tuple, requires_grad: bool = True):
-    """The loss of the model's outputs against the targets (one output per target); with `requires_grad`, also its
-    gradient with respect to each output. TrainingError naming both shapes when they do not fit the loss."""
-    if len(outputs) != len(targets):
-        raise TrainingError(f"the model has {len(outputs)} output(s) but {len(targets)} target(s) were given")
-    outs = [o.detach().float().clone().requires_grad_(requires_grad) for o in outputs]
-    total = None
-    for k, (out, target) in enumerate(zip(outs, targets)):
-        where = f"output {k} of shape {tuple(out.shape)} and target of shape {tuple(target.shape)}"
-        if isinstance(loss, ELEMENTWISE_LOSSES) and tuple(out.shape) != tuple(target.shape):
-            raise TrainingError(f"loss {type(loss).__name__} compares element by element, but {where} differ")
-        try:
-            value = loss(out, target)
-        except (RuntimeError, ValueError, IndexError) as e:
-            raise TrainingError(f"loss {type(loss).__name__} cannot compare {where}: {e}") from None
-        if value.dim() != 0:
-            raise TrainingError(f"loss {type(loss).__name__} of {where} is not a scalar (shape "
-                                f"{tuple(value.shape)}); use reduction='mean' or 'sum'")
-        total = value if total is None else total + value
-    if not requires_grad:
-        return float(total), []
-    total.backward()
-    return float(total), [np.asarray(o.grad.numpy(), dtype=np.float32) for o in outs]

@@ -11,6 +11,11 @@ name) one `QueueFeed`:
                               transforms) and 4-D tile-padded `device_shape`
     output                    `feed`: the value it gives, `logical_shape` and `host_transforms` applied after the
                               tile padding is removed
+Training adds: `trained` (a parameter the optimizer updates: `array` and `logical_shape`, read back for the
+state dict), `optimizer_state`, `gradient_accumulator` (`array`: zeros; the accumulator also has its parameter's
+`logical_shape`), `optimizer_parameter` (`array`: the first step's value of a per-step scalar, written by the host
+into the whole tile before each step) and `loss_gradient` (`feed`: the model output whose loss gradient it takes,
+shapes and transforms as an input).
 Arrays of the first netlist are named after their queues, those of netlist k > 0 `<k>:<queue>`, those of host
 programs `host:<node>`.
 
@@ -32,8 +37,9 @@ from ..passes.cpu_fallback import Segment
 from .netlist_builder import sparse_queue_values
 
 MANIFEST_VERSION = 2
-ARRAY_KINDS = ("parameter", "constant", "sparse_tiles", "encoding")
-FEED_KINDS = ARRAY_KINDS + ("input", "output")
+ARRAY_KINDS = ("parameter", "constant", "sparse_tiles", "encoding", "trained", "optimizer_state",
+               "gradient_accumulator", "optimizer_parameter")
+FEED_KINDS = ARRAY_KINDS + ("input", "output", "loss_gradient")
 HOST_ARRAY_PREFIX = "host:"   # arrays of the host program's parameters and constants
 
 
@@ -205,14 +211,21 @@ def _device_part(k: int, bgraph: Graph, placement: Placement, netlist: Netlist,
     for node in bgraph.nodes():
         if node.kind in ("parameter", "constant") and node.name in netlist.queues:
             arrays[array_name(k, node.name)] = node.value.reshape(1, *node.value.shape[-3:])
-            feeds[node.name] = QueueFeed(node.kind, array=array_name(k, node.name))
+            logical = tuple(node.logical_shape) if node.role in ("trained", "gradient_accumulator") else None
+            feeds[node.name] = QueueFeed(node.role or node.kind, array=array_name(k, node.name),
+                                         logical_shape=logical, device_shape=node.shape if logical else None)
     for queue, value in sparse_queue_values(bgraph, placement).items():
         arrays[array_name(k, queue)] = value.reshape(1, *value.shape[-3:])
         feeds[queue] = QueueFeed(queue.rsplit(".", 1)[1], array=array_name(k, queue))
     for node in bgraph.inputs():
-        feeds[node.name] = QueueFeed("input", feed=node.name, host_transforms=_transforms(node, "input"),
+        loss = node.role == "loss_gradient"
+        feeds[node.name] = QueueFeed("loss_gradient" if loss else "input",
+                                     feed=node.name.removeprefix("loss_") if loss else node.name,
+                                     host_transforms=_transforms(node, "input"),
                                      logical_shape=tuple(node.logical_shape), device_shape=node.shape)
     for out in bgraph.outputs():
+        if out.loopback is not None:
+            continue
         feeds[out.name] = QueueFeed("output", feed=out.name, host_transforms=_transforms(out, "output"),
                                     logical_shape=tuple(out.logical_shape), device_shape=out.shape)
     missing = [q for q, queue in netlist.queues.items() if queue.input == "HOST" and q not in feeds]
@@ -254,7 +267,7 @@ def _feed_data(feed: QueueFeed) -> dict:
     for field in ("array", "feed"):
         if getattr(feed, field) is not None:
             data[field] = getattr(feed, field)
-    if feed.kind in ("input", "output"):
+    if feed.logical_shape is not None:
         data.update(host_transforms=encode(feed.host_transforms, "host_transforms"),
                     logical_shape=list(feed.logical_shape), device_shape=list(feed.device_shape))
     return data

@@ -73,7 +73,9 @@ def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, confi
         gname = names.setdefault(placed.epoch, graph_name(device.arch, placed.epoch, types[name]))
         graph = graphs.get(gname)
         if graph is None:
-            graph = graphs[gname] = NetlistGraph(name=gname, target_device=0, input_count=microbatch)
+            # the optimizer runs once per step, not once per sample
+            count = 1 if types[name] == "optimizer" else microbatch
+            graph = graphs[gname] = NetlistGraph(name=gname, target_device=0, input_count=count)
         op = _op_entry(bgraph, name, placement, e2e, epoch_of, reads.setdefault(placed.epoch, []), gname)
         if op.type == "fused_op":
             op.attributes = dataclasses.replace(op.attributes or Attributes(), fused_op_id=fused.id_of(name))

@@ -216,7 +216,7 @@ class LowerContext:
         reduction or an exp (large negative value), or out of a reciprocal/log (1.0 onto zero padding)."""
         if (dim, value) in x.filled:
             return x
-        n = x.shape[dim]
+        n = to4d(x.shape)[dim]
         pattern = np.zeros(ceil_tile(n), dtype=np.float32)
         pattern[n:] = value
         k = self._edge_constant(pattern if dim == -1 else None, pattern if dim == -2 else None, x, "pad_fill")
@@ -226,8 +226,9 @@ class LowerContext:
 
     def nonzero_padding(self, x: Lowered) -> Lowered:
         """x whose padding holds no zero (for ops with no finite value at 0): zero it where unknown, add 1.0."""
+        shape = to4d(x.shape)
         for dim, axis in ((-2, "r"), (-1, "c")):
-            if x.shape[dim] % 32 == 0 or axis in x.replicated or any(d == dim and v for d, v in x.filled):
+            if shape[dim] % 32 == 0 or axis in x.replicated or any(d == dim and v for d, v in x.filled):
                 continue
             if not x.pad_zero[dim + 2]:
                 x = self.mask_padding(x, rows=dim == -2, cols=dim == -1)
@@ -255,7 +256,7 @@ def lower(graph: Graph, config=None, arch: str | None = None) -> Graph:
         node = graph.node(name)
         if node.kind == "input":
             inp = bgraph.node(bgraph.add_input(name, padded4(node.shape)))
-            inp.logical_shape, inp.host_transforms = node.shape, node.host_transforms
+            inp.logical_shape, inp.host_transforms, inp.role = node.shape, node.host_transforms, node.role
             values[name] = Lowered(name, (), node.shape)
         elif node.role == "optimizer_parameter":
             # a per-step scalar: the host writes it into its whole tile (replicated, no zero padding)

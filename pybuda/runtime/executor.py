@@ -39,7 +39,10 @@ def _run_device(netlist: Netlist, part: DevicePart, device: str, arrays: dict[st
         elif feed.kind == "input":
             sim.push(queue, np.stack([to_device_layout(values[feed.feed], feed.host_transforms, feed.device_shape)
                                       .reshape(feed.device_shape[-3:]) for values in samples]))
-    sim.run(p_loop_count=1)
+    if {p.name for p in netlist.programs} >= {"run_fwd", "run_bwd"}:   # a training netlist: its forward program
+        sim.run("run_fwd", p_microbatch_count=1)
+    else:
+        sim.run(p_loop_count=1)
     for queue, feed in part.queues.items():
         if feed.kind == "output":
             for values in samples:
@@ -102,7 +105,7 @@ def _device_problems(netlist: Netlist, part: DevicePart, known: set[str], arrays
             elif array.shape != (1, *entry):
                 problems.append(f"queue {name!r}: array {feed.array!r} has shape {array.shape}, the queue holds "
                                 f"{(1, *entry)}")
-        elif feed.kind == "input":
+        elif feed.kind == "input":   # (a loss_gradient queue is fed by the training loop)
             if feed.feed not in known:
                 problems.append(f"input queue {name!r} reads {feed.feed!r}, which is neither a model input nor "
                                 "written by an earlier part")
