@@ -532,18 +532,20 @@ class _Listener:
 
 def topo_order(graph: Graph, netlist: Netlist) -> list[Op]:
     """Ops of a graph in dependency order (op->op edges and op->queue->op edges inside the graph), file order
-    among independent ops; SimulatorError on a cycle."""
+    among independent ops; SimulatorError on a cycle. A ram that an op of the graph writes back (an optimizer's
+    loopback into a parameter) is read before it is written: its readers come before its writer."""
     ops = graph.ops
     writer_of = {name: q.input for name, q in netlist.queues.items() if q.input in ops}
-    deps: dict[str, set[str]] = {}
+    deps: dict[str, set[str]] = {name: set() for name in ops}
     for name, op in ops.items():
-        d = set()
         for src in op.inputs:
             if src in ops:
-                d.add(src)
+                deps[name].add(src)
             elif src in writer_of and writer_of[src] != name:
-                d.add(writer_of[src])
-        deps[name] = d
+                if netlist.queues[src].is_ram:
+                    deps[writer_of[src]].add(name)
+                else:
+                    deps[name].add(writer_of[src])
     order: list[Op] = []
     done: set[str] = set()
     remaining = list(ops)

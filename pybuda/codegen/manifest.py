@@ -213,6 +213,7 @@ def _device_part(k: int, bgraph: Graph, placement: Placement, netlist: Netlist,
             arrays[array_name(k, node.name)] = node.value.reshape(1, *node.value.shape[-3:])
             logical = tuple(node.logical_shape) if node.role in ("trained", "gradient_accumulator") else None
             feeds[node.name] = QueueFeed(node.role or node.kind, array=array_name(k, node.name),
+                                         host_transforms=_transforms(node, "parameter") if logical else (),
                                          logical_shape=logical, device_shape=node.shape if logical else None)
     for queue, value in sparse_queue_values(bgraph, placement).items():
         arrays[array_name(k, queue)] = value.reshape(1, *value.shape[-3:])

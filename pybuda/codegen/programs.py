@@ -90,7 +90,8 @@ class ProgramBuilder:
             popped = {q for q in fifo if last_reader[q] == kind}
             params = {"forward": ["$p_microbatch_count"], "backward": ["$p_zero_grad", "$p_microbatch_count"]}
             instructions: list = [Param(names=params[kind])] if kind in params else []
-            instructions.append(Var(opcode="var", vars={"$c_microbatch_size": self.microbatch, "$c_zero": 0}))
+            instructions.append(Var(opcode="var", vars={"$c_microbatch_size": self.microbatch, "$c_one": 1,
+                                                        "$c_zero": 0}))
             if fifo:
                 static = {}
                 for q in fifo:
@@ -101,8 +102,9 @@ class ProgramBuilder:
                 instructions.append(Var(opcode="staticvar", vars=static))
                 instructions += [VarInst(dst=f"$gptr_{ptr[q]}", op="set", args=[f"$gptr_{ptr[q]}_shadow"])
                                  for q in fifo if q not in popped]
-            if kind == "optimizer":
+            if kind == "optimizer":   # one input per run (its graphs' input_count is 1)
                 instructions += self._body(epochs, ptr)
+                instructions += self._advance(fifo, ptr, popped, step="$c_one")
             else:
                 if kind == "backward":
                     instructions.append(VarInst(dst="$v_zero_grad", op="set", args=["$p_zero_grad"]))
@@ -116,13 +118,14 @@ class ProgramBuilder:
             programs.append(Program(name=name, instructions=instructions))
         return programs
 
-    def _advance(self, fifo: list[str], ptr: dict[str, str], popped: set[str]) -> list:
-        """Move every FIFO's pointers by a microbatch: the global one (a pop) where this program pops the queue, else
-        its shadow; the local one always."""
+    def _advance(self, fifo: list[str], ptr: dict[str, str], popped: set[str],
+                 step: str = "$c_microbatch_size") -> list:
+        """Move every FIFO's pointers by `step` inputs: the global one (a pop) where this program pops the queue,
+        else its shadow; the local one always."""
         out = []
         for q in fifo:
             wrap = 2 * self.queues[q].entries
             glob = f"$gptr_{ptr[q]}" if q in popped else f"$gptr_{ptr[q]}_shadow"
-            out.append(VarInst(dst=glob, op="incwrap", args=["$c_microbatch_size", wrap]))
-            out.append(VarInst(dst=f"$lptr_{ptr[q]}", op="incwrap", args=["$c_microbatch_size", wrap]))
+            out.append(VarInst(dst=glob, op="incwrap", args=[step, wrap]))
+            out.append(VarInst(dst=f"$lptr_{ptr[q]}", op="incwrap", args=[step, wrap]))
         return out

@@ -370,5 +370,6 @@ def _broadcast_shape(shapes, attrs):
 
 
 register(OpDef("broadcast", _broadcast_shape, lambda v, a: np.broadcast_to(v[0], tuple(a["shape"])).copy(),
-               kind="tm", tm=True, lower=lambda ctx: ctx.broadcast_to(ctx.operands[0], ctx.node.shape),
+               kind="tm", tm=True,
+               lower=lambda ctx: ctx.relabel(ctx.broadcast_to(ctx.operands[0], ctx.node.shape), ctx.node.shape),
                backward=lambda ctx, i, g: g))  # autograd sums the gradient over the broadcast dims

@@ -186,6 +186,7 @@ def training_graph(graph: Graph, optimizer) -> Graph:
     for param, grad in grads.items():
         acc = graph.add_parameter(f"grad_acc_{param}", np.zeros(graph.node(param).shape, dtype=np.float32))
         graph.node(acc).role = "gradient_accumulator"
+        graph.node(acc).host_transforms = graph.node(param).host_transforms   # back to the framework's layout
         graph.add_output(f"{acc}.write", grad, loopback=acc)
         ctx = OptimizerContext(graph, param, optimizer.step_scalars(1))
         optimizer.build(ctx, param, acc)

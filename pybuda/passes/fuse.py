@@ -53,8 +53,12 @@ class FusionError(ValueError):
 
 
 def fusable(graph: Graph, name: str) -> bool:
-    """Whether an op may become a fused sub-op (its type and operands; not the config's exclusions)."""
+    """Whether an op may become a fused sub-op (its type and operands; not the config's exclusions). An op that
+    writes a parameter, optimizer state or gradient accumulator back stays an op of its own (a gradient op must be
+    a datacopy, matmul or multiply)."""
     node = graph.node(name)
+    if any(graph.node(u).kind == "output" and graph.node(u).loopback for u, _ in graph.users(name)):
+        return False
     if node.op_type in BINARY or node.op_type in UNARY:
         return True
     if node.op_type == "reduce":

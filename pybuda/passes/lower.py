@@ -266,6 +266,7 @@ def lower(graph: Graph, config=None, arch: str | None = None) -> Graph:
         elif node.kind in ("parameter", "constant"):
             (bgraph.add_parameter if node.kind == "parameter" else bgraph.add_constant)(name, pad_value(node.value))
             bgraph.node(name).logical_shape, bgraph.node(name).role = node.shape, node.role
+            bgraph.node(name).host_transforms = node.host_transforms
             values[name] = Lowered(name, (), node.shape)
         elif node.kind == "op":
             opdef = registry.get(node.op_type)

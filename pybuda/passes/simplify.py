@@ -42,6 +42,34 @@ def consteval(graph: Graph, node: Node) -> bool:
     return True
 
 
+def _inverse_view(node: Node, src_shape: tuple) -> tuple:
+    """The TM that takes a reshape / transpose / permute's result back to its operand."""
+    if node.op_type == "reshape":
+        return ("reshape", {"shape": list(src_shape)})
+    if node.op_type == "transpose":
+        return ("transpose", dict(node.attrs))
+    axes = [int(a) % len(src_shape) for a in node.attrs["axes"]]
+    return ("permute", {"axes": [int(a) for a in np.argsort(axes)]})
+
+
+@rewrite(Pattern(op=("reshape", "transpose", "permute"), single_user=False,
+                 operands=(Pattern(node_kinds=("parameter",), where=lambda g, n: n.role == "trained"
+                                   and len(g.users(n.name)) == 1),)))
+def fold_trained_view(graph: Graph, node: Node) -> bool:
+    """A trained parameter read only through a reshape, transpose or permute becomes that view of itself (the
+    parameter's own name; an elementwise optimizer updates any view alike), so the device holds it in the
+    layout its reader wants; `host_transforms` take the device value back to the framework's layout."""
+    param = graph.node(graph.operands(node.name)[0].src)
+    value = registry.evaluate(node.op_type, [param.value], node.attrs)
+    folded = graph.add_parameter(graph.unique_name(f"{node.name}.view"), value)
+    graph.node(folded).role = "trained"
+    graph.node(folded).host_transforms = (_inverse_view(node, param.shape), *param.host_transforms)
+    name = param.name
+    graph.replace(node.name, folded, prune=True)
+    graph.rename(folded, name)
+    return True
+
+
 _SIGN_KEEPING = ("reshape", "broadcast", "transpose", "permute", "reduce_avg", "reduce_sum", "sqrt")
 
 
@@ -147,7 +175,7 @@ def bypass_trivial(graph: Graph, node: Node) -> bool:
 
 def simplify(graph: Graph, config=None) -> Graph:
     """The folds to a fixpoint (consteval unless `enable_consteval` is off)."""
-    folds = [fold_infinity_tests, bypass_trivial]
+    folds = [fold_infinity_tests, bypass_trivial, fold_trained_view]
     if config is None or config.enable_consteval:
         folds.append(consteval)
     fixpoint(graph, folds)

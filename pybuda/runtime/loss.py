@@ -38,4 +38,4 @@ def host_loss(loss, outputs: list[torch.Tensor], targets: tuple, requires_grad: 
     if not requires_grad:
         return float(total), []
     total.backward()
-    return float(total), [np.asarray(o.grad.numpy(), dtype=np.float32) for o in outs]
+    return float(total.detach()), [np.asarray(o.grad.numpy(), dtype=np.float32) for o in outs]

@@ -14,7 +14,7 @@ from ..backend_sim import Simulator
 from ..backend_sim.timing import estimate
 from ..codegen.manifest import RunManifest
 from ..netlist import Netlist
-from ..passes.host_io import from_device_layout, to_device_layout
+from ..passes.host_io import apply_host_transforms, from_device_layout, to_device_layout
 from .inputs import checked_inputs
 from .loss import TrainingError, host_loss
 from .perf import ModelPerf
@@ -99,8 +99,8 @@ class TrainingRuntime:
         for queue, feed in self.queues.items():
             if feed.kind == kind:
                 value = from_device_layout(self.sim.peek(queue)[None], feed.logical_shape, ())
-                out[queue.removeprefix("grad_acc_")] = torch.from_numpy(np.ascontiguousarray(
-                    value.reshape(feed.logical_shape)))
+                value = apply_host_transforms(value.reshape(feed.logical_shape), feed.host_transforms)
+                out[queue.removeprefix("grad_acc_")] = torch.from_numpy(np.ascontiguousarray(value))
         return out
 
     def state_dict(self) -> dict[str, torch.Tensor]:

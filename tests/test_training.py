@@ -1,0 +1,133 @@
+"""Training (issue 14): autograd, optimizers and training netlists run in the simulator, against torch."""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+import pybuda
+from pybuda.netlist.model import Execute
+from pybuda.optimizers import SGD, Adam, AdamW
+from pybuda.passes.autograd import AutogradError
+from pybuda.runtime.loss import TrainingError
+from pybuda.verify import pcc
+
+
+def _mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.GELU(),
+                               torch.nn.Linear(64, 10))
+
+
+def _train_both(model, inputs, targets, loss, optimizer, tmp_path, steps=5, df=None):
+    """Train a compiled copy in the simulator and `model` in torch for `steps` steps; the two state dicts and
+    the two loss curves."""
+    ref = copy.deepcopy(model)
+    config = pybuda.CompilerConfig()
+    if df is not None:
+        config.default_df_override = df
+    compiled = pybuda.compile(model, *inputs, loss=loss, optimizer=optimizer, sample_targets=targets,
+                              output_dir=tmp_path, config=config)
+    torch_opt = optimizer.torch_optimizer(ref.parameters())
+    ours, theirs = [], []
+    for _ in range(steps):
+        ours.append(compiled.train_step(*inputs, targets=targets))
+        torch_opt.zero_grad()
+        value = loss(ref(*inputs), targets)
+        value.backward()
+        torch_opt.step()
+        theirs.append(float(value))
+    return compiled, compiled.state_dict(), ref.state_dict(), ours, theirs
+
+
+# Adam at Float32 gives NaN gradients in the simulator: not done yet (docs/training.md)
+@pytest.mark.parametrize("optimizer, df, threshold", [
+    (SGD(0.1, momentum=0.9), None, 0.99), (Adam(1e-2), None, 0.99),
+    (SGD(0.1, momentum=0.9), pybuda.DataFormat.Float32, 0.999)],
+    ids=["sgd_momentum-Float16_b", "adam-Float16_b", "sgd_momentum-Float32"])
+def test_mlp_parameters_match_torch_after_five_steps(tmp_path, optimizer, df, threshold):
+    x = torch.randn(4, 32, generator=torch.Generator().manual_seed(1))
+    y = torch.randint(0, 10, (4,), generator=torch.Generator().manual_seed(2))
+    model = _mlp()
+    initial = copy.deepcopy(model).state_dict()
+    _, ours, theirs, loss_ours, loss_theirs = _train_both(model, (x,), y, torch.nn.CrossEntropyLoss(), optimizer,
+                                                          tmp_path, df=df)
+    assert ours.keys() == theirs.keys()
+    for name in theirs:
+        assert pcc(ours[name].numpy(), theirs[name].numpy()) >= threshold, name
+        # the update itself, not only the (mostly unchanged) weights
+        assert pcc((ours[name] - initial[name]).numpy(), (theirs[name] - initial[name]).numpy()) >= threshold, name
+    assert np.allclose(loss_ours, loss_theirs, rtol=0.05, atol=0.02)
+
+
+def test_mlp_learns_a_linear_map(tmp_path):
+    """A synthetic task with a known answer: y = x @ W; MSE falls below 5 % of its start in 30 steps of AdamW."""
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32), torch.nn.ReLU(),
+                                torch.nn.Linear(32, 8))
+    x = torch.randn(8, 16)
+    y = x @ torch.randn(16, 8) * 0.5
+    compiled = pybuda.compile(model, x, loss=torch.nn.MSELoss(), optimizer=AdamW(1e-2, weight_decay=0.0),
+                              sample_targets=y, output_dir=tmp_path)
+    losses = [compiled.train_step(x, targets=y) for _ in range(30)]
+    assert losses[-1] < 0.05 * losses[0], losses
+
+
+def test_training_netlist_has_the_legacy_structure(tmp_path):
+    x, y = torch.randn(2, 32), torch.randint(0, 10, (2,))
+    compiled = pybuda.compile(_mlp(), x, loss=torch.nn.CrossEntropyLoss(), optimizer=SGD(0.1, momentum=0.9),
+                              sample_targets=y, output_dir=tmp_path)
+    nl = compiled.netlist
+    assert [p.name for p in nl.programs] == ["run_fwd", "run_bwd", "run_opt"]
+    kinds = {g.split("_")[0] for g in nl.graphs}
+    assert kinds == {"fwd", "bwd", "opt"}
+    grad_ops = [op for op in nl.ops.values() if op.gradient_op]
+    assert grad_ops and all(op.graph.startswith("bwd") for op in grad_ops)
+    assert all(nl.queues[f"grad_acc_{p}"].input in {op.name for op in grad_ops} for p in ("0.weight", "4.bias"))
+    # the optimizer writes the parameters back (loopback) and runs once per step
+    assert nl.queues["0.weight"].type == "ram" and nl.ops[nl.queues["0.weight"].input].graph.startswith("opt")
+    assert all(g.input_count == 1 for name, g in nl.graphs.items() if name.startswith("opt"))
+    bwd = next(p for p in nl.programs if p.name == "run_bwd")
+    zeroed = {q for ins in bwd.instructions if isinstance(ins, Execute) for q, s in ins.queue_settings.items()
+              if s.zero == "$v_zero_grad"}
+    assert zeroed == {f"grad_acc_{p}" for p in _mlp().state_dict()}
+    assert compiled.perf.samples_per_second > 0
+
+
+def test_accumulation_sums_microbatch_gradients(tmp_path):
+    """Two microbatches accumulated: the gradient is the sum of each microbatch's, as loss.backward() twice."""
+    model = _mlp()
+    ref = copy.deepcopy(model)
+    x, y = torch.randn(4, 32), torch.randint(0, 10, (4,))
+    compiled = pybuda.compile(model, x[:2], loss=torch.nn.CrossEntropyLoss(), optimizer=SGD(0.1),
+                              sample_targets=y[:2], output_dir=tmp_path)
+    compiled.train_step(x, targets=y, accumulation_steps=2)
+    for part in (slice(0, 2), slice(2, 4)):
+        torch.nn.CrossEntropyLoss()(ref(x[part]), y[part]).backward()
+    grads = compiled.get_parameter_gradients()
+    for name, p in ref.named_parameters():
+        assert pcc(grads[name].numpy(), p.grad.numpy()) >= 0.99, name
+
+
+def test_op_without_backward_rule_fails_early_naming_it(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Embedding(100, 32), torch.nn.Linear(32, 4))
+    ids = torch.randint(0, 100, (2, 8))
+    with pytest.raises(AutogradError, match="no backward rule for op type.*embedding"):
+        pybuda.compile(model, ids, loss=torch.nn.MSELoss(), optimizer=SGD(0.1), sample_targets=torch.randn(2, 8, 4),
+                       output_dir=tmp_path)
+
+
+def test_loss_shape_mismatch_names_both_shapes(tmp_path):
+    with pytest.raises(TrainingError, match=r"output 0 of shape \(2, 10\) and target of shape \(2, 5\)"):
+        pybuda.compile(_mlp(), torch.randn(2, 32), loss=torch.nn.MSELoss(), optimizer=SGD(0.1),
+                       sample_targets=torch.randn(2, 5), output_dir=tmp_path)
+
+
+def test_training_needs_loss_optimizer_and_targets(tmp_path):
+    with pytest.raises(TrainingError, match="missing: loss, sample_targets"):
+        pybuda.compile(_mlp(), torch.randn(2, 32), optimizer=SGD(0.1), output_dir=tmp_path)
+    with pytest.raises(RuntimeError, match="compiled for inference"):
+        pybuda.compile(_mlp(), torch.randn(2, 32), output_dir=tmp_path).train_step(torch.randn(2, 32),
+                                                                                    targets=torch.zeros(2))
