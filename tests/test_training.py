@@ -38,7 +38,7 @@ def _train_both(model, inputs, targets, loss, optimizer, tmp_path, steps=5, df=N
         value = loss(ref(*inputs), targets)
         value.backward()
         torch_opt.step()
-        theirs.append(float(value))
+        theirs.append(float(value.detach()))
     return compiled, compiled.state_dict(), ref.state_dict(), ours, theirs
 
 
