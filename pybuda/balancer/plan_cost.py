@@ -18,7 +18,7 @@ from ..arch.operands import input_buffer_inputs, output_buffer_inputs, output_gr
 from ..arch.perf import EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles
 from ..arch.streaming import replay_factor
 from ..device import DeviceSpec
-from ..ir import Graph
+from ..ir import Graph, epoch_types
 from .dram import DramPlacement, assumed_channels
 from .op_model import (BUF_SIZE_MB, NetlistInput, OpModel, buda_op_type, e2e_queue, geometry, netlist_inputs,
                        op_attributes, operand_inputs)
@@ -81,6 +81,7 @@ class PlanCoster:
 
     def __init__(self, graph: Graph, device: DeviceSpec, links: IoLinks, microbatch: int):
         self.graph, self.device, self.links, self.microbatch = graph, device, links, microbatch
+        self._types = epoch_types(graph)   # optimizer epochs run one input per step
         self._contexts: dict[tuple, OpContext] = {}
         self._facts: dict[tuple[str, OpModel, bool], _OpFacts] = {}
         self._loads: dict[tuple, OpLoad] = {}
@@ -211,7 +212,8 @@ class PlanCoster:
     def _epoch(self, loads: tuple[OpLoad, ...]) -> EpochTiming:
         timing = self._epochs.get(loads)
         if timing is None:
-            timing = self._epochs[loads] = epoch_timing(self.device, loads, self.microbatch)
+            inputs = 1 if self._types.get(loads[0].name) == "optimizer" else self.microbatch
+            timing = self._epochs[loads] = epoch_timing(self.device, loads, inputs)
         return timing
 
     def cost(self, schedule: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
@@ -224,5 +226,6 @@ class PlanCoster:
             by_epoch.setdefault(epoch_of[name], []).append(
                 self.op_load(name, models[name], epoch_of, prologue, later, models=models, dram=dram))
         epochs = tuple(self._epoch(tuple(by_epoch[e])) for e in sorted(by_epoch))
-        cycles = program_cycles(self.device, ((e.epoch_cycles, 1) for e in epochs), max(0, len(epochs) - 1))
+        programs = len({self._types[by_epoch[e][0].name] for e in by_epoch})   # training: run_fwd, run_bwd, run_opt
+        cycles = program_cycles(self.device, ((e.epoch_cycles, 1) for e in epochs), max(0, len(epochs) - programs))
         return PlanCost(cycles, epochs)

@@ -19,6 +19,7 @@ import numpy as np
 from ..ir import Graph
 from ..ops import registry
 from ..ops.registry import OpError, add_op
+from .host_io import apply_host_transforms
 
 
 class AutogradError(OpError):
@@ -102,6 +103,18 @@ def _unbroadcast(ctx: BackwardContext, grad: str, shape: tuple) -> str:
     return grad
 
 
+def _kept_part(graph: Graph, param: str, grad: str) -> str:
+    """The gradient of a trained parameter held padded on the device (`simplify.fold_trained_view`), zero on
+    the padding: positions that are not the framework parameter's never change."""
+    node = graph.node(param)
+    if not any(op_type == "narrow" for op_type, _ in node.host_transforms):
+        return grad
+    index = np.arange(1, node.value.size + 1, dtype=np.float32).reshape(node.shape)
+    kept = np.isin(index, apply_host_transforms(index, node.host_transforms)).astype(np.float32)
+    mask = graph.add_constant(graph.unique_name(f"grad_{param}_kept"), kept)
+    return add_op(graph, graph.unique_name(f"grad_{param}_kept_multiply"), "multiply", [grad, mask])
+
+
 def differentiate(graph: Graph) -> dict[str, str]:
     """Add the backward ops of the graph's trained parameters; returns each one's gradient (a node name).
 
@@ -129,7 +142,7 @@ def differentiate(graph: Graph) -> dict[str, str]:
             ctx = BackwardContext(graph, name, index)
             value = _unbroadcast(ctx, backward(ctx, index, grad), ctx.shape(index))
             grads.setdefault(operand.src, []).append(value)
-    result = {p: _sum(graph, grads[p], f"grad_{p}") for p in trained if p in grads}
+    result = {p: _kept_part(graph, p, _sum(graph, grads[p], f"grad_{p}")) for p in trained if p in grads}
     if not result:
         raise AutogradError(f"model {graph.name!r}: no trained parameter reaches an output (parameters: "
                             f"{', '.join(trained) or 'none'})")

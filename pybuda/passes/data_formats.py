@@ -10,14 +10,15 @@ from __future__ import annotations
 import re
 
 from ..dataformat import DataFormat, MathFidelity
-from ..ir import Graph
+from ..ir import Graph, epoch_types
 
 BFP_ACC_FORBIDDEN = (DataFormat.Bfp2, DataFormat.Bfp2_b, DataFormat.Bfp4, DataFormat.Bfp4_b)
 
 
 def accumulate_format(df: DataFormat, arch: str) -> DataFormat:
     """The dest format the legacy compiler infers: Float32 where the arch has a 32-bit dest, Float16_b for
-    B formats, Float16 otherwise (so Float32 on grayskull accumulates with 10 mantissa bits)."""
+    B formats, Float16 otherwise (so Float32 on grayskull accumulates with 10 mantissa bits; a training graph's
+    optimizer ops then accumulate in Float16_b instead, `assign_data_formats`)."""
     if df == DataFormat.Float32 and arch != "grayskull":
         return DataFormat.Float32
     return DataFormat.Float16_b if df.exponent_family == "b" else DataFormat.Float16
@@ -102,6 +103,31 @@ def _legalize(bgraph: Graph, arch: str) -> None:
             node.intermed_df = node.df
 
 
+def _training_formats(bgraph: Graph, arch: str, config) -> None:
+    """Training keeps master copies: trained parameters, optimizer state and the optimizer's ops in Float32 (a 16-bit
+    parameter would lose every update smaller than its rounding step: a layernorm weight near 1.0 in Float16_b
+    moves in steps of 2^-7), whatever the default format. The optimizer accumulates in Float32 where the arch has
+    a 32-bit dest (wormhole); grayskull's dest is 16-bit (an update below the parameter's step in that format is
+    lost, as on the hardware), and its reciprocals (Adam's 1 / (sqrt(v) + eps), up to 1e8) use Float16_b for the
+    8-bit exponent."""
+    types = epoch_types(bgraph)
+    optimizer = [name for name, kind in types.items() if kind == "optimizer"]
+    if not optimizer:
+        return
+    for node in bgraph.nodes("parameter"):
+        if node.role in ("trained", "optimizer_state"):
+            node.df = DataFormat.Float32
+    for name in optimizer:
+        node = bgraph.node(name)
+        node.df = node.intermed_df = DataFormat.Float32
+        if config.default_accumulate_df:
+            continue
+        if arch != "grayskull":
+            node.acc_df = DataFormat.Float32
+        elif node.op_type == "reciprocal":
+            node.acc_df = DataFormat.Float16_b
+
+
 def assign_data_formats(bgraph: Graph, config, arch: str) -> Graph:
     """Set `df` on every node and intermediate/accumulate formats and fidelity on every op."""
     df = DataFormat.parse(config.default_df_override) if config.default_df_override else DataFormat.Float16_b
@@ -111,6 +137,7 @@ def assign_data_formats(bgraph: Graph, config, arch: str) -> Graph:
         node.df = df
         if node.kind == "op":
             node.intermed_df, node.acc_df, node.math_fidelity = df, acc, fidelity
+    _training_formats(bgraph, arch, config)
     if config.amp_level:
         _amp(bgraph, int(config.amp_level))
     _apply_rules(bgraph, config.amp_properties)

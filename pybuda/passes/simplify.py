@@ -43,27 +43,32 @@ def consteval(graph: Graph, node: Node) -> bool:
 
 
 def _inverse_view(node: Node, src_shape: tuple) -> tuple:
-    """The TM that takes a reshape / transpose / permute's result back to its operand."""
+    """The TMs that take a reshape / transpose / permute / pad's result back to its operand."""
     if node.op_type == "reshape":
-        return ("reshape", {"shape": list(src_shape)})
+        return (("reshape", {"shape": list(src_shape)}),)
     if node.op_type == "transpose":
-        return ("transpose", dict(node.attrs))
+        return (("transpose", dict(node.attrs)),)
+    if node.op_type == "pad":
+        return tuple(("narrow", {"dim": d, "start": 0, "length": n})
+                     for d, (n, m) in enumerate(zip(src_shape, node.shape)) if n != m)
     axes = [int(a) % len(src_shape) for a in node.attrs["axes"]]
-    return ("permute", {"axes": [int(a) for a in np.argsort(axes)]})
+    return (("permute", {"axes": [int(a) for a in np.argsort(axes)]}),)
 
 
-@rewrite(Pattern(op=("reshape", "transpose", "permute"), single_user=False,
+@rewrite(Pattern(op=("reshape", "transpose", "permute", "pad"), single_user=False,
                  operands=(Pattern(node_kinds=("parameter",), where=lambda g, n: n.role == "trained"
                                    and len(g.users(n.name)) == 1),)))
 def fold_trained_view(graph: Graph, node: Node) -> bool:
-    """A trained parameter read only through a reshape, transpose or permute becomes that view of itself (the
-    parameter's own name; an elementwise optimizer updates any view alike), so the device holds it in the
-    layout its reader wants; `host_transforms` take the device value back to the framework's layout."""
+    """A trained parameter read only through a reshape, transpose, permute or zero pad becomes that view of itself
+    (the parameter's own name; an elementwise optimizer updates any view alike), so the device holds it in the
+    layout its reader wants; `host_transforms` take the device value back to the framework's layout. A zero pad
+    (a convolution's weight padded to whole channel tiles) meets zero-padded activations, so its padding gets a
+    zero gradient and stays zero under SGD, Adam and AdamW."""
     param = graph.node(graph.operands(node.name)[0].src)
     value = registry.evaluate(node.op_type, [param.value], node.attrs)
     folded = graph.add_parameter(graph.unique_name(f"{node.name}.view"), value)
     graph.node(folded).role = "trained"
-    graph.node(folded).host_transforms = (_inverse_view(node, param.shape), *param.host_transforms)
+    graph.node(folded).host_transforms = (*_inverse_view(node, param.shape), *param.host_transforms)
     name = param.name
     graph.replace(node.name, folded, prune=True)
     graph.rename(folded, name)
