@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import torch
 
@@ -35,6 +36,13 @@ def check_training(model, sample_inputs: tuple, loss, optimizer, sample_targets)
     if not callable(loss):
         raise TrainingError(f"loss must be a torch loss module (e.g. torch.nn.CrossEntropyLoss()), got "
                             f"{type(loss).__name__}")
+    if isinstance(model, torch.nn.Module):
+        dropouts = [name for name, m in model.named_modules() if isinstance(m, torch.nn.modules.dropout._DropoutNd)
+                    and m.p > 0 and m.training]
+        if dropouts:
+            warnings.warn(f"dropout is not applied in training yet: the model trains as in eval mode (dropout modules "
+                          f"{', '.join(dropouts[:4])}{' ...' if len(dropouts) > 4 else ''}); compare it with the torch "
+                          "model in eval mode", stacklevel=3)
     targets = tuple(sample_targets) if isinstance(sample_targets, (tuple, list)) else (sample_targets,)
     targets = tuple(t if isinstance(t, torch.Tensor) else torch.as_tensor(t) for t in targets)
     with torch.no_grad():

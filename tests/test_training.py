@@ -94,6 +94,15 @@ def test_training_netlist_has_the_legacy_structure(tmp_path):
               if s.zero == "$v_zero_grad"}
     assert zeroed == {f"grad_acc_{p}" for p in _mlp().state_dict()}
     assert compiled.perf.samples_per_second > 0
+    # the balancer optimises what the simulator reports (rounded up once per program)
+    assert abs(compiled.placement.estimated_cycles - compiled.perf.total_cycles) <= 3
+
+
+def test_dropout_in_training_mode_warns(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.Dropout(0.1), torch.nn.Linear(16, 4))
+    with pytest.warns(UserWarning, match="dropout is not applied in training yet.*1"):
+        pybuda.compile(model, torch.randn(2, 32), loss=torch.nn.MSELoss(), optimizer=SGD(0.1),
+                       sample_targets=torch.randn(2, 4), output_dir=tmp_path)
 
 
 def test_accumulation_sums_microbatch_gradients(tmp_path):

@@ -319,7 +319,7 @@ def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, writte
                                   source_bytes=t * rt * ct * q.df.tile_bytes))
         else:
             reads.append(Transfer(nbytes, "dram", once=flag(src, "prologue"), channels=_channels(q)))
-            if writer_of.get(src, op.name) != op.name:
+            if writer_of.get(src, op.name) != op.name and not q.is_ram:   # a ram is read before it is written back
                 preds.append(writer_of[src])
                 in_buffers.append(float(q.entries))
     writes = [Transfer(geom.tiles_per_core * nl.queues[qn].df.tile_bytes,
