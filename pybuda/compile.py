@@ -7,6 +7,7 @@ saves a TTI image and returns a model that does not run; RunOnly loads a saved i
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 from pathlib import Path
 from typing import Iterator
@@ -27,7 +28,8 @@ from .runtime import load as load_tti
 from .stages import STAGES, CompileState, Stage, check_stages, run_stages, stop_stage
 from .training import check_training
 from .passes.cpu_fallback import Segment
-from .verify import GRAPH_PCC_THRESHOLD, netlist_pcc_threshold, pcc, run_golden, run_segments
+from .runtime.loss import host_loss
+from .verify import GRAPH_PCC_THRESHOLD, golden_gradients, netlist_pcc_threshold, pcc, run_golden, run_segments
 
 DEFAULT_DEVICE = "e150"
 
@@ -107,8 +109,6 @@ class CompiledModel:
     def perf(self):
         """The simulator's performance estimate of every netlist, summed, and the host ops (computed once); of a
         training model, one training step of one microbatch (run_fwd, run_bwd and run_opt)."""
-        if self.training is not None:
-            return self.training.perf
         return self._require_runtime().perf
 
     def _require_training(self) -> TrainingRuntime:
@@ -183,6 +183,78 @@ class CompiledModel:
             lines.append(f"balancer ({placement.policy}{f', part {part}' if len(self.placements) > 1 else ''}): "
                          f"plan {placement.estimated_cycles:,} cycles{bound}")
         return "\n".join(lines)
+
+
+# how far a gradient's or an updated parameter's norm may be from torch's: a graph evaluates in float32, a netlist in
+# its data formats
+NORM_TOLERANCE = {"graph": 1e-3, "netlist": 0.1}
+
+
+@dataclasses.dataclass
+class _TrainingReference:
+    """torch's side of a training compile's verification: the loss gradient of the framework outputs, every
+    parameter's gradient and its value after one optimizer step (eval mode: dropout off, as compiled)."""
+
+    outputs: list
+    targets: tuple
+    loss: object
+    gradients: dict
+    stepped: dict
+
+    @classmethod
+    def of(cls, model, sample_inputs: tuple, training) -> "_TrainingReference | None":
+        if not isinstance(model, torch.nn.Module):
+            return None   # a PyBudaModule: its forward outputs are verified, its gradients are not
+        ref = copy.deepcopy(model).eval()
+        outputs = [o for o in torch.utils._pytree.tree_leaves(ref(*sample_inputs)) if isinstance(o, torch.Tensor)]
+        total = sum(training.loss(o, t) for o, t in zip(outputs, training.sample_targets))
+        total.backward()
+        gradients = {n: to_numpy(p.grad) for n, p in ref.named_parameters() if p.grad is not None}
+        training.optimizer.torch_optimizer(ref.parameters()).step()
+        stepped = {n: to_numpy(p.detach()) for n, p in ref.named_parameters()}
+        return cls([o.detach() for o in outputs], training.sample_targets, training.loss, gradients, stepped)
+
+    def loss_gradients(self, output_names: list[str]) -> dict[str, np.ndarray]:
+        _, grads = host_loss(self.loss, self.outputs, self.targets)
+        return {f"loss_{name}": g for name, g in zip(output_names, grads)}
+
+    def _compare(self, stage: str, got: dict, want: dict, threshold: float, what: str) -> StageCheck:
+        """The worst parameter's PCC (and its norm within `NORM_TOLERANCE` of torch's: PCC is blind to scale); a
+        parameter whose reference is constant (a gradient that is 0 in exact arithmetic, e.g. an attention key
+        bias's) is left out: its PCC measures noise."""
+        worst = StageCheck(stage, 1.0, 0.0, threshold=threshold)
+        for name, expected in want.items():
+            if name not in got or np.ptp(expected) <= 1e-6 * max(np.abs(expected).max(), 1e-30) \
+                    or np.abs(expected).max() < 1e-9:
+                continue
+            value = np.asarray(got[name]).reshape(expected.shape)
+            check = dataclasses.replace(worst, pcc=pcc(value, expected),
+                                        max_abs_error=float(np.max(np.abs(value - expected))))
+            worst = check if check.pcc < worst.pcc else worst
+            ratio = float(np.linalg.norm(value) / np.linalg.norm(expected))
+            tolerance = NORM_TOLERANCE["netlist" if stage.startswith("netlist") else "graph"]
+            if not (check.pcc >= threshold and abs(ratio - 1.0) <= tolerance):
+                raise VerificationError(f"stage {stage!r}: the {what} of parameter {name!r} diverges from torch's: pcc "
+                                        f"{check.pcc:.6f} (threshold {threshold}), norm {ratio:.4f}x torch's "
+                                        f"(tolerance {tolerance}), max abs error {check.max_abs_error:.3g}")
+        return worst
+
+    def check_gradients(self, stage: str, gradients: dict, threshold: float) -> StageCheck:
+        return self._compare(f"{stage} gradients", gradients, self.gradients, threshold, "gradient")
+
+    def check_step(self, state, training) -> list[StageCheck]:
+        """One training step of the netlist in a simulator of its own: gradients and updated parameters against
+        torch's, with the threshold of the netlist's least precise format."""
+        fmt, _, threshold = netlist_pcc_threshold(state.netlists[0])
+        runtime = TrainingRuntime(state.netlists[0], state.manifest, state.arrays, training.loss, training.optimizer)
+        inputs = tuple(torch.as_tensor(x) for x in state.sample_inputs)
+        runtime.train_step(inputs, self.targets)
+        grads = {k: v.numpy() for k, v in runtime.gradients().items()}
+        params = {k: v.numpy() for k, v in runtime.state_dict().items()}
+        return [dataclasses.replace(self._compare("netlist gradients", grads, self.gradients, threshold, "gradient"),
+                                    data_format=fmt.value),
+                dataclasses.replace(self._compare("netlist step", params, self.stepped, threshold, "updated value"),
+                                    data_format=fmt.value)]
 
 
 def _check(stage: str, segments: tuple[Segment, ...], outputs: list[str], batch: dict[str, np.ndarray],
@@ -264,6 +336,7 @@ def _compile(model, sample_inputs: tuple, spec, config: cfg.CompilerConfig, out_
     result = CompiledModel(name, spec.name, config, microbatch)
 
     expected = _framework_outputs(model, sample_inputs) if verify else None
+    reference = _TrainingReference.of(model, sample_inputs, training) if verify and training else None
     batch: dict[str, np.ndarray] = {}
     state = CompileState(model=model, sample_inputs=sample_inputs, config=config, device=spec, microbatch=microbatch,
                          name=name, output_dir=out_dir, optimizer=training.optimizer if training else None)
@@ -275,7 +348,12 @@ def _compile(model, sample_inputs: tuple, spec, config: cfg.CompilerConfig, out_
             result.graphs[stage.name] = state.graph
             if verify:
                 batch = batch or {n: to_numpy(x) for n, x in zip(state.input_names, sample_inputs)}
+                if reference is not None:
+                    batch.update(reference.loss_gradients(state.output_names))
                 result.checks.append(_check(stage.name, state.parts(), state.output_names, batch, expected))
+                if reference is not None and state.graph is not None and state.graph.loopbacks_present():
+                    result.checks.append(reference.check_gradients(stage.name, golden_gradients(state.graph, batch),
+                                                                   GRAPH_PCC_THRESHOLD))
     result.input_names = state.input_names
     result.segments = state.parts() if state.segments else ()
     result.device_graph = state.graph if level in ("buda", "placed", "netlist") else None
@@ -289,6 +367,8 @@ def _compile(model, sample_inputs: tuple, spec, config: cfg.CompilerConfig, out_
                                               training.optimizer)
         if verify and state.netlists:
             result.checks.append(_check_netlist(result.runtime, sample_inputs, expected))
+            if reference is not None:
+                result.checks += reference.check_step(state, training)
     if config.device_mode is DeviceMode.CompileOnly:
         result.tti_path = result.save(tti_path or _default_tti_path(out_dir, model))
     return result

@@ -99,6 +99,26 @@ def host_outputs(graph: Graph, outputs: dict[str, np.ndarray]) -> list[np.ndarra
     return result
 
 
+def golden_gradients(graph: Graph, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A training graph (framework or Buda level) evaluated on a microbatch (model inputs and `loss_<output>`
+    gradients, by name): every trained parameter's gradient summed over the samples, in the framework's layout, by
+    name."""
+    accumulators = {out.name: out.loopback for out in graph.outputs()
+                    if out.loopback and graph.node(out.loopback).role == "gradient_accumulator"}
+    device = is_device_graph(graph)
+    sums: dict[str, np.ndarray] = {}
+    for i in range(next(iter(batch.values())).shape[0]):
+        values = evaluate_sample(graph, host_inputs(graph, {k: v[i:i + 1] for k, v in batch.items()}))
+        for out, target in accumulators.items():
+            value = values[out]
+            if device:
+                logical = graph.node(out).logical_shape
+                value = from_device_layout(value, logical, ()).reshape(logical)
+            sums[target] = sums.get(target, 0) + value
+    return {target.removeprefix("grad_acc_"): apply_host_transforms(value, graph.node(target).host_transforms)
+            for target, value in sums.items()}
+
+
 def run_golden(graph: Graph, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
     """Evaluate one graph on a microbatch of named inputs, one sample at a time; returns the batched framework
     outputs."""

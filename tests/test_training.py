@@ -96,6 +96,8 @@ def test_training_netlist_has_the_legacy_structure(tmp_path):
     assert compiled.perf.samples_per_second > 0
     # the balancer optimises what the simulator reports (rounded up once per program)
     assert abs(compiled.placement.estimated_cycles - compiled.perf.total_cycles) <= 3
+    assert compiled.placement.lower_bound_cycles <= compiled.placement.estimated_cycles
+    assert "training epochs: forward" in compiled.summary()
 
 
 def test_dropout_in_training_mode_warns(tmp_path):
@@ -190,3 +192,56 @@ def test_small_bert_parameters_match_torch(tmp_path, optimizer):
             continue
         threshold = 0.95 if "LayerNorm" in name else 0.99
         assert pcc(ours[name].numpy(), value.numpy()) >= threshold, name
+
+
+def test_verify_checks_gradients_at_every_stage_and_the_step(tmp_path):
+    x, y = torch.randn(4, 32), torch.randint(0, 10, (4,))
+    compiled = pybuda.compile(_mlp(), x, loss=torch.nn.CrossEntropyLoss(), optimizer=Adam(1e-2), sample_targets=y,
+                              output_dir=tmp_path, verify=True)
+    checked = [c.stage for c in compiled.checks if "gradients" in c.stage or c.stage == "netlist step"]
+    assert checked == ["autograd gradients", "cpu_fallback gradients", "host_io gradients", "lower gradients",
+                       "data_formats gradients", "fuse gradients", "insert_nops gradients", "t_stream gradients",
+                       "netlist gradients", "netlist step"]
+    assert all(c.pcc >= c.threshold for c in compiled.checks)
+
+
+def test_verify_catches_a_wrong_gradient(tmp_path):
+    """A stage that doubles one parameter's gradient is named by verify."""
+    import dataclasses
+    from pybuda.compile import VerificationError
+    from pybuda.ops.registry import add_op
+    from pybuda.stages import STAGES
+
+    def doubled(state):
+        state = STAGES[3].run(state)
+        graph = state.graph
+        out = "grad_acc_2.weight.write"
+        src = graph.output_source(out)
+        two = graph.add_constant("two", np.array([2.0], dtype=np.float32))
+        graph.set_operand(out, 0, add_op(graph, "doubled", "multiply", [src, two]))
+        return state
+
+    assert STAGES[3].name == "autograd"
+    stages = [dataclasses.replace(s, run=doubled) if s.name == "autograd" else s for s in STAGES]
+    with pytest.raises(VerificationError, match="stage 'autograd gradients'.*parameter '2.weight'.*norm 2.0000x"):
+        pybuda.compile(_mlp(), torch.randn(4, 32), loss=torch.nn.CrossEntropyLoss(), optimizer=SGD(0.1),
+                       sample_targets=torch.randint(0, 10, (4,)), output_dir=tmp_path, verify=True, stages=stages)
+
+
+def test_training_netlist_programs_match_the_legacy_training_netlists(tmp_path):
+    """Program names, accumulator zeroing through $v_zero_grad and parameters written back by optimizer ops, as in
+    the legacy compiler's training netlist of a feedforward block."""
+    from pybuda.netlist import load
+    from corpus import REAL_DIR
+    legacy = load(str(REAL_DIR / ("graph_tests__netlists__pybuda_pregenerated__feedforward_train__grayskull__"
+                                  "feedforward_training_netlist.yaml")))
+    ours = pybuda.compile(_mlp(), torch.randn(2, 32), loss=torch.nn.CrossEntropyLoss(), optimizer=SGD(0.1),
+                          sample_targets=torch.randint(0, 10, (2,)), output_dir=tmp_path).netlist
+    assert [p.name for p in ours.programs] == [p.name for p in legacy.programs]
+    for nl in (legacy, ours):
+        params = [q for q in nl.queues.values() if q.type == "ram" and q.input in nl.ops
+                  and nl.ops[q.input].graph.startswith("opt")]
+        assert params, "parameters written back by the optimizer"
+        zeroed = {q for p in nl.programs if p.name == "run_bwd" for ins in p.instructions
+                  if isinstance(ins, Execute) for q, s in ins.queue_settings.items() if s.zero == "$v_zero_grad"}
+        assert zeroed and all(q.startswith("grad_acc_") for q in zeroed)

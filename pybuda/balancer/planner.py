@@ -52,7 +52,8 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
             for offset, name in enumerate(schedule[first:last + 1]):
                 models[name] = candidates[name][solution.choice[offset]].model
                 placed[name] = PlacedOp(epoch, solution.locations[offset], solution.transposed[offset])
-            split_bound += microbatch * solution.bound + (device.epoch_switch_cycles if epoch else 0)
+            switch = epoch and first not in table.program_start
+            split_bound += table.inputs[first] * solution.bound + (device.epoch_switch_cycles if switch else 0)
             epoch += 1
     plan = finish(graph, coster, schedule, models, placed, "CP-SAT", constraints)
     greedy = greedy_plan(graph, device, schedule, candidates, coster, constraints)
@@ -71,16 +72,16 @@ def greedy_bounds(schedule: list[str], candidates: dict[str, list[Candidate]], c
 
 def bounds(table: SegmentTable, candidates: dict[str, list[Candidate]], schedule: list[str], device: DeviceSpec,
            microbatch: int, split: float | None) -> Bounds:
-    """The lower bounds of `plan.Bounds` (pybuda-balancer.md §8.6), times the microbatch: every op at its most
-    favourable context (the least of its context costs over every epoch start and end)."""
+    """The lower bounds of `plan.Bounds` (pybuda-balancer.md §8.6), times each op's inputs (the microbatch; one for
+    a training graph's optimizer ops): every op at its most favourable context (the least of its context costs over every epoch start and end)."""
     work, slowest = 0.0, 0.0
     n = len(schedule)
     for i, name in enumerate(schedule):
         cycles = [min(c) for c in zip(*(table.context_cycles(i, start, out) for start in (-1, n) for out in (False, True)))]
         cores = [c.cores for c in candidates[name]]
-        work += min(a * c for a, c in zip(cores, cycles))
-        slowest = max(slowest, min(cycles))
-    return Bounds(work=microbatch * work / device.cores, op=microbatch * slowest,
+        work += table.inputs[i] * min(a * c for a, c in zip(cores, cycles))
+        slowest = max(slowest, table.inputs[i] * min(cycles))
+    return Bounds(work=work / device.cores, op=slowest,
                   segments=table.split(bound=True).cycles, solver=split)
 
 
@@ -129,7 +130,7 @@ class _EpochSolver:
 
     def _cycles(self, epochs: list[tuple[int, int, EpochSolution]]) -> float:
         """Estimated cycles of consecutive epochs: each its pipeline over the microbatch, plus the switches."""
-        return sum(self.table.microbatch * s.pipeline for _, _, s in epochs) + \
+        return sum(self.table.inputs[first] * s.pipeline for first, _, s in epochs) + \
             (len(epochs) - 1) * self.device.epoch_switch_cycles
 
     def _solve(self, first: int, last: int, hint: tuple) -> EpochSolution | int:
@@ -165,7 +166,7 @@ class _EpochSolver:
             tuple(choice), tuple(t for _, t in packed), tuple(loc for loc, _ in packed), pipeline, lower, False)
         if best is None and first < last:     # not even its fewest cores pack first-fit: cut it, not the solver
             return 0
-        mb = self.table.microbatch      # the solver lowers the pipeline, paid by all inputs but the first
+        mb = self.table.inputs[first]   # the solver lowers the pipeline, paid by all inputs but the first
         if best is not None and (mb - 1) / mb * (pipeline - lower) <= (IMPROVE - 1) * pipeline:
             return self._checked(first, last, best)
         limit = pipeline if packed is not None else max(max(c) for c in cycles)

@@ -8,8 +8,8 @@ real epoch of that context. On a geometric grid of pipeline cycles P (ratio `RAT
 at P_b is its fewest-core one within P_b (`UNFIT` cores where none is). A segment's ops fit at P_b when those
 cores sum to at most the grid's.
 
-An epoch costs fill + (microbatch - 1) x pipeline + prologue (+ an epoch switch between epochs,
-`pybuda.arch.perf`). For a segment:
+An epoch costs fill + (inputs - 1) x pipeline + prologue (+ an epoch switch between epochs of one program,
+`pybuda.arch.perf`); inputs is the microbatch, one for a training graph's optimizer epochs. For a segment:
 - `split(bound=True)`, the lower bound: the pipeline is at least the lower edge of the first bin its ops fit in,
   its DRAM bytes (each op's fewest) over all channels' bandwidth and its largest host input over PCIe; the fill at
   least the pipeline and the longest dependency chain of the ops' least latencies (one op at its least cycles);
@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from ..device import DeviceSpec
+from ..ir import epoch_types
 from .candidates import Candidate, op_signature
 from .plan_cost import PlanCoster
 
@@ -88,6 +89,11 @@ class SegmentTable:
         self.last_user = [max((self.position[u] for u, _ in graph.users(n) if u in self.position), default=-1)
                           for n in schedule]
         self.breaks = {self.position[n] for n in breaks if n in self.position}
+        types = epoch_types(graph)
+        # inputs per execute of a segment starting at op i (optimizer epochs run once per step); a segment that
+        # starts a training program's epochs pays no epoch switch (each program starts afresh)
+        self.inputs = [1 if types[n] == "optimizer" else microbatch for n in schedule]
+        self.program_start = {i for i in range(1, len(schedule)) if types[schedule[i]] != types[schedule[i - 1]]}
         self.cores = device.cores
         self.dram_bw = device.dram_channels * device.dram_channel_bw_bytes_per_cycle
         self._contexts: dict[tuple, tuple] = {}
@@ -141,7 +147,7 @@ class SegmentTable:
         """For every end t >= s while the ops could fit one grid: (t, cost per grid value, pipeline per grid
         value) of segment s..t (the bound's or the plan's terms, module docstring)."""
         n = len(self.schedule)
-        mb = self.microbatch
+        mb = self.inputs[s]
         area = np.zeros(len(self.grid))
         dram = np.zeros(len(self.grid)) if not bound else 0.0
         prologue = np.zeros(len(self.grid)) if not bound else 0.0
@@ -215,7 +221,7 @@ class SegmentTable:
                 continue
             for t, costs, pipelines in self._segments_from(s, bound):
                 b = int(np.argmin(costs))
-                cost = best[s] + costs[b] + (switch if s else 0)
+                cost = best[s] + costs[b] + (switch if s and s not in self.program_start else 0)
                 if cost < best[t + 1]:
                     best[t + 1] = cost
                     back[t + 1] = (s, b, float(pipelines[b]), float(costs[b]))

@@ -185,6 +185,10 @@ class Graph:
     def outputs(self) -> list[Node]:
         return [self.node(n) for n in self.output_names]
 
+    def loopbacks_present(self) -> bool:
+        """True if an output writes back into a parameter-like node (a training graph after autograd)."""
+        return any(self.node(n).loopback is not None for n in self.output_names)
+
     def output_source(self, output_name: str) -> str:
         return self.operands(output_name)[0].src
 

@@ -248,6 +248,27 @@ def _loopback_writer(ctx: LowerContext, v: Lowered, target) -> Lowered:
     return v
 
 
+GRADIENT_OP_TYPES = ("matmul", "multiply", "nop")   # the ops every arch lets accumulate (gradient_op)
+
+
+def _gradient_ops_write_directly(bgraph: Graph) -> None:
+    """A gradient accumulator's `loopback_nop` is bypassed where the op before it may itself be the gradient op (a
+    matmul, multiply or nop read by the nop alone, without TMs): the weight gradient's matmul then sums straight
+    into the accumulator instead of handing every sample's gradient on (as the legacy compiler's gradient ops)."""
+    for out in bgraph.outputs():
+        if out.loopback is None or bgraph.node(out.loopback).role != "gradient_accumulator":
+            continue
+        nop = bgraph.node(bgraph.output_source(out.name))
+        if nop.op_type != "nop" or nop.attrs or len(bgraph.users(nop.name)) != 1:
+            continue
+        (operand,) = bgraph.operands(nop.name)
+        src = bgraph.node(operand.src)
+        if (operand.tms or src.kind != "op" or src.op_type not in GRADIENT_OP_TYPES or src.attrs
+                or len(bgraph.users(src.name)) != 1):
+            continue
+        bgraph.replace(nop.name, src.name)
+
+
 def lower(graph: Graph, config=None, arch: str | None = None) -> Graph:
     """Build the Buda graph of a decomposed and optimized PyBuda graph for `arch` (None: legal on every arch)."""
     bgraph = Graph(graph.name)
@@ -291,4 +312,5 @@ def lower(graph: Graph, config=None, arch: str | None = None) -> Graph:
                 v = ctx.op("nop", [v], {}, v.pad_zero, v.replicated, logical_shape=v.shape, aux="output_nop")
             out = bgraph.node(bgraph.add_output(name, v.src, loopback=node.loopback))
             out.logical_shape, out.host_transforms = v.shape, node.host_transforms
+    _gradient_ops_write_directly(bgraph)
     return bgraph

@@ -13,6 +13,7 @@ from .executor import check_manifest, run
 from .inputs import checked_inputs
 from .outputs import rebuild
 from .perf import ModelPerf
+from .training import epoch_counts, is_training_netlist, training_step_perf
 
 
 class RuntimeModel:
@@ -69,11 +70,15 @@ class RuntimeModel:
 
     @property
     def perf(self) -> ModelPerf:
-        """The simulator's performance estimate of every netlist, summed (computed once, on first use)."""
+        """The simulator's performance estimate of every netlist, summed (computed once, on first use); of a training
+        netlist, one training step of one microbatch (run_fwd, run_bwd, run_opt)."""
         if self._perf is None:
             from ..backend_sim.timing import estimate
-            self._perf = ModelPerf(tuple(estimate(nl, device=self.device) for nl in self.netlists),
-                                   tuple(op.name for op in self.manifest.host_ops()), self.microbatch)
+            if self.netlists and is_training_netlist(self.netlists[0]):
+                self._perf = training_step_perf(self.netlists[0], self.device, self.microbatch)
+            else:
+                self._perf = ModelPerf(tuple(estimate(nl, device=self.device) for nl in self.netlists),
+                                       tuple(op.name for op in self.manifest.host_ops()), self.microbatch)
         return self._perf
 
     def __call__(self, *inputs):
@@ -94,6 +99,7 @@ class RuntimeModel:
     def summary(self) -> str:
         """Where ops run (the parts in order: host fallback ops, device netlists), epochs, cores and the estimate."""
         perf = self.perf
+        training = self.netlists and is_training_netlist(self.netlists[0])
         return "\n".join([
             f"model {self.name} on {self.device}, microbatch {self.microbatch}",
             f"host (CPU fallback) ops: {', '.join(perf.host_ops) if perf.host_ops else 'none'}",
@@ -101,7 +107,9 @@ class RuntimeModel:
             f"device ops: {sum(len(nl.ops) for nl in self.netlists)}",
             f"netlist: {self.source}",
             f"epochs: {len(perf.epochs)}; cores per epoch: {[e.cores for e in perf.epochs]}",
-            f"estimated samples/second: {perf.samples_per_second:,.1f}",
+            *([f"training epochs: {epoch_counts(self.netlists[0])}",
+               f"estimated training samples/second (run_fwd + run_bwd + run_opt): {perf.samples_per_second:,.1f}"]
+              if training else [f"estimated samples/second: {perf.samples_per_second:,.1f}"]),
         ])
 
 

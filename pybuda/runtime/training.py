@@ -115,6 +115,17 @@ class TrainingRuntime:
     def perf(self) -> ModelPerf:
         """The estimate of one training step of one microbatch: run_fwd, run_bwd and run_opt, summed."""
         if self._perf is None:
-            self._perf = ModelPerf(tuple(estimate(self.netlist, device=self.manifest.device, program=p)
-                                         for p in PROGRAMS), (), self.manifest.microbatch)
+            self._perf = training_step_perf(self.netlist, self.manifest.device, self.manifest.microbatch)
         return self._perf
+
+
+def training_step_perf(netlist: Netlist, device: str, microbatch: int) -> ModelPerf:
+    """One training step of one microbatch (run_fwd, run_bwd, run_opt), each program a part of the estimate."""
+    return ModelPerf(tuple(estimate(netlist, device=device, program=p) for p in PROGRAMS), (), microbatch)
+
+
+def epoch_counts(netlist: Netlist) -> str:
+    """'forward F, backward B, optimizer O' epochs of a training netlist."""
+    kinds = [name.split("_")[0] for name in netlist.graphs]
+    return ", ".join(f"{label} {kinds.count(prefix)}" for prefix, label in
+                     (("fwd", "forward"), ("bwd", "backward"), ("opt", "optimizer")))
