@@ -104,15 +104,22 @@ def _legalize(bgraph: Graph, arch: str) -> None:
 
 
 def _training_formats(bgraph: Graph, arch: str, config) -> None:
-    """Training keeps master copies: trained parameters, optimizer state and the optimizer's ops in Float32 (a 16-bit
-    parameter would lose every update smaller than its rounding step: a layernorm weight near 1.0 in Float16_b
-    moves in steps of 2^-7), whatever the default format. The optimizer accumulates in Float32 where the arch has
-    a 32-bit dest (wormhole); grayskull's dest is 16-bit (an update below the parameter's step in that format is
-    lost, as on the hardware), and its reciprocals (Adam's 1 / (sqrt(v) + eps), up to 1e8) use Float16_b for the
-    8-bit exponent."""
+    """Where the arch has a 32-bit dest (wormhole), training keeps master copies: trained parameters, optimizer state
+    and the optimizer's ops in Float32, accumulating in Float32, whatever the default format (a 16-bit parameter
+    loses every update smaller than its rounding step: a layernorm weight near 1.0 in Float16_b moves in steps of
+    2^-7). Grayskull's dest is 16-bit, so a Float32 copy would gain nothing there (the update is rounded in the
+    dest, as on the hardware) and only double the bytes every forward matmul reads: its parameters keep the default
+    format, and its reciprocals (Adam's 1 / (sqrt(v) + eps), up to 1e8) accumulate in Float16_b for the 8-bit
+    exponent."""
     types = epoch_types(bgraph)
     optimizer = [name for name, kind in types.items() if kind == "optimizer"]
     if not optimizer:
+        return
+    if arch == "grayskull":
+        for name in optimizer:
+            node = bgraph.node(name)
+            if node.op_type == "reciprocal" and not config.default_accumulate_df:
+                node.acc_df = DataFormat.Float16_b
         return
     for node in bgraph.nodes("parameter"):
         if node.role in ("trained", "optimizer_state"):
@@ -120,12 +127,8 @@ def _training_formats(bgraph: Graph, arch: str, config) -> None:
     for name in optimizer:
         node = bgraph.node(name)
         node.df = node.intermed_df = DataFormat.Float32
-        if config.default_accumulate_df:
-            continue
-        if arch != "grayskull":
+        if not config.default_accumulate_df:
             node.acc_df = DataFormat.Float32
-        elif node.op_type == "reciprocal":
-            node.acc_df = DataFormat.Float16_b
 
 
 def assign_data_formats(bgraph: Graph, config, arch: str) -> Graph:

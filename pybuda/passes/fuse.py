@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..arch.optypes import SFPU_OPS
-from ..ir import Graph, Operand
+from ..ir import Graph, Operand, gradient_ops
 from ..ops.fused import DEST, OUTPUT, FusedGroup, Ref, SubOp
 
 FUSED_PREFIX = "_fused_op_"
@@ -53,12 +53,8 @@ class FusionError(ValueError):
 
 
 def fusable(graph: Graph, name: str) -> bool:
-    """Whether an op may become a fused sub-op (its type and operands; not the config's exclusions). An op that
-    writes a parameter, optimizer state or gradient accumulator back stays an op of its own (a gradient op must be
-    a datacopy, matmul or multiply)."""
+    """Whether an op may become a fused sub-op (its type and operands; not the config's exclusions)."""
     node = graph.node(name)
-    if any(graph.node(u).kind == "output" and graph.node(u).loopback for u, _ in graph.users(name)):
-        return False
     if node.op_type in BINARY or node.op_type in UNARY:
         return True
     if node.op_type == "reduce":
@@ -317,7 +313,8 @@ def fuse(graph: Graph, config, arch: str) -> Graph:
     """Replace fusable groups of ops by fused ops `_fused_op_<k>` (k in topological order of their outputs)."""
     if not config.enable_auto_fusing:
         return graph
-    excluded = excluded_ops(config)
+    # a gradient op (it sums into a gradient accumulator) stays an op of its own: a datacopy, matmul or multiply
+    excluded = excluded_ops(config) | gradient_ops(graph)
     manual = set(config.op_names_manual_fuse)
     candidates = {n for n in graph.op_names() if fusable(graph, n) and n not in excluded
                   and (not manual or n in manual)}
