@@ -103,22 +103,28 @@ def _legalize(bgraph: Graph, arch: str) -> None:
             node.intermed_df = node.df
 
 
+FLOAT16_NORMAL, FLOAT16_MAX = 2.0 ** -14, 65504.0
+
+
 def _training_formats(bgraph: Graph, arch: str, config) -> None:
     """Where the arch has a 32-bit dest (wormhole), training keeps master copies: trained parameters, optimizer state
     and the optimizer's ops in Float32, accumulating in Float32, whatever the default format (a 16-bit parameter
     loses every update smaller than its rounding step: a layernorm weight near 1.0 in Float16_b moves in steps of
     2^-7). Grayskull's dest is 16-bit, so a Float32 copy would gain nothing there (the update is rounded in the
     dest, as on the hardware) and only double the bytes every forward matmul reads: its parameters keep the default
-    format, and its reciprocals (Adam's 1 / (sqrt(v) + eps), up to 1e8) accumulate in Float16_b for the 8-bit
-    exponent."""
+    format. Where the dest would be Float16 (5-bit exponent) and a per-step scalar is outside Float16's normal range
+    (Adam's eps, ~1e-8: its second moments, 1 / (sqrt(v) + eps) up to 1e8, need the range), the optimizer's ops
+    accumulate in Float16_b for the 8-bit exponent (range before the 3 bits of mantissa Float16 would add)."""
     types = epoch_types(bgraph)
     optimizer = [name for name, kind in types.items() if kind == "optimizer"]
     if not optimizer:
         return
     if arch == "grayskull":
+        wide = any(n.role == "optimizer_parameter" and not FLOAT16_NORMAL <= abs(float(n.value.flat[0])) <= FLOAT16_MAX
+                   for n in bgraph.nodes("parameter"))
         for name in optimizer:
             node = bgraph.node(name)
-            if node.op_type == "reciprocal" and not config.default_accumulate_df:
+            if wide and node.acc_df == DataFormat.Float16 and not config.default_accumulate_df:
                 node.acc_df = DataFormat.Float16_b
         return
     for node in bgraph.nodes("parameter"):
