@@ -246,3 +246,12 @@ def test_training_netlist_programs_match_the_legacy_training_netlists(tmp_path):
         zeroed = {q for p in nl.programs if p.name == "run_bwd" for ins in p.instructions
                   if isinstance(ins, Execute) for q, s in ins.queue_settings.items() if s.zero == "$v_zero_grad"}
         assert zeroed and all(q.startswith("grad_acc_") for q in zeroed)
+
+
+def test_legacy_loss_names_train_like_torch_losses(tmp_path):
+    from pybuda.op.loss import L1Loss
+    x, y = torch.randn(4, 32), torch.randn(4, 10)
+    compiled = pybuda.compile(_mlp(), x, loss=L1Loss(), optimizer=SGD(0.05), sample_targets=y, output_dir=tmp_path)
+    losses = [compiled.train_step(x, targets=y) for _ in range(5)]
+    assert losses[-1] < losses[0]
+    assert abs(losses[0] - float(torch.nn.L1Loss()(_mlp()(x), y))) < 0.02
