@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import warnings
 from pathlib import Path
 from typing import Iterator
 
@@ -28,7 +29,7 @@ from .runtime import load as load_tti
 from .stages import STAGES, CompileState, Stage, check_stages, run_stages, stop_stage
 from .training import check_training
 from .passes.cpu_fallback import Segment
-from .runtime.loss import host_loss
+from .runtime.loss import TrainingError, host_loss
 from .verify import GRAPH_PCC_THRESHOLD, golden_gradients, netlist_pcc_threshold, pcc, run_golden, run_segments
 
 DEFAULT_DEVICE = "e150"
@@ -322,6 +323,13 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
     if reached == "netlist":
         out_dir = usable_output_dir(out_dir)   # before any work: the netlist is written there
     training = check_training(model, sample_inputs, loss, optimizer, sample_targets)
+    if training is None and config.enable_training:
+        raise TrainingError("enable_training is set, but a training compile needs loss=, optimizer= and "
+                            "sample_targets= (pybuda.compile(model, x, loss=..., optimizer=..., sample_targets=y))")
+    if training is None and config.enable_recompute:
+        warnings.warn("enable_recompute has no effect on an inference compile (it recomputes forward activations "
+                      "for the backward pass of a training compile: compile(..., loss=, optimizer=, sample_targets=))",
+                      UserWarning, stacklevel=2)
     if training is not None:
         config.enable_training = True
     with _modes_kept(model):

@@ -36,7 +36,7 @@ from .ir import Graph
 from .module import PyBudaModule
 from .netlist import Netlist, NetlistError, check, netlist_text
 from .netlist import load as load_netlist
-from .passes.autograd import training_graph
+from .passes.autograd import recompute, training_graph
 from .passes.cpu_fallback import DEVICE, Segment, partition
 from .passes.data_formats import assign_data_formats
 from .passes.decompose import decompose
@@ -154,10 +154,13 @@ def optimize_stage(state: CompileState) -> CompileState:
 
 def autograd_stage(state: CompileState) -> CompileState:
     """Training: the backward ops of the trained parameters, their gradient accumulators and the optimizer's
-    updates (`passes/autograd.py`), decomposed like the forward ops; inference: nothing."""
+    updates (`passes/autograd.py`; with `enable_recompute`, the forward values the backward ops read computed again
+    there), decomposed like the forward ops; inference: nothing."""
     if state.optimizer is None:
         return state
     graph = training_graph(state.graph.copy(), state.optimizer)
+    if state.config.enable_recompute:
+        graph = recompute(graph)
     return dataclasses.replace(state, graph=optimize(decompose(graph, state.config), state.config))
 
 

@@ -255,3 +255,32 @@ def test_legacy_loss_names_train_like_torch_losses(tmp_path):
     losses = [compiled.train_step(x, targets=y) for _ in range(5)]
     assert losses[-1] < losses[0]
     assert abs(losses[0] - float(torch.nn.L1Loss()(_mlp()(x), y))) < 0.02
+
+
+def test_recompute_keeps_no_forward_activation_and_the_same_numbers(tmp_path):
+    x, y = torch.randn(4, 32), torch.randint(0, 10, (4,))
+    plain = pybuda.compile(_mlp(), x, loss=torch.nn.CrossEntropyLoss(), optimizer=SGD(0.1), sample_targets=y,
+                           output_dir=tmp_path / "plain")
+    config = pybuda.CompilerConfig(enable_recompute=True)
+    again = pybuda.compile(_mlp(), x, loss=torch.nn.CrossEntropyLoss(), optimizer=SGD(0.1), sample_targets=y,
+                           output_dir=tmp_path / "recompute", config=config, verify=True)
+    nl = again.netlist
+    recomputed = [op for op in nl.ops.values() if "_recompute" in op.name]
+    assert recomputed and all(op.graph.startswith("bwd") for op in recomputed)
+    # no queue carries a forward op's output to the backward epochs
+    fwd_ops = {n for n, op in nl.ops.items() if op.graph.startswith("fwd")}
+    assert not [q for q in nl.queues.values() if q.input in fwd_ops and q.name.startswith("e2e_")
+                and any(q.name in op.inputs for op in nl.ops.values() if op.graph.startswith("bwd"))]
+    assert any(q.name.startswith("e2e_") for q in plain.netlist.queues.values())
+    for _ in range(2):
+        plain.train_step(x, targets=y)
+        again.train_step(x, targets=y)
+    for name, value in plain.state_dict().items():
+        assert pcc(again.state_dict()[name].numpy(), value.numpy()) >= 0.9999, name
+
+
+def test_enable_training_without_loss_is_refused_and_recompute_in_inference_warns(tmp_path):
+    with pytest.raises(TrainingError, match="enable_training is set"):
+        pybuda.compile(_mlp(), torch.randn(2, 32), output_dir=tmp_path, config=pybuda.CompilerConfig(enable_training=True))
+    with pytest.warns(UserWarning, match="enable_recompute has no effect on an inference compile"):
+        pybuda.compile(_mlp(), torch.randn(2, 32), output_dir=tmp_path, config=pybuda.CompilerConfig(enable_recompute=True))

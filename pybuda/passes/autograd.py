@@ -16,7 +16,7 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 
-from ..ir import Graph
+from ..ir import Graph, epoch_types
 from ..ops import registry
 from ..ops.registry import OpError, add_op
 from .host_io import apply_host_transforms
@@ -190,6 +190,40 @@ class OptimizerContext:
     def write(self, target: str, value: str) -> None:
         """`value` becomes the new value of the parameter or state `target` after the step."""
         self.writes[target] = value
+
+
+def recompute(graph: Graph) -> Graph:
+    """`enable_recompute` (pybuda-passes.md §5.7): every forward value a backward op reads is computed again for the
+    backward pass, by a copy `<op>_recompute` of the forward ops it needs (reading the graph inputs and parameters
+    again), so no forward activation is kept for the backward epochs; the copies reach no model output and so run
+    in the backward epochs."""
+    types = epoch_types(graph)
+    copies: dict[str, str] = {}
+
+    def copy_of(name: str) -> str:
+        if name not in copies:
+            order, stack = [], [name]
+            while stack:             # the forward ops `name` needs that have no copy yet, producers first
+                n = stack.pop()
+                if n in copies or n in order:
+                    continue
+                order.append(n)
+                stack.extend(o.src for o in graph.operands(n) if types.get(o.src) == "forward")
+            for n in sorted(order, key=lambda n: graph.node(n).order):
+                node = graph.node(n)
+                operands = [copies.get(o.src, o.src) if types.get(o.src) == "forward" else o.src
+                            for o in graph.operands(n)]
+                copies[n] = add_op(graph, graph.unique_name(f"{n}_recompute"), node.op_type, operands,
+                                   dict(node.attrs))
+        return copies[name]
+
+    for name, kind in types.items():
+        if kind == "forward":
+            continue
+        for port, operand in enumerate(graph.operands(name)):
+            if types.get(operand.src) == "forward":
+                graph.set_operand(name, port, copy_of(operand.src))
+    return graph
 
 
 def training_graph(graph: Graph, optimizer) -> Graph:
