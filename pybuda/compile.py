@@ -21,7 +21,7 @@ from .config import CompileDepth, DeviceMode
 from .device import get_device
 from .files import safe_file_stem, usable_output_dir
 from .frontend.pybuda_trace import trace_module
-from .ir import Graph
+from .ir import Graph, loss_gradient_input
 from .module import PyBudaModule, to_numpy
 from .runtime import RuntimeModel
 from .runtime.training import TrainingRuntime
@@ -217,7 +217,7 @@ class _TrainingReference:
 
     def loss_gradients(self, output_names: list[str]) -> dict[str, np.ndarray]:
         _, grads = host_loss(self.loss, self.outputs, self.targets)
-        return {f"loss_{name}": g for name, g in zip(output_names, grads)}
+        return {loss_gradient_input(name): g for name, g in zip(output_names, grads)}
 
     def _compare(self, stage: str, got: dict, want: dict, threshold: float, what: str) -> StageCheck:
         """The worst parameter's PCC (and its norm within `NORM_TOLERANCE` of torch's: PCC is blind to scale); a

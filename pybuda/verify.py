@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dataformat import DataFormat, MathFidelity
-from .ir import Graph, apply_tms
+from .ir import Graph, accumulated_parameter, apply_tms
 from .netlist import Netlist
 from .ops import registry
 from .passes.cpu_fallback import DEVICE, Segment
@@ -115,7 +115,7 @@ def golden_gradients(graph: Graph, batch: dict[str, np.ndarray]) -> dict[str, np
                 logical = graph.node(out).logical_shape
                 value = from_device_layout(value, logical, ()).reshape(logical)
             sums[target] = sums.get(target, 0) + value
-    return {target.removeprefix("grad_acc_"): apply_host_transforms(value, graph.node(target).host_transforms)
+    return {accumulated_parameter(target): apply_host_transforms(value, graph.node(target).host_transforms)
             for target, value in sums.items()}
 
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..balancer.policy import Placement
-from ..ir import Graph
+from ..ir import Graph, loss_gradient_output
 from ..netlist import Netlist
 from ..passes.cpu_fallback import Segment
 from .netlist_builder import sparse_queue_values
@@ -221,7 +221,7 @@ def _device_part(k: int, bgraph: Graph, placement: Placement, netlist: Netlist,
     for node in bgraph.inputs():
         loss = node.role == "loss_gradient"
         feeds[node.name] = QueueFeed("loss_gradient" if loss else "input",
-                                     feed=node.name.removeprefix("loss_") if loss else node.name,
+                                     feed=loss_gradient_output(node.name) if loss else node.name,
                                      host_transforms=_transforms(node, "input"),
                                      logical_shape=tuple(node.logical_shape), device_shape=node.shape)
     for out in bgraph.outputs():

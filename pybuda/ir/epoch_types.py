@@ -9,6 +9,28 @@ import networkx as nx
 from .graph import Graph
 
 EPOCH_TYPES = ("forward", "backward", "optimizer")
+LOSS_PREFIX = "loss_"   # the input carrying the loss's gradient of model output <out> is `loss_<out>`
+
+
+def loss_gradient_input(output: str) -> str:
+    """The name of the input that carries the loss's gradient with respect to model output `output`."""
+    return f"{LOSS_PREFIX}{output}"
+
+
+def loss_gradient_output(input_name: str) -> str:
+    """The model output whose loss gradient the input `input_name` carries."""
+    return input_name.removeprefix(LOSS_PREFIX)
+
+
+ACCUMULATOR_PREFIX = "grad_acc_"   # the gradient accumulator of trained parameter <p> is `grad_acc_<p>`
+
+
+def accumulator_of(param: str) -> str:
+    return f"{ACCUMULATOR_PREFIX}{param}"
+
+
+def accumulated_parameter(accumulator: str) -> str:
+    return accumulator.removeprefix(ACCUMULATOR_PREFIX)
 
 
 def epoch_types(graph: Graph) -> dict[str, str]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 
-from ..ir import Graph, epoch_types
+from ..ir import Graph, accumulator_of, epoch_types, loss_gradient_input
 from ..ops import registry
 from ..ops.registry import OpError, add_op
 from .host_io import apply_host_transforms
@@ -127,7 +127,7 @@ def differentiate(graph: Graph) -> dict[str, str]:
     for out in list(graph.outputs()):
         src = graph.output_source(out.name)
         if src in needed:
-            loss = graph.add_input(f"loss_{out.name}", out.shape)
+            loss = graph.add_input(loss_gradient_input(out.name), out.shape)
             graph.node(loss).role = "loss_gradient"
             grads.setdefault(src, []).append(loss)
     for name in reversed(order):
@@ -231,7 +231,7 @@ def training_graph(graph: Graph, optimizer) -> Graph:
     of each (pybuda.optimizers), parameters and state written back by loopback outputs."""
     grads = differentiate(graph)
     for param, grad in grads.items():
-        acc = graph.add_parameter(f"grad_acc_{param}", np.zeros(graph.node(param).shape, dtype=np.float32))
+        acc = graph.add_parameter(accumulator_of(param), np.zeros(graph.node(param).shape, dtype=np.float32))
         graph.node(acc).role = "gradient_accumulator"
         graph.node(acc).host_transforms = graph.node(param).host_transforms   # back to the framework's layout
         graph.add_output(f"{acc}.write", grad, loopback=acc)

@@ -13,6 +13,7 @@ import torch
 from ..backend_sim import Simulator
 from ..backend_sim.timing import estimate
 from ..codegen.manifest import RunManifest
+from ..ir import accumulated_parameter
 from ..netlist import Netlist
 from ..passes.host_io import apply_host_transforms, from_device_layout, to_device_layout
 from .inputs import checked_inputs
@@ -100,7 +101,7 @@ class TrainingRuntime:
             if feed.kind == kind:
                 value = from_device_layout(self.sim.peek(queue)[None], feed.logical_shape, ())
                 value = apply_host_transforms(value.reshape(feed.logical_shape), feed.host_transforms)
-                out[queue.removeprefix("grad_acc_")] = torch.from_numpy(np.ascontiguousarray(value))
+                out[accumulated_parameter(queue)] = torch.from_numpy(np.ascontiguousarray(value))
         return out
 
     def state_dict(self) -> dict[str, torch.Tensor]:
