@@ -219,10 +219,13 @@ class _TrainingReference:
         _, grads = host_loss(self.loss, self.outputs, self.targets)
         return {loss_gradient_input(name): g for name, g in zip(output_names, grads)}
 
-    def _compare(self, stage: str, got: dict, want: dict, threshold: float, what: str) -> StageCheck:
+    def _compare(self, stage: str, got: dict, want: dict, threshold: float, what: str,
+                 rounding: dict[str, float] | None = None) -> StageCheck:
         """The worst parameter's PCC (and its norm within `NORM_TOLERANCE` of torch's: PCC is blind to scale); a
         parameter whose reference is constant (a gradient that is 0 in exact arithmetic, e.g. an attention key
-        bias's) is left out: its PCC measures noise."""
+        bias's) is left out: its PCC measures noise. `rounding` (relative, by parameter) accepts a value that is
+        torch's up to its stored format's rounding step (an update below it is lost on the device, as on the
+        hardware; a parameter near-constant like a layernorm weight then has no PCC to speak of)."""
         worst = StageCheck(stage, 1.0, 0.0, threshold=threshold)
         for name, expected in want.items():
             if name not in got or np.ptp(expected) <= 1e-6 * max(np.abs(expected).max(), 1e-30) \
@@ -231,13 +234,17 @@ class _TrainingReference:
             value = np.asarray(got[name]).reshape(expected.shape)
             check = dataclasses.replace(worst, pcc=pcc(value, expected),
                                         max_abs_error=float(np.max(np.abs(value - expected))))
-            worst = check if check.pcc < worst.pcc else worst
             ratio = float(np.linalg.norm(value) / np.linalg.norm(expected))
             tolerance = NORM_TOLERANCE["netlist" if stage.startswith("netlist") else "graph"]
-            if not (check.pcc >= threshold and abs(ratio - 1.0) <= tolerance):
-                raise VerificationError(f"stage {stage!r}: the {what} of parameter {name!r} diverges from torch's: pcc "
-                                        f"{check.pcc:.6f} (threshold {threshold}), norm {ratio:.4f}x torch's "
-                                        f"(tolerance {tolerance}), max abs error {check.max_abs_error:.3g}")
+            close = check.pcc >= threshold and abs(ratio - 1.0) <= tolerance
+            if close:
+                worst = check if check.pcc < worst.pcc else worst
+                continue
+            if rounding is not None and check.max_abs_error <= rounding[name] * float(np.abs(expected).max()):
+                continue
+            raise VerificationError(f"stage {stage!r}: the {what} of parameter {name!r} diverges from torch's: pcc "
+                                    f"{check.pcc:.6f} (threshold {threshold}), norm {ratio:.4f}x torch's "
+                                    f"(tolerance {tolerance}), max abs error {check.max_abs_error:.3g}")
         return worst
 
     def check_gradients(self, stage: str, gradients: dict, threshold: float) -> StageCheck:
@@ -252,10 +259,12 @@ class _TrainingReference:
         runtime.train_step(inputs, self.targets)
         grads = {k: v.numpy() for k, v in runtime.gradients().items()}
         params = {k: v.numpy() for k, v in runtime.state_dict().items()}
+        queues = state.netlists[0].queues
+        rounding = {name: 2.0 ** -queues[name].df.mantissa_bits for name in params}
         return [dataclasses.replace(self._compare("netlist gradients", grads, self.gradients, threshold, "gradient"),
                                     data_format=fmt.value),
-                dataclasses.replace(self._compare("netlist step", params, self.stepped, threshold, "updated value"),
-                                    data_format=fmt.value)]
+                dataclasses.replace(self._compare("netlist step", params, self.stepped, threshold, "updated value",
+                                                  rounding), data_format=fmt.value)]
 
 
 def _check(stage: str, segments: tuple[Segment, ...], outputs: list[str], batch: dict[str, np.ndarray],
