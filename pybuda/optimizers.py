@@ -5,10 +5,11 @@ that change from step to step (Adam's bias corrections, SGD's first-step dampeni
 parameters the host writes before each step (`step_scalars`)."""
 from __future__ import annotations
 
+import abc
 import math
 
 
-class Optimizer:
+class Optimizer(abc.ABC):
     """Base class: `build` adds one parameter's update ops (through a pybuda.passes.autograd.OptimizerContext);
     `step_scalars(step)` gives the per-step scalars of step 1, 2, ..."""
 
@@ -20,15 +21,17 @@ class Optimizer:
         self.learning_rate = float(learning_rate)
         self.weight_decay = float(weight_decay)
 
+    @abc.abstractmethod
     def step_scalars(self, step: int) -> dict[str, float]:
-        raise NotImplementedError
+        """The per-step scalars of step `step` (1, 2, ...) by name."""
 
+    @abc.abstractmethod
     def build(self, ctx, param: str, grad: str) -> None:
-        raise NotImplementedError
+        """Add the update of `param` from its accumulated gradient `grad` (ctx: an OptimizerContext)."""
 
+    @abc.abstractmethod
     def torch_optimizer(self, params):
         """The same optimizer in torch, for verification."""
-        raise NotImplementedError
 
     def _decayed(self, ctx, param: str, grad: str) -> str:
         """grad + weight_decay * param (L2 penalty; torch's `weight_decay` of SGD and Adam)."""

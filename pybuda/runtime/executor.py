@@ -13,6 +13,7 @@ from ..device import get_device
 from ..netlist import Netlist
 from ..ops import registry
 from ..passes.host_io import from_device_layout, to_device_layout
+from .training import is_training_netlist
 
 
 def run(netlists: list[Netlist], manifest: RunManifest, arrays: dict[str, np.ndarray],
@@ -39,7 +40,7 @@ def _run_device(netlist: Netlist, part: DevicePart, device: str, arrays: dict[st
         elif feed.kind == "input":
             sim.push(queue, np.stack([to_device_layout(values[feed.feed], feed.host_transforms, feed.device_shape)
                                       .reshape(feed.device_shape[-3:]) for values in samples]))
-    if {p.name for p in netlist.programs} >= {"run_fwd", "run_bwd"}:   # a training netlist: its forward program
+    if is_training_netlist(netlist):   # its forward program
         sim.run("run_fwd", p_microbatch_count=1)
     else:
         sim.run(p_loop_count=1)
