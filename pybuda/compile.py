@@ -27,7 +27,7 @@ from .runtime import RuntimeModel
 from .runtime.training import TrainingRuntime
 from .runtime import load as load_tti
 from .stages import STAGES, CompileState, Stage, check_stages, run_stages, stop_stage
-from .training import check_training
+from .training import check_training, tensors
 from .passes.cpu_fallback import Segment
 from .runtime.loss import TrainingError, host_loss
 from .verify import GRAPH_PCC_THRESHOLD, golden_gradients, netlist_pcc_threshold, pcc, run_golden, run_segments
@@ -207,7 +207,7 @@ class _TrainingReference:
         if not isinstance(model, torch.nn.Module):
             return None   # a PyBudaModule: its forward outputs are verified, its gradients are not
         ref = copy.deepcopy(model).eval()
-        outputs = [o for o in torch.utils._pytree.tree_leaves(ref(*sample_inputs)) if isinstance(o, torch.Tensor)]
+        outputs = tensors(ref(*sample_inputs))
         total = sum(training.loss(o, t) for o, t in zip(outputs, training.sample_targets))
         total.backward()
         gradients = {n: to_numpy(p.grad) for n, p in ref.named_parameters() if p.grad is not None}
@@ -438,6 +438,6 @@ def _framework_outputs(model, sample_inputs) -> list[np.ndarray]:
     if isinstance(model, torch.nn.Module):
         with torch.no_grad():
             out = model.eval()(*sample_inputs)
-        return [to_numpy(o) for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+        return [to_numpy(o) for o in tensors(out)]
     traced = trace_module(model, sample_inputs)
     return run_golden(traced, {n: to_numpy(x) for n, x in zip(traced.input_names, sample_inputs)})

@@ -9,6 +9,7 @@ import torch
 from .optimizers import Optimizer
 from .runtime.loss import TrainingError, host_loss
 
+
 @dataclasses.dataclass(frozen=True)
 class TrainingSetup:
     loss: torch.nn.Module
@@ -17,6 +18,7 @@ class TrainingSetup:
 
 
 def tensors(value) -> list[torch.Tensor]:
+    """The tensors among a model's outputs (any nesting), in order."""
     return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 

@@ -35,6 +35,9 @@ class OpDef:
     # fn(ctx: BackwardContext, index, grad) -> the gradient of operand `index` (a node name) given the gradient
     # `grad` of the op's output; a result of the output's (broadcast) shape is reduced to the operand's shape
     backward: Callable | None = None
+    # fn(attrs, operand shape, output shape) -> the (op_type, attrs) TMs that take the output back to the operand
+    # (its values where the op keeps them): a TM's backward rule, and the layout map of a trained parameter view
+    inverse: Callable | None = None
 
 
 _REGISTRY: dict[str, OpDef] = {}

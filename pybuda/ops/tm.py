@@ -8,6 +8,7 @@ import numpy as np
 
 from ..arch.tms import apply_tm
 from .common import ceil_tile, norm_dim
+from . import registry
 from .registry import OpDef, OpError, register
 
 
@@ -39,12 +40,16 @@ def _lower_transpose(ctx):
     return _lower_as_reshape(ctx, x)
 
 
-def _transpose_backward(ctx, index, grad):
-    return ctx.op("transpose", [grad], {"dim0": ctx.attrs["dim0"], "dim1": ctx.attrs["dim1"]})
+def inverse_backward(ctx, index, grad):
+    """The backward rule of a TM with an `inverse`: the gradient through the inverse TMs."""
+    for op_type, attrs in registry.get(ctx.node.op_type).inverse(ctx.attrs, ctx.shape(0), ctx.node.shape):
+        grad = ctx.op(op_type, [grad], attrs)
+    return grad
 
 
 register(OpDef("transpose", _transpose_shape, lambda v, a: np.swapaxes(v[0], int(a["dim0"]), int(a["dim1"])),
-               kind="tm", tm=True, lower=_lower_transpose, backward=_transpose_backward))
+               kind="tm", tm=True, lower=_lower_transpose, backward=inverse_backward,
+               inverse=lambda a, src, out: (("transpose", {"dim0": a["dim0"], "dim1": a["dim1"]}),)))
 
 
 def _permute_shape(shapes, attrs):
@@ -64,10 +69,9 @@ def _lower_permute(ctx):
 
 
 register(OpDef("permute", _permute_shape, lambda v, a: np.transpose(v[0], [int(i) for i in a["axes"]]),
-               kind="tm", tm=True, lower=_lower_permute,
-               backward=lambda ctx, i, g: ctx.op("permute", [g], {"axes": [int(a) for a in
-                                                                        np.argsort([int(a) % len(ctx.shape(0))
-                                                                                    for a in ctx.attrs["axes"]])]})))
+               kind="tm", tm=True, lower=_lower_permute, backward=inverse_backward,
+               inverse=lambda a, src, out: (("permute", {"axes": [int(i) for i in np.argsort(
+                   [int(k) % len(src) for k in a["axes"]])]}),)))
 
 
 # ---- reshape --------------------------------------------------------------------------------------
@@ -153,7 +157,7 @@ def _lower_flatten_rows(ctx, x, out):
 
 register(OpDef("reshape", _reshape_shape, lambda v, a: v[0].reshape(_reshape_shape([v[0].shape], a)),
                kind="tm", tm=True, lower=lambda ctx: _lower_as_reshape(ctx, ctx.operands[0]),
-               backward=lambda ctx, i, g: ctx.op("reshape", [g], {"shape": list(ctx.shape(0))})))
+               backward=inverse_backward, inverse=lambda a, src, out: (("reshape", {"shape": list(src)}),)))
 
 
 # ---- slices and stacks (last three dims, tile-level semantics when aligned) -----------------------
@@ -257,15 +261,13 @@ def _lower_pad(ctx):
     return ctx.relabel(x, out)
 
 
-def _pad_backward(ctx, index, grad):
-    """The gradient of the kept part: narrow back along every padded dim."""
-    for d, (n, m) in enumerate(zip(ctx.shape(0), ctx.node.shape)):
-        if n != m:
-            grad = ctx.op("narrow", [grad], {"dim": d, "start": 0, "length": n})
-    return grad
+def _pad_inverse(attrs, src: tuple, out: tuple) -> tuple:
+    """The kept part: a narrow back along every padded dim."""
+    return tuple(("narrow", {"dim": d, "start": 0, "length": n}) for d, (n, m) in enumerate(zip(src, out)) if n != m)
 
 
-register(OpDef("pad", _pad_shape, _pad_eval, kind="tm", tm=True, lower=_lower_pad, backward=_pad_backward))
+register(OpDef("pad", _pad_shape, _pad_eval, kind="tm", tm=True, lower=_lower_pad, backward=inverse_backward,
+               inverse=_pad_inverse))
 
 
 def _narrow_shape(shapes, attrs):

@@ -13,7 +13,6 @@ gradient accumulators sum their gradients.
 """
 from __future__ import annotations
 
-import networkx as nx
 import numpy as np
 
 from ..ir import Graph, accumulator_of, epoch_types, loss_gradient_input
@@ -57,22 +56,31 @@ class BackwardContext:
         return self.constant(np.array([value], dtype=np.float32))
 
 
-def _needs_rule(graph: Graph, trained: list[str]) -> set[str]:
-    """The ops a gradient flows through: on a path from a trained parameter to a model output."""
-    forward = set()
-    for name in trained:
-        forward |= nx.descendants(graph._g, name)
-    backward = set()
-    for out in graph.output_names:
-        backward |= nx.ancestors(graph._g, out)
-    return {n for n in forward & backward if graph.node(n).kind == "op"}
+def _trained(graph: Graph) -> list[str]:
+    return [n.name for n in graph.nodes("parameter") if n.role == "trained"]
 
 
-def check_backward_rules(graph: Graph) -> None:
-    """AutogradError naming every op on a gradient path whose op type has no backward rule (before any work)."""
-    trained = [n.name for n in graph.nodes("parameter") if n.role == "trained"]
+def gradient_path(graph: Graph) -> set[str]:
+    """The trained parameters and the ops a gradient flows through (on a path from a trained parameter to a model
+    output), in one walk each way."""
+    order = graph.topo_order()
+    reached = set(_trained(graph))
+    for name in order:
+        if graph.node(name).kind == "op" and any(o.src in reached for o in graph.operands(name)):
+            reached.add(name)
+    needed = set(graph.output_names)
+    for name in reversed(order):
+        if name in needed:
+            needed.update(o.src for o in graph.operands(name))
+    return reached & needed
+
+
+def check_backward_rules(graph: Graph, path: set[str] | None = None) -> None:
+    """AutogradError naming every op on a gradient path (`gradient_path`) whose op type has no backward rule (before
+    any work)."""
+    path = gradient_path(graph) if path is None else path
     missing = {}
-    for name in sorted(_needs_rule(graph, trained), key=lambda n: graph.node(n).order):
+    for name in sorted((n for n in path if graph.node(n).kind == "op"), key=lambda n: graph.node(n).order):
         op_type = graph.node(name).op_type
         if registry.get(op_type).backward is None:
             missing.setdefault(op_type, []).append(name)
@@ -119,9 +127,9 @@ def differentiate(graph: Graph) -> dict[str, str]:
     """Add the backward ops of the graph's trained parameters; returns each one's gradient (a node name).
 
     AutogradError if an op on a gradient path has no backward rule, or no parameter gets a gradient."""
-    trained = [n.name for n in graph.nodes("parameter") if n.role == "trained"]
-    check_backward_rules(graph)
-    needed = _needs_rule(graph, trained) | set(trained)
+    trained = _trained(graph)
+    needed = gradient_path(graph)
+    check_backward_rules(graph, needed)
     order = graph.topo_order()
     grads: dict[str, list[str]] = {}
     for out in list(graph.outputs()):

@@ -18,7 +18,7 @@ BFP_ACC_FORBIDDEN = (DataFormat.Bfp2, DataFormat.Bfp2_b, DataFormat.Bfp4, DataFo
 def accumulate_format(df: DataFormat, arch: str) -> DataFormat:
     """The dest format the legacy compiler infers: Float32 where the arch has a 32-bit dest, Float16_b for
     B formats, Float16 otherwise (so Float32 on grayskull accumulates with 10 mantissa bits; a training graph's
-    optimizer ops then accumulate in Float16_b instead, `assign_data_formats`)."""
+    optimizer ops may differ: `_training_formats`)."""
     if df == DataFormat.Float32 and arch != "grayskull":
         return DataFormat.Float32
     return DataFormat.Float16_b if df.exponent_family == "b" else DataFormat.Float16

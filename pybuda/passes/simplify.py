@@ -42,19 +42,6 @@ def consteval(graph: Graph, node: Node) -> bool:
     return True
 
 
-def _inverse_view(node: Node, src_shape: tuple) -> tuple:
-    """The TMs that take a reshape / transpose / permute / pad's result back to its operand."""
-    if node.op_type == "reshape":
-        return (("reshape", {"shape": list(src_shape)}),)
-    if node.op_type == "transpose":
-        return (("transpose", dict(node.attrs)),)
-    if node.op_type == "pad":
-        return tuple(("narrow", {"dim": d, "start": 0, "length": n})
-                     for d, (n, m) in enumerate(zip(src_shape, node.shape)) if n != m)
-    axes = [int(a) % len(src_shape) for a in node.attrs["axes"]]
-    return (("permute", {"axes": [int(a) for a in np.argsort(axes)]}),)
-
-
 @rewrite(Pattern(op=("reshape", "transpose", "permute", "pad"), single_user=False,
                  operands=(Pattern(node_kinds=("parameter",), where=lambda g, n: n.role == "trained"
                                    and len(g.users(n.name)) == 1),)))
@@ -68,7 +55,8 @@ def fold_trained_view(graph: Graph, node: Node) -> bool:
     value = registry.evaluate(node.op_type, [param.value], node.attrs)
     folded = graph.add_parameter(graph.unique_name(f"{node.name}.view"), value)
     graph.node(folded).role = "trained"
-    graph.node(folded).host_transforms = (*_inverse_view(node, param.shape), *param.host_transforms)
+    inverse = registry.get(node.op_type).inverse(node.attrs, param.shape, node.shape)
+    graph.node(folded).host_transforms = (*inverse, *param.host_transforms)
     name = param.name
     graph.replace(node.name, folded, prune=True)
     graph.rename(folded, name)

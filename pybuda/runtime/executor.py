@@ -12,7 +12,7 @@ from ..codegen.manifest import DevicePart, HostOperand, HostProgram, ManifestErr
 from ..device import get_device
 from ..netlist import Netlist
 from ..ops import registry
-from ..passes.host_io import from_device_layout, to_device_layout
+from .feeds import load_arrays, pop_samples, push_samples
 from .training import is_training_netlist
 
 
@@ -34,20 +34,18 @@ def _run_device(netlist: Netlist, part: DevicePart, device: str, arrays: dict[st
                 samples: list[dict[str, np.ndarray]]) -> None:
     """Run a device part on every sample; adds the values it writes to each sample's values."""
     sim = Simulator(netlist, device=device)
+    load_arrays(sim, part.queues, arrays)
     for queue, feed in part.queues.items():
-        if feed.array is not None:
-            sim.push(queue, arrays[feed.array])
-        elif feed.kind == "input":
-            sim.push(queue, np.stack([to_device_layout(values[feed.feed], feed.host_transforms, feed.device_shape)
-                                      .reshape(feed.device_shape[-3:]) for values in samples]))
+        if feed.kind == "input":
+            push_samples(sim, queue, feed, [values[feed.feed] for values in samples])
     if is_training_netlist(netlist):   # its forward program
         sim.run("run_fwd", p_microbatch_count=1)
     else:
         sim.run(p_loop_count=1)
     for queue, feed in part.queues.items():
         if feed.kind == "output":
-            for values in samples:
-                values[feed.feed] = from_device_layout(sim.pop(queue), feed.logical_shape, feed.host_transforms)
+            for values, value in zip(samples, pop_samples(sim, queue, feed, len(samples))):
+                values[feed.feed] = value
 
 
 def _run_host(host: HostProgram, arrays: dict[str, np.ndarray], sample: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

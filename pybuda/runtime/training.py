@@ -15,7 +15,8 @@ from ..backend_sim.timing import estimate
 from ..codegen.manifest import RunManifest
 from ..ir import accumulated_parameter
 from ..netlist import Netlist
-from ..passes.host_io import apply_host_transforms, from_device_layout, to_device_layout
+from ..passes.host_io import apply_host_transforms, from_device_layout
+from .feeds import load_arrays, pop_samples, push_samples
 from .inputs import checked_inputs
 from .loss import TrainingError, host_loss
 from .perf import ModelPerf
@@ -37,32 +38,24 @@ class TrainingRuntime:
         self.netlist, self.manifest, self.loss, self.optimizer = netlist, manifest, loss, optimizer
         self.queues = manifest.device_parts[0].queues
         self.sim = Simulator(netlist, device=manifest.device)
-        for queue, feed in self.queues.items():
-            if feed.array is not None:
-                self.sim.push(queue, arrays[feed.array])
+        load_arrays(self.sim, self.queues, arrays)
         self.steps = 0
         self._perf = None
-
-    def _push_samples(self, queue: str, feed, values: np.ndarray) -> None:
-        self.sim.push(queue, np.stack([to_device_layout(values[i:i + 1], feed.host_transforms, feed.device_shape)
-                                       .reshape(feed.device_shape[-3:]) for i in range(len(values))]))
 
     def _microbatch(self, batch: dict[str, np.ndarray], targets: tuple, first: bool) -> float:
         for queue, feed in self.queues.items():
             if feed.kind == "input":
-                self._push_samples(queue, feed, batch[feed.feed])
+                push_samples(self.sim, queue, feed, _samples(batch[feed.feed]))
         self.sim.run("run_fwd", p_microbatch_count=1)
         outputs = {}
         for queue, feed in self.queues.items():
             if feed.kind == "output":
-                outputs[feed.feed] = np.concatenate([from_device_layout(self.sim.pop(queue), feed.logical_shape,
-                                                                        feed.host_transforms)
-                                                     for _ in range(self.manifest.microbatch)], axis=0)
+                outputs[feed.feed] = np.concatenate(pop_samples(self.sim, queue, feed, self.manifest.microbatch))
         value, grads = host_loss(self.loss, [torch.from_numpy(outputs[n]) for n in self.manifest.outputs], targets)
         grad_of = dict(zip(self.manifest.outputs, grads))
         for queue, feed in self.queues.items():
             if feed.kind == "loss_gradient":
-                self._push_samples(queue, feed, grad_of[feed.feed])
+                push_samples(self.sim, queue, feed, _samples(grad_of[feed.feed]))
         self.sim.run("run_bwd", p_zero_grad=int(first), p_microbatch_count=1)
         return value
 
@@ -118,6 +111,10 @@ class TrainingRuntime:
         if self._perf is None:
             self._perf = training_step_perf(self.netlist, self.manifest.device, self.manifest.microbatch)
         return self._perf
+
+
+def _samples(batch: np.ndarray) -> list[np.ndarray]:
+    return [batch[i:i + 1] for i in range(len(batch))]
 
 
 def training_step_perf(netlist: Netlist, device: str, microbatch: int) -> ModelPerf:
