@@ -339,6 +339,9 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
         warnings.warn("enable_recompute has no effect on an inference compile (it recomputes forward activations "
                       "for the backward pass of a training compile: compile(..., loss=, optimizer=, sample_targets=))",
                       UserWarning, stacklevel=2)
+    if training is None and not config.compensated_parameter_updates:
+        warnings.warn("compensated_parameter_updates=False has no effect on an inference compile (it concerns the "
+                      "optimizer's parameter updates of a training compile)", UserWarning, stacklevel=2)
     if training is not None:
         config.enable_training = True
     with _modes_kept(model):

@@ -423,6 +423,7 @@ class CompilerConfig:
     # --- flow -----------------------------------------------------------------------------------------------
     enable_training: bool = False
     enable_recompute: bool = False
+    compensated_parameter_updates: bool = True   # not legacy: training keeps a residual per parameter (Kahan)
     match_subgraph_patterns: int | None = None
     compile_depth: CompileDepth | str = CompileDepth.FULL
     verify: bool = False
@@ -1115,7 +1116,7 @@ EFFECTIVE_OPTIONS: frozenset[str] = frozenset({
     "placer_op_overrides", "override_op_placement",                       # start and transpose_op
     "op_names_to_epoch_break", "set_epoch_break", "place_on_new_epoch",  # also temporal_epoch_break
     "input_queues_on_host", "output_queues_on_host",
-    "enable_training", "enable_recompute",                                # with compile(loss=, optimizer=)
+    "enable_training", "enable_recompute", "compensated_parameter_updates",  # with compile(loss=, optimizer=)
     "enable_tvm_cpu_fallback", "cpu_fallback_ops", "add_cpu_fallback_ops", "remove_cpu_fallback_ops",
     "amp_level",                                                          # 1 and 2
     "amp_properties", "configure_mixed_precision",                        # op_type, name_regex; fwd only

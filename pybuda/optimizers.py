@@ -27,7 +27,8 @@ class Optimizer(abc.ABC):
 
     @abc.abstractmethod
     def build(self, ctx, param: str, grad: str) -> None:
-        """Add the update of `param` from its accumulated gradient `grad` (ctx: an OptimizerContext)."""
+        """Add the update of `param` from its accumulated gradient `grad` (ctx: an OptimizerContext; the new
+        parameter through `ctx.update`, new state through `ctx.write`)."""
 
     @abc.abstractmethod
     def torch_optimizer(self, params):
@@ -68,7 +69,7 @@ class SGD(Optimizer):
             ctx.write(buf, new_buf)
             g = ctx.op("add", [g, ctx.op("multiply", [new_buf, ctx.constant(self.momentum)])]) if self.nesterov \
                 else new_buf
-        ctx.write(param, ctx.op("subtract", [param, ctx.op("multiply", [g, ctx.scalar("lr")])]))
+        ctx.update(ctx.op("multiply", [g, ctx.scalar("lr")]))
 
     def torch_optimizer(self, params):
         import torch
@@ -100,11 +101,8 @@ class Adam(Optimizer):
 
     def build(self, ctx, param: str, grad: str) -> None:
         b1, b2 = self.betas
-        if self.decoupled and self.weight_decay:
-            param_in = ctx.op("multiply", [param, ctx.constant(1.0 - self.learning_rate * self.weight_decay)])
-            g = grad
-        else:
-            param_in, g = param, self._decayed(ctx, param, grad)
+        decoupled = self.decoupled and self.weight_decay
+        g = grad if decoupled else self._decayed(ctx, param, grad)
         m, v = ctx.state("exp_avg"), ctx.state("exp_avg_sq")
         new_m = ctx.op("add", [ctx.op("multiply", [m, ctx.constant(b1)]),
                                ctx.op("multiply", [g, ctx.constant(1.0 - b1)])])
@@ -114,7 +112,10 @@ class Adam(Optimizer):
         step = ctx.op("multiply", [ctx.op("multiply", [new_m, ctx.op("reciprocal", [denom])]), ctx.scalar("lr")])
         ctx.write(m, new_m)
         ctx.write(v, new_v)
-        ctx.write(param, ctx.op("subtract", [param_in, step]))
+        if decoupled:   # p (1 - lr wd) - step = p - (step + lr wd p)
+            decay = ctx.constant(self.learning_rate * self.weight_decay)
+            step = ctx.op("add", [step, ctx.op("multiply", [param, decay])])
+        ctx.update(step)
 
     def torch_optimizer(self, params):
         import torch

@@ -158,7 +158,7 @@ def autograd_stage(state: CompileState) -> CompileState:
     there), decomposed like the forward ops; inference: nothing."""
     if state.optimizer is None:
         return state
-    graph = training_graph(state.graph.copy(), state.optimizer)
+    graph = training_graph(state.graph.copy(), state.optimizer, state.config.compensated_parameter_updates)
     if state.config.enable_recompute:
         graph = recompute(graph)
     return dataclasses.replace(state, graph=optimize(decompose(graph, state.config), state.config))

@@ -21,11 +21,11 @@ def _mlp() -> torch.nn.Module:
                                torch.nn.Linear(64, 10))
 
 
-def _train_both(model, inputs, targets, loss, optimizer, tmp_path, steps=5, df=None, device=None):
+def _train_both(model, inputs, targets, loss, optimizer, tmp_path, steps=5, df=None, device=None, config=None):
     """Train a compiled copy in the simulator and `model` in torch for `steps` steps; the two state dicts and
     the two loss curves."""
     ref = copy.deepcopy(model)
-    config = pybuda.CompilerConfig()
+    config = config or pybuda.CompilerConfig()
     if df is not None:
         config.default_df_override = df
     compiled = pybuda.compile(model, *inputs, loss=loss, optimizer=optimizer, sample_targets=targets,
@@ -168,31 +168,40 @@ def test_small_cnn_parameters_match_torch(tmp_path, optimizer, df, threshold):
         assert pcc((ours[name] - initial[name]).numpy(), (theirs[name] - initial[name]).numpy()) >= 0.9, name
 
 
-@pytest.mark.parametrize("optimizer", [SGD(0.05, momentum=0.9), Adam(1e-3)], ids=["sgd_momentum", "adam"])
-def test_small_bert_parameters_match_torch(tmp_path, optimizer):
-    """A 2-layer BERT encoder on n150 (a 32-bit dest for the optimizer). Layernorm weights start at 1.0, so their
-    PCC measures the updates alone: 0.96-0.98 here (the device's matmuls are not exact even at Float32: ~2^-9 per
-    product), below the 0.99 of the other parameters (docs/training.md); so do layernorm biases (they start at 0)."""
+def _train_small_bert(tmp_path, optimizer, device, config=None):
+    """A 2-layer BERT encoder trained 5 steps in the simulator and in torch: (initial, ours, torch's) state dicts."""
     from pybuda.tools.models import BertEncoderStack
     torch.manual_seed(0)
     model = BertEncoderStack(layers=2, hidden=64, heads=2, intermediate=128).eval()
+    initial = copy.deepcopy(model).state_dict()
     x = (torch.randn(2, 32, 64, generator=torch.Generator().manual_seed(6)), torch.zeros(2, 1, 32))
     y = torch.randn(2, 32, 64, generator=torch.Generator().manual_seed(7))
-    ref = copy.deepcopy(model)
-    compiled = pybuda.compile(model, *x, loss=torch.nn.MSELoss(), optimizer=optimizer, sample_targets=y,
-                              output_dir=tmp_path, device="n150")
-    torch_opt = optimizer.torch_optimizer(ref.parameters())
-    for _ in range(5):
-        compiled.train_step(*x, targets=y)
-        torch_opt.zero_grad()
-        torch.nn.MSELoss()(ref(*x), y).backward()
-        torch_opt.step()
-    ours = compiled.state_dict()
-    for name, value in ref.state_dict().items():
-        if "attention.self.key.bias" in name:   # its gradient is 0 in exact arithmetic (softmax shift invariance)
-            continue
-        threshold = 0.95 if "LayerNorm" in name else 0.99
-        assert pcc(ours[name].numpy(), value.numpy()) >= threshold, name
+    _, ours, theirs, _, _ = _train_both(model, x, y, torch.nn.MSELoss(), optimizer, tmp_path, device=device,
+                                        config=config)
+    # the attention key biases are left out: their gradient is 0 in exact arithmetic (softmax shift invariance)
+    return ({k: v for k, v in d.items() if "attention.self.key.bias" not in k} for d in (initial, ours, theirs))
+
+
+@pytest.mark.parametrize("device", ["n150", "e150"])
+def test_small_bert_parameters_and_updates_match_torch_with_sgd(tmp_path, device):
+    """Compensated updates (a residual per parameter) keep every small step: on n150 the device reads a Float32
+    parameter through 19-bit source registers (a layernorm weight near 1.0 would lose any step below 2^-10), on
+    e150 the 16-bit dest rounds the new value to Float16_b (steps of 2^-7); the updates themselves match torch's."""
+    initial, ours, theirs = _train_small_bert(tmp_path, SGD(0.05, momentum=0.9), device)
+    for name, value in theirs.items():
+        assert pcc(ours[name].numpy(), value.numpy()) >= 0.99, name
+        assert pcc((ours[name] - initial[name]).numpy(), (value - initial[name]).numpy()) >= 0.99, name
+
+
+def test_small_bert_parameters_match_torch_with_adam(tmp_path):
+    """Every parameter but the layernorm weights and biases reaches PCC 0.99 after 5 Adam steps; those reach
+    0.97-0.99 (docs/training.md, "Not done yet"). Adam moves every element whose gradient keeps its sign by about
+    lr per step: the output layernorm weight's update is -5.0e-3 for every element, give or take 0.24 %, so its PCC
+    measures differences of 1e-5 (ours are within 0.34 % rms of torch's update); and an element whose gradient is
+    near 0 can take the opposite full step when the Float16_b backward flips its sign."""
+    initial, ours, theirs = _train_small_bert(tmp_path, Adam(1e-3), "n150")
+    for name, value in theirs.items():
+        assert pcc(ours[name].numpy(), value.numpy()) >= (0.97 if "LayerNorm" in name else 0.99), name
 
 
 def test_verify_checks_gradients_at_every_stage_and_the_step(tmp_path):
@@ -280,21 +289,27 @@ def test_recompute_keeps_no_forward_activation_and_the_same_numbers(tmp_path):
         assert pcc(again.state_dict()[name].numpy(), value.numpy()) >= 0.9999, name
 
 
-def test_enable_training_without_loss_is_refused_and_recompute_in_inference_warns(tmp_path):
+def test_enable_training_without_loss_is_refused_and_training_options_in_inference_warn(tmp_path):
     with pytest.raises(TrainingError, match="enable_training is set"):
         pybuda.compile(_mlp(), torch.randn(2, 32), output_dir=tmp_path, config=pybuda.CompilerConfig(enable_training=True))
     with pytest.warns(UserWarning, match="enable_recompute has no effect on an inference compile"):
         pybuda.compile(_mlp(), torch.randn(2, 32), output_dir=tmp_path, config=pybuda.CompilerConfig(enable_recompute=True))
+    with pytest.warns(UserWarning, match="compensated_parameter_updates=False has no effect on an inference compile"):
+        pybuda.compile(_mlp(), torch.randn(2, 32), output_dir=tmp_path,
+                       config=pybuda.CompilerConfig(compensated_parameter_updates=False))
 
 
 def test_verify_accepts_updates_lost_to_the_parameter_format(tmp_path):
-    """On e150 a layernorm weight near 1.0 in Float16_b cannot take a 5e-4 step (its rounding step is 2^-7): verify
-    accepts the updated value as torch's up to that rounding, and still checks the other parameters' PCC."""
+    """Without compensated updates, on e150 a layernorm weight near 1.0 in Float16_b cannot take a 5e-4 step (its
+    rounding step is 2^-7): verify accepts the updated value as torch's up to that rounding, and still checks the
+    other parameters' PCC."""
     from pybuda.tools.models import BertEncoderStack
     torch.manual_seed(0)
     model = BertEncoderStack(layers=1, hidden=64, heads=2, intermediate=128).eval()
     x = (torch.randn(2, 32, 64), torch.zeros(2, 1, 32))
+    config = pybuda.CompilerConfig(compensated_parameter_updates=False)
     compiled = pybuda.compile(model, *x, loss=torch.nn.MSELoss(), optimizer=SGD(0.05, momentum=0.9),
-                              sample_targets=torch.randn(2, 32, 64), output_dir=tmp_path, verify=True)
+                              sample_targets=torch.randn(2, 32, 64), output_dir=tmp_path, verify=True, config=config)
+    assert not any(q.endswith(".residual") for q in compiled.netlist.queues)
     step = next(c for c in compiled.checks if c.stage == "netlist step")
     assert step.pcc >= step.threshold

@@ -164,7 +164,8 @@ class _Chooser:
     def _order(self, q: QueuePlan, space: _Space, taken: dict[int, int]) -> list[int]:
         n = self.device.dram_channels
         if self.policy == "CLOSEST" or q.kind in ("parameter", "constant", "sparse", "optimizer_parameter",
-                                                 "optimizer_state", "gradient_accumulator"):
+                                                 "optimizer_state", "parameter_residual",
+                                                 "gradient_accumulator"):
             return self._closest(q, taken)
         if self.policy == "GREATEST_CAPACITY":
             return sorted(range(n), key=lambda ch: (-space.free_bytes(ch), ch))

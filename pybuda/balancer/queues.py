@@ -30,7 +30,8 @@ from .op_model import (SPARSE_QUEUES, OpModel, best_ublock, divisors, e2e_queue,
 
 GROUPS = {"input": "input", "parameter": "parameter", "constant": "constant", "sparse": "constant",
           "output": "output", "e2e": "epoch_to_epoch", "optimizer_parameter": "optimizer_parameter",
-          "optimizer_state": "optimizer_state", "gradient_accumulator": "grad_accumulator", "loss_gradient": "loss"}
+          "optimizer_state": "optimizer_state", "parameter_residual": "optimizer_state",
+          "gradient_accumulator": "grad_accumulator", "loss_gradient": "loss"}
 
 
 @dataclasses.dataclass(frozen=True)

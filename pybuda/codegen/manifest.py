@@ -12,8 +12,8 @@ name) one `QueueFeed`:
     output                    `feed`: the value it gives, `logical_shape` and `host_transforms` applied after the
                               tile padding is removed
 Training adds: `trained` (a parameter the optimizer updates: `array` and `logical_shape`, read back for the
-state dict), `optimizer_state`, `gradient_accumulator` (`array`: zeros; the accumulator also has its parameter's
-`logical_shape`), `optimizer_parameter` (`array`: the first step's value of a per-step scalar, written by the host
+state dict), `optimizer_state`, `parameter_residual` (a trained parameter's compensation term, `<p>.residual`),
+`gradient_accumulator` (`array`: zeros; the accumulator also has its parameter's `logical_shape`), `optimizer_parameter` (`array`: the first step's value of a per-step scalar, written by the host
 into the whole tile before each step) and `loss_gradient` (`feed`: the model output whose loss gradient it takes,
 shapes and transforms as an input).
 Arrays of the first netlist are named after their queues, those of netlist k > 0 `<k>:<queue>`, those of host
@@ -38,7 +38,7 @@ from .netlist_builder import sparse_queue_values
 
 MANIFEST_VERSION = 2
 ARRAY_KINDS = ("parameter", "constant", "sparse_tiles", "encoding", "trained", "optimizer_state",
-               "gradient_accumulator", "optimizer_parameter")
+               "parameter_residual", "gradient_accumulator", "optimizer_parameter")
 FEED_KINDS = ARRAY_KINDS + ("input", "output", "loss_gradient")
 HOST_ARRAY_PREFIX = "host:"   # arrays of the host program's parameters and constants
 

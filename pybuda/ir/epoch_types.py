@@ -33,6 +33,17 @@ def accumulated_parameter(accumulator: str) -> str:
     return accumulator.removeprefix(ACCUMULATOR_PREFIX)
 
 
+RESIDUAL_SUFFIX = ".residual"   # the compensation term of trained parameter <p> (passes/autograd.py) is `<p>.residual`
+
+
+def residual_of(param: str) -> str:
+    return f"{param}{RESIDUAL_SUFFIX}"
+
+
+def residual_parameter(residual: str) -> str:
+    return residual.removesuffix(RESIDUAL_SUFFIX)
+
+
 def epoch_types(graph: Graph) -> dict[str, str]:
     """Epoch type of every op, in graph order."""
     forward, optimizer = set(), set()

@@ -21,9 +21,11 @@ from ..dataformat import DataFormat, MathFidelity
 KINDS = ("input", "parameter", "constant", "op", "output")
 
 # Training roles: an input carrying the loss's gradient of a model output; parameters the optimizer trains, its
-# state (momentum, moments), its per-step scalars (learning rate, bias corrections) and the gradient accumulators
-# the backward pass sums into.
-ROLES = ("loss_gradient", "trained", "optimizer_state", "optimizer_parameter", "gradient_accumulator")
+# state (momentum, moments), its per-step scalars (learning rate, bias corrections), the gradient accumulators
+# the backward pass sums into and a trained parameter's residual (what its compensated update keeps of the value
+# below the parameter's precision).
+ROLES = ("loss_gradient", "trained", "optimizer_state", "optimizer_parameter", "gradient_accumulator",
+         "parameter_residual")
 
 
 class GraphError(ValueError):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, accumulator_of, epoch_types, loss_gradient_input
+from ..ir import Graph, accumulator_of, epoch_types, loss_gradient_input, residual_of
 from ..ops import registry
 from ..ops.registry import OpError, add_op
 from .host_io import apply_host_transforms
@@ -162,9 +162,10 @@ class OptimizerContext:
     `opt_<param>_<type>_<k>`), its state (role "optimizer_state", kept on the device) and per-step scalars
     (role "optimizer_parameter", `input_opt_<param>_0.<name>`, written by the host before every step)."""
 
-    def __init__(self, graph: Graph, param: str, scalars: dict[str, float]):
+    def __init__(self, graph: Graph, param: str, scalars: dict[str, float], compensated: bool):
         self.graph = graph
         self.param = param
+        self.compensated = compensated
         self.shape = graph.node(param).shape
         self.scalars = scalars
         self.writes: dict[str, str] = {}
@@ -198,6 +199,26 @@ class OptimizerContext:
     def write(self, target: str, value: str) -> None:
         """`value` becomes the new value of the parameter or state `target` after the step."""
         self.writes[target] = value
+
+    def update(self, delta: str) -> None:
+        """The parameter becomes param - delta. Compensated (Kahan summation), the parameter p keeps a residual r
+        (`<p>.residual`) and its value is T(p) + r, T(p) being p as the device's math unit reads it (operands pass
+        19-bit source registers, so a Float32 p near 1.0 loses any step below 2^-10; a 16-bit dest rounds the sum
+        to the parameter's format): s = r - delta, p' = p + s, r' = s - (p' - p). The math unit computes
+        p' - p as T(p') - T(p), exactly (two nearby values it holds), so what p' loses is kept in r' and no small
+        update is lost. The runtime splits the initial value and adds the two back (runtime/training.py)."""
+        if not self.compensated:
+            self.write(self.param, self.op("subtract", [self.param, delta]))
+            return
+        residual = residual_of(self.param)
+        self.graph.add_parameter(residual, np.zeros(self.shape, dtype=np.float32))
+        self.graph.node(residual).role = "parameter_residual"
+        self.graph.node(residual).host_transforms = self.graph.node(self.param).host_transforms
+        s = self.op("subtract", [residual, delta])
+        param = self.op("nop", [self.param])   # the one read of the parameter's ram, before its write
+        new_param = self.op("add", [param, s])
+        self.write(self.param, new_param)
+        self.write(residual, self.op("subtract", [s, self.op("subtract", [new_param, param])]))
 
 
 def recompute(graph: Graph) -> Graph:
@@ -234,16 +255,17 @@ def recompute(graph: Graph) -> Graph:
     return graph
 
 
-def training_graph(graph: Graph, optimizer) -> Graph:
+def training_graph(graph: Graph, optimizer, compensated: bool = True) -> Graph:
     """The graph with its backward ops, a gradient accumulator per trained parameter and the optimizer's update
-    of each (pybuda.optimizers), parameters and state written back by loopback outputs."""
+    of each (pybuda.optimizers), parameters and state written back by loopback outputs; `compensated`: parameter
+    updates keep a residual (`OptimizerContext.update`)."""
     grads = differentiate(graph)
     for param, grad in grads.items():
         acc = graph.add_parameter(accumulator_of(param), np.zeros(graph.node(param).shape, dtype=np.float32))
         graph.node(acc).role = "gradient_accumulator"
         graph.node(acc).host_transforms = graph.node(param).host_transforms   # back to the framework's layout
         graph.add_output(f"{acc}.write", grad, loopback=acc)
-        ctx = OptimizerContext(graph, param, optimizer.step_scalars(1))
+        ctx = OptimizerContext(graph, param, optimizer.step_scalars(1), compensated)
         optimizer.build(ctx, param, acc)
         for target, value in ctx.writes.items():
             graph.add_output(f"{target}.write", value, loopback=target)

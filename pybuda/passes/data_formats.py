@@ -107,12 +107,13 @@ FLOAT16_NORMAL, FLOAT16_MAX = 2.0 ** -14, 65504.0
 
 
 def _training_formats(bgraph: Graph, arch: str, config) -> None:
-    """Where the arch has a 32-bit dest (wormhole), training keeps master copies: trained parameters, optimizer state
-    and the optimizer's ops in Float32, accumulating in Float32, whatever the default format (a 16-bit parameter
-    loses every update smaller than its rounding step: a layernorm weight near 1.0 in Float16_b moves in steps of
-    2^-7). Grayskull's dest is 16-bit, so a Float32 copy would gain nothing there (the update is rounded in the
-    dest, as on the hardware) and only double the bytes every forward matmul reads: its parameters keep the default
-    format. Where the dest would be Float16 (5-bit exponent) and a per-step scalar is outside Float16's normal range
+    """Where the arch has a 32-bit dest (wormhole), training keeps master copies: trained parameters, their residuals,
+    optimizer state, the per-step scalars (a learning rate in Float16_b would be off by up to 2^-9) and the
+    optimizer's ops in Float32, accumulating in Float32, whatever the default format (a 16-bit parameter moves in
+    steps of its rounding step: 2^-7 for a layernorm weight near 1.0 in Float16_b). Grayskull's dest is 16-bit, so
+    a Float32 copy would gain little there (the sum is rounded in the dest, as on the hardware; a compensated
+    update keeps what it drops in the residual) and double the bytes every forward matmul reads: its parameters
+    keep the default format. Where the dest would be Float16 (5-bit exponent) and a per-step scalar is outside Float16's normal range
     (Adam's eps, ~1e-8: its second moments, 1 / (sqrt(v) + eps) up to 1e8, need the range), the optimizer's ops
     accumulate in Float16_b for the 8-bit exponent (range before the 3 bits of mantissa Float16 would add)."""
     types = epoch_types(bgraph)
@@ -128,7 +129,7 @@ def _training_formats(bgraph: Graph, arch: str, config) -> None:
                 node.acc_df = DataFormat.Float16_b
         return
     for node in bgraph.nodes("parameter"):
-        if node.role in ("trained", "optimizer_state"):
+        if node.role in ("trained", "optimizer_state", "parameter_residual", "optimizer_parameter"):
             node.df = DataFormat.Float32
     for name in optimizer:
         node = bgraph.node(name)

@@ -4,7 +4,8 @@
 A step of `accumulation_steps` microbatches: per microbatch, push its inputs, run `run_fwd`, pop the outputs,
 compute the loss and its gradient on the host (`loss.host_loss`), push the gradient to the `loss_<output>`
 queues and run `run_bwd` (zeroing the accumulators on the first microbatch); then write the optimizer's per-step
-scalars and run `run_opt` once."""
+scalars and run `run_opt` once. A compensated parameter's value is what the math unit reads of its ram plus its
+residual (`<p>.residual`); the runtime splits the initial value so and adds the two for the state dict."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,7 +14,8 @@ import torch
 from ..backend_sim import Simulator
 from ..backend_sim.timing import estimate
 from ..codegen.manifest import RunManifest
-from ..ir import accumulated_parameter
+from ..backend_sim.formats import quantize, to_source_register
+from ..ir import accumulated_parameter, residual_parameter
 from ..netlist import Netlist
 from ..passes.host_io import apply_host_transforms, from_device_layout
 from .feeds import load_arrays, pop_samples, push_samples
@@ -37,10 +39,33 @@ class TrainingRuntime:
             raise TrainingError("training runs a model that is one device part (no CPU fallback ops)")
         self.netlist, self.manifest, self.loss, self.optimizer = netlist, manifest, loss, optimizer
         self.queues = manifest.device_parts[0].queues
+        self.residuals = {residual_parameter(q): q for q, feed in self.queues.items()
+                          if feed.kind == "parameter_residual"}
         self.sim = Simulator(netlist, device=manifest.device)
-        load_arrays(self.sim, self.queues, arrays)
+        load_arrays(self.sim, self.queues, self._split(arrays))
         self.steps = 0
         self._perf = None
+
+    def _split(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The arrays with each compensated parameter's residual set to what the device does not hold or read of
+        its initial value (passes/autograd.py `OptimizerContext.update`), so that the two add up to it."""
+        arrays = dict(arrays)
+        for param, residual in self.residuals.items():
+            initial = arrays[self.queues[param].array]
+            held = quantize(initial, self.netlist.queues[param].df)
+            arrays[self.queues[residual].array] = initial - self._math_value(param, held)
+        return arrays
+
+    def _math_value(self, param: str, value: np.ndarray) -> np.ndarray:
+        """A value of parameter queue `param` as the math unit reads it."""
+        return to_source_register(value, self.netlist.queues[param].df)
+
+    def _device_value(self, queue: str) -> np.ndarray:
+        """The value a queue holds; a compensated parameter's is the math unit's reading of it plus its residual."""
+        value = self.sim.peek(queue)
+        if queue not in self.residuals:
+            return value
+        return self._math_value(queue, value) + self.sim.peek(self.residuals[queue])
 
     def _microbatch(self, batch: dict[str, np.ndarray], targets: tuple, first: bool) -> float:
         for queue, feed in self.queues.items():
@@ -92,7 +117,7 @@ class TrainingRuntime:
         out = {}
         for queue, feed in self.queues.items():
             if feed.kind == kind:
-                value = from_device_layout(self.sim.peek(queue)[None], feed.logical_shape, ())
+                value = from_device_layout(self._device_value(queue)[None], feed.logical_shape, ())
                 value = apply_host_transforms(value.reshape(feed.logical_shape), feed.host_transforms)
                 out[accumulated_parameter(queue)] = torch.from_numpy(np.ascontiguousarray(value))
         return out
