@@ -317,6 +317,10 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
             raise ValueError("device_mode RunOnly loads a TTI image: give tti_path= (or the model, whose name gives "
                              "the default path <output_dir>/<model name>.tti)")
         return _load_precompiled(model, sample_inputs, device, tti_path or _default_tti_path(out_dir, model))
+    if tti_path is not None and config.device_mode is not DeviceMode.CompileOnly:
+        warnings.warn(f"tti_path={str(tti_path)!r} has no effect with device_mode {config.device_mode.name}: "
+                      f"CompileOnly writes the image there (compiled.save(path) writes one after any compile)",
+                      UserWarning, stacklevel=2)
     device = device or DEFAULT_DEVICE
     spec = get_device(device).harvested(config.harvesting_mask)
     if not sample_inputs:

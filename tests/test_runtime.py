@@ -251,3 +251,9 @@ def test_device_mode_run_only_loads_instead_of_compiling(tmp_path):
         pybuda.compile(model, x, output_dir=tmp_path / "empty", config=run_only)
     with pytest.raises(ValueError, match="RunOnly loads a TTI image: give tti_path="):
         pybuda.compile(None, config=run_only)
+
+
+def test_tti_path_without_compile_only_warns(tmp_path):
+    with pytest.warns(UserWarning, match="tti_path='.*m.tti' has no effect with device_mode CompileAndRun"):
+        pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path, tti_path=tmp_path / "m.tti")
+    assert not (tmp_path / "m.tti").exists()

@@ -80,7 +80,8 @@ def _fmt_int(v: float) -> str:
     return f"{v:,.0f}"
 
 
-def _limiter_text(o: "OpPerf") -> str:
+def limiter_text(o: "OpPerf") -> str:
+    """What limits an op, in words."""
     if o.limiter == "kernel":
         return "kernel (math)"
     if o.limiter == "fork_join":
@@ -98,7 +99,7 @@ def epoch_rows(report: "PerfReport") -> tuple[list[str], list[list[str]]]:
         rows.append([str(e.index), e.graph, str(e.device), str(e.executions), str(e.input_count), str(e.cores),
                      str(e.matmul_cores), _fmt_int(e.pipeline_cycles), _fmt_int(e.fill_cycles),
                      _fmt_int(e.epoch_cycles), f"{e.samples_per_second:,.1f}", f"{e.math_utilization:.1%}",
-                     e.slowest_op, slow.type if slow else "", _limiter_text(slow) if slow else ""])
+                     e.slowest_op, slow.type if slow else "", limiter_text(slow) if slow else ""])
     return header, rows
 
 
@@ -107,7 +108,7 @@ def op_rows(report: "PerfReport", top: int) -> tuple[list[str], list[list[str]]]
               "out df", "fpu util"]
     ops = sorted(report.ops, key=lambda o: o.limiter_cycles, reverse=True)[:top]
     rows = [[o.name, o.type, str(o.epoch), f"{o.grid[0]}x{o.grid[1]}", _fmt_int(o.kernel_cycles),
-             _fmt_int(o.bw_cycles), _fmt_int(o.limiter_cycles), _limiter_text(o), o.math_fidelity,
+             _fmt_int(o.bw_cycles), _fmt_int(o.limiter_cycles), limiter_text(o), o.math_fidelity,
              o.output.df if o.output else "", "" if o.math_utilization is None else f"{o.math_utilization:.1%}"]
             for o in ops]
     return header, rows

@@ -5,6 +5,8 @@
     pybuda netlist epochs FILE...                  one row per epoch
     pybuda netlist grid FILE... [--epoch N]        each epoch's core grid with op labels
     pybuda netlist diff OLD NEW                    ops and queues added, removed and changed field by field
+    pybuda sim run|perf NETLIST                    the backend simulator (pybuda.tools.cli_sim)
+    pybuda perf FILE [--vs OTHER]                  perf-analyzer views, and a comparison (pybuda.tools.cli_perf)
 
 Each command group is one `add_<group>_commands(subparsers)` function registered in GROUPS; a handler takes the
 parsed arguments and a rich Console and returns the exit status.
@@ -17,6 +19,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from .cli_perf import add_perf_commands
 from .cli_sim import add_sim_commands
 
 
@@ -214,7 +217,7 @@ def add_netlist_commands(subparsers) -> None:
 
 # --- entry point ----------------------------------------------------------------------------------------------
 
-GROUPS = [add_netlist_commands, add_sim_commands]
+GROUPS = [add_netlist_commands, add_sim_commands, add_perf_commands]
 
 
 def build_parser() -> argparse.ArgumentParser:
