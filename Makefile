@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-zoo test-models perf bench install clean
+.PHONY: demo test test-zoo test-models perf bench install browser clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,16 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m pybuda.tools.demo
 
+# Debian's chromium for the report's browser tests (tests/test_report.py), installed with apt as root; where it
+# cannot be, the browser tests skip and say why
+browser:
+	@command -v chromium >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+	    >/dev/null 2>&1; } || \
+	  echo "chromium could not be installed (apt needs root and the Debian mirror): the browser tests will skip"
+
 # the layered import contract (.importlinter) first, then the tests
-test: $(STAMP)
+test: $(STAMP) browser
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -n 2 tests
 

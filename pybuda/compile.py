@@ -168,6 +168,11 @@ class CompiledModel:
         """Write the compiled model as one TTI image file (atomically); `pybuda.load(path)` runs it."""
         return self._require_runtime().save(path)
 
+    def report(self, path: str | Path) -> Path:
+        """Write the HTML report of this compile to `path` (one self-contained file; docs/user_guide.md)."""
+        from .report import from_compiled, write_report
+        return write_report(from_compiled(self), path)
+
     def summary(self) -> str:
         """Where ops run (host fallback vs device), the netlist, epochs, cores, the estimate and, per device part,
         the balancer's plan against its lower bound."""
