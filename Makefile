@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-zoo test-models perf bench install browser clean
+.PHONY: demo test test-zoo test-models test-sweep perf bench install browser clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ test-zoo: $(STAMP)
 # the models users bring (DistilBERT, Llama, ConvNeXt, SegFormer, ...: small configs, random weights)
 test-models: $(STAMP)
 	$(PY) -m pytest -q -m models tests/test_zoo_models.py
+
+# the fast-tier zoo x 3 microbatches x 2 formats swept on Ray on this machine (tests/test_sweep.py)
+test-sweep: $(STAMP)
+	$(PY) -m pytest -q -m sweep tests/test_sweep.py
 
 # the performance regression runner against benchmarks/perf_baseline.json (README)
 perf: $(STAMP)

@@ -18,6 +18,7 @@ setup(
         "rich",
         "jinja2",
         "matplotlib",
+        "ray[default]",
     ],
     extras_require={"test": ["pytest", "pytest-xdist", "hypothesis", "transformers", "import-linter"]},
     entry_points={"console_scripts": ["pybuda=pybuda.tools.cli:main"]},

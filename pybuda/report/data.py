@@ -26,6 +26,7 @@ class GraphNode:
     df: str
     inputs: tuple[str, ...]
     origin: str
+    is_op: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,7 +163,7 @@ def stage_views(graphs: dict[str, Graph], times: dict[str, float]) -> tuple[Stag
             node = graph.node(name)
             origin.setdefault(name, stage)
             nodes.append(GraphNode(name, node.op_type or node.kind, tuple(node.shape), str(node.df.value),
-                                   tuple(o.src for o in graph.operands(name)), origin[name]))
+                                   tuple(o.src for o in graph.operands(name)), origin[name], node.kind == "op"))
         views.append(StageView(stage, times.get(stage), tuple(nodes)))
     return tuple(views)
 

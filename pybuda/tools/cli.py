@@ -8,6 +8,7 @@
     pybuda sim run|perf NETLIST                    the backend simulator (pybuda.tools.cli_sim)
     pybuda perf FILE [--vs OTHER]                  perf-analyzer views, and a comparison (pybuda.tools.cli_perf)
     pybuda report FILE [-o OUT.html]               the HTML report of a netlist or TTI image (pybuda.tools.cli_report)
+    pybuda sweep ..., pybuda tune-batch MODEL      configurations on Ray (pybuda.tools.cli_sweep)
 
 Each command group is one `add_<group>_commands(subparsers)` function registered in GROUPS; a handler takes the
 parsed arguments and a rich Console and returns the exit status.
@@ -23,6 +24,7 @@ from rich.table import Table
 from .cli_perf import add_perf_commands
 from .cli_report import add_report_commands
 from .cli_sim import add_sim_commands
+from .cli_sweep import add_sweep_commands
 
 
 # --- netlist group ------------------------------------------------------------------------------------------------
@@ -219,7 +221,7 @@ def add_netlist_commands(subparsers) -> None:
 
 # --- entry point ----------------------------------------------------------------------------------------------
 
-GROUPS = [add_netlist_commands, add_sim_commands, add_perf_commands, add_report_commands]
+GROUPS = [add_netlist_commands, add_sim_commands, add_perf_commands, add_report_commands, add_sweep_commands]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,15 +15,11 @@ import argparse
 import dataclasses
 import json
 import sys
-import tempfile
 from pathlib import Path
 
-import torch
-
-import pybuda
 from pybuda.device import get_device
 from pybuda.files import write_atomically
-from pybuda.tools.zoo import BENCHMARKS, ZOO
+from pybuda.tools.zoo import BENCHMARKS, ZOO, compile_zoo_model
 
 BASELINE = Path(__file__).resolve().parents[2] / "benchmarks" / "perf_baseline.json"
 TOLERANCE = 0.005          # a plan this much slower than its baseline is a regression
@@ -57,15 +53,7 @@ def cases(tier: str) -> list[PerfCase]:
 
 def measure(case: PerfCase, policy: str = "default") -> dict:
     """Compile the case (no simulation) with balancer_policy `policy` and return its plan's figures."""
-    entry = ZOO[case.model]
-    config = pybuda.CompilerConfig(balancer_policy=policy)
-    if case.df:
-        config = pybuda.CompilerConfig(default_df_override=case.df, default_math_fidelity=case.fidelity,
-                                       balancer_policy=policy)
-    torch.manual_seed(0)
-    with torch.no_grad(), tempfile.TemporaryDirectory() as out:
-        compiled = pybuda.compile(entry.build(), *entry.inputs(case.microbatch), device=case.device, config=config,
-                                  output_dir=out)
+    compiled = compile_zoo_model(case.model, case.device, case.microbatch, case.df, case.fidelity, policy)
     placement = compiled.placement
     clock = get_device(case.device).clock_hz
     return {"estimated_cycles": int(placement.estimated_cycles),

@@ -127,3 +127,24 @@ BENCHMARKS: tuple[BenchmarkConfig, ...] = (
     BenchmarkConfig("mobilenetv2", "e150", 64, "Float16_b", "HiFi3", 1491.0),
     BenchmarkConfig("mobilenetv2", "n150", 256, "Bfp8_b", "LoFi", 2721.0),
 )
+
+
+def compile_zoo_model(name: str, device: str, microbatch: int, df: str | None = None, fidelity: str | None = None,
+                      policy: str = "default", verify: bool = False):
+    """Compile zoo model `name` at one configuration (default formats where `df`/`fidelity` are None) in a
+    temporary output directory; the compiled model (its netlist and estimate are kept in memory)."""
+    import tempfile
+
+    import pybuda
+    if name not in ZOO:
+        raise ValueError(f"unknown zoo model {name!r}; the zoo has {', '.join(ZOO)}")
+    config = pybuda.CompilerConfig(balancer_policy=policy)
+    if df:
+        config.default_df_override = df
+    if fidelity:
+        config.default_math_fidelity = fidelity
+    entry = ZOO[name]
+    torch.manual_seed(0)
+    with torch.no_grad(), tempfile.TemporaryDirectory() as out:
+        return pybuda.compile(entry.build(), *entry.inputs(microbatch), device=device, config=config,
+                              output_dir=out, verify=verify)
