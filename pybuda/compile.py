@@ -18,6 +18,7 @@ import torch
 
 from . import config as cfg
 from .config import CompileDepth, DeviceMode
+from .progress import StageProgress
 from .device import get_device
 from .files import safe_file_stem, usable_output_dir
 from .frontend.pybuda_trace import trace_module
@@ -370,19 +371,21 @@ def _compile(model, sample_inputs: tuple, spec, config: cfg.CompilerConfig, out_
     state = CompileState(model=model, sample_inputs=sample_inputs, config=config, device=spec, microbatch=microbatch,
                          name=name, output_dir=out_dir, optimizer=training.optimizer if training else None)
     level = "model"
-    for stage, state, seconds in run_stages(stages, state, stop):
-        result.stage_times[stage.name] = seconds
-        level = stage.ensures
-        if stage.produces_graph:
-            result.graphs[stage.name] = state.graph
-            if verify:
-                batch = batch or {n: to_numpy(x) for n, x in zip(state.input_names, sample_inputs)}
-                if reference is not None:
-                    batch.update(reference.loss_gradients(state.output_names))
-                result.checks.append(_check(stage.name, state.parts(), state.output_names, batch, expected))
-                if reference is not None and state.graph is not None and state.graph.loopbacks_present():
-                    result.checks.append(reference.check_gradients(stage.name, golden_gradients(state.graph, batch),
-                                                                   GRAPH_PCC_THRESHOLD))
+    with StageProgress(name) as progress:
+        for stage, state, seconds in run_stages(stages, state, stop, on_start=progress.start):
+            progress.done(stage.name, seconds)
+            result.stage_times[stage.name] = seconds
+            level = stage.ensures
+            if stage.produces_graph:
+                result.graphs[stage.name] = state.graph
+                if verify:
+                    batch = batch or {n: to_numpy(x) for n, x in zip(state.input_names, sample_inputs)}
+                    if reference is not None:
+                        batch.update(reference.loss_gradients(state.output_names))
+                    result.checks.append(_check(stage.name, state.parts(), state.output_names, batch, expected))
+                    if reference is not None and state.graph is not None and state.graph.loopbacks_present():
+                        result.checks.append(reference.check_gradients(
+                            stage.name, golden_gradients(state.graph, batch), GRAPH_PCC_THRESHOLD))
     result.input_names = state.input_names
     result.segments = state.parts() if state.segments else ()
     result.device_graph = state.graph if level in ("buda", "placed", "netlist") else None

@@ -310,13 +310,15 @@ def stop_stage(depth: CompileDepth | str, stages: list[Stage] | tuple[Stage, ...
     return depth
 
 
-def run_stages(stages: list[Stage] | tuple[Stage, ...], state: CompileState,
-               stop_after: str | None = None) -> Iterator[tuple[Stage, CompileState, float]]:
+def run_stages(stages: list[Stage] | tuple[Stage, ...], state: CompileState, stop_after: str | None = None,
+               on_start: Callable[[str], None] | None = None) -> Iterator[tuple[Stage, CompileState, float]]:
     """Check the list, then run its stages in order (through `stop_after`), yielding each stage, the state it
-    returned and the seconds it took. An error raised by a stage keeps its type and gets a note naming the stage
-    and the model (shown with its traceback)."""
+    returned and the seconds it took (`on_start(stage name)` is called before each). An error raised by a stage
+    keeps its type and gets a note naming the stage and the model (shown with its traceback)."""
     check_stages(stages)
     for stage in stages:
+        if on_start is not None:
+            on_start(stage.name)
         start = time.perf_counter()
         try:
             state = stage.run(state)

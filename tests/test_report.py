@@ -108,3 +108,16 @@ def test_report_in_the_browser_loads_searches_sorts_and_shows_the_grid(mnist, tm
     shot = tmp_path / "report.png"
     headless(path, f"--screenshot={shot}", "--window-size=1400,1800", fragment="#search=matmul")
     assert shot.stat().st_size > 10_000
+
+
+def test_report_of_a_training_model_shows_each_program(tmp_path):
+    from pybuda.optimizers import SGD
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    compiled = pybuda.compile(model, torch.randn(4, 32), loss=torch.nn.CrossEntropyLoss(), optimizer=SGD(0.1),
+                              sample_targets=torch.randint(0, 10, (4,)), output_dir=tmp_path)
+    html = compiled.report(tmp_path / "train.html").read_text()
+    for program in ("run_fwd", "run_bwd", "run_opt"):
+        assert f"program {program}:" in html
+    ops = {op for g in compiled.netlist.graphs.values() for op in g.ops}
+    assert {op for op in ops if f'<g class="op" data-op="{op}"' in html} == ops

@@ -107,7 +107,7 @@ class ReportData:
     stages: tuple[StageView, ...]
     host_ops: tuple[str, ...]
     parts: tuple[PartView, ...]
-    plans: tuple[PlanView | None, ...]
+    plans: tuple[PlanView | str, ...]   # per part: its plan, or why there is none
 
 
 def _op_view(op: Any, perf: OpPerf) -> OpView:
@@ -140,10 +140,10 @@ def part_view(name: str, netlist: Netlist, report: PerfReport) -> PartView:
                     report.samples_per_second, report.total_cycles, epochs)
 
 
-def plan_view(placement: Any) -> PlanView | None:
-    """The plan against its bounds (None where the balancer gave no bounds)."""
+def plan_view(placement: Any) -> PlanView | str:
+    """The plan against its bounds (or why there is none)."""
     if placement is None or placement.bounds is None:
-        return None
+        return "the balancer gave no bounds for this plan"
     b = placement.bounds
     bounds = {"work": b.work, "critical op": b.op, "schedule segments": b.segments}
     if b.solver is not None:
@@ -171,15 +171,20 @@ def stage_views(graphs: dict[str, Graph], times: dict[str, float]) -> tuple[Stag
 def from_compiled(compiled: Any) -> ReportData:
     """The report of a compiled model (pybuda.compile's result)."""
     perf = compiled.perf
-    parts = tuple(part_view(Path(p).name, n, r)
-                  for p, n, r in zip(compiled.netlist_paths, compiled.netlists, perf.parts))
+    names = [Path(p).name for p in compiled.netlist_paths]
+    if compiled.training is not None:   # one netlist, its programs run_fwd, run_bwd and run_opt
+        parts = tuple(part_view(f"{names[0]}: {r.program}", compiled.netlists[0], r) for r in perf.parts)
+        plans = (plan_view(compiled.placement),) + ("the plan of the netlist's programs is with run_fwd's",) * 2
+    else:
+        parts = tuple(part_view(n, nl, r) for n, nl, r in zip(names, compiled.netlists, perf.parts))
+        plans = tuple(plan_view(p) for p in compiled.placements)
     summary = (("model", compiled.name), ("device", compiled.device), ("microbatch", str(compiled.microbatch)),
                ("compile", f"{sum(compiled.stage_times.values()):.2f} s in {len(compiled.stage_times)} stages"),
                ("ops on the host", str(len(compiled.host_ops))),
                ("device ops", str(sum(len(e.ops) for p in parts for e in p.epochs))),
                ("estimate", f"{perf.samples_per_second:,.1f} samples/s ({perf.total_cycles:,} cycles)"))
     return ReportData(f"pybuda report: {compiled.name}", summary, stage_views(compiled.graphs, compiled.stage_times),
-                      tuple(compiled.host_ops), parts, tuple(plan_view(p) for p in compiled.placements))
+                      tuple(compiled.host_ops), parts, plans)
 
 
 def from_netlists(title: str, named: list[tuple[str, Netlist]], device: str | None = None) -> ReportData:
@@ -188,7 +193,8 @@ def from_netlists(title: str, named: list[tuple[str, Netlist]], device: str | No
     parts = tuple(part_view(name, n, r) for (name, n), r in zip(named, reports))
     summary = (("netlists", ", ".join(name for name, _ in named)), ("device", reports[0].device),
                ("estimate", "; ".join(f"{p.name}: {p.samples_per_second:,.1f} samples/s" for p in parts)))
-    return ReportData(f"pybuda report: {title}", summary, (), (), parts, tuple(None for _ in parts))
+    no_plan = "a netlist file alone does not carry the balancer's bounds (report a compiled model for them)"
+    return ReportData(f"pybuda report: {title}", summary, (), (), parts, tuple(no_plan for _ in parts))
 
 
 def from_file(path: str | Path, device: str | None = None) -> ReportData:
