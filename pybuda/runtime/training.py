@@ -12,9 +12,9 @@ import numpy as np
 import torch
 
 from ..backend_sim import Simulator
+from ..backend_sim.formats import quantize, to_source_register
 from ..backend_sim.timing import estimate
 from ..codegen.manifest import RunManifest
-from ..backend_sim.formats import quantize, to_source_register
 from ..ir import accumulated_parameter, residual_parameter
 from ..netlist import Netlist
 from ..passes.host_io import apply_host_transforms, from_device_layout
