@@ -1132,6 +1132,7 @@ EFFECTIVE_OPTIONS: frozenset[str] = frozenset({
     "override_u_kt", "override_input_buffer_multiplier", "override_dram_parameters",
     "scheduler_constraints", "add_schedule_constraint",
     "buffering_nops_to_insert", "insert_nop", "insert_buffering_nop", "_internal_insert_fj_buffering_nop",
+    "insert_queues",
 })
 # the attributes of per-op override records that take effect (the others are named "<field>.<attribute>")
 _EFFECTIVE_ATTRIBUTES: dict[str, frozenset[str]] = {

@@ -200,3 +200,28 @@ def test_schedule_constraint_across_device_segments_or_off_device_says_so():
         check_orderings([["a", "c"]], graphs)
     with pytest.raises(BalancerError, match=r"'x' is not an op of a device graph"):
         check_orderings([["a", "x"]], graphs)
+
+
+def test_insert_queues_routes_the_edge_through_a_dram_queue(tmp_path):
+    """insert_queues (producer, consumer, operand): the consumer reads the producer's output from a DRAM queue in
+    the same epoch; the estimate (which counts the queue's DRAM traffic) is the balancer's plan, the outputs are
+    the same."""
+    config = pybuda.CompilerConfig()
+    config.insert_queues.append(("mm1", "bias1", 0))
+    model, x = MLP(d_in=256), torch.randn(2, 64, 256)
+    compiled = pybuda.compile(model, x, output_dir=tmp_path / "q", config=config)
+    ops, queues = _ops(compiled), compiled.netlist.queues
+    queue = ops["bias1"].inputs[0]
+    assert queues[queue].input == "mm1" and ops["mm1"].graph == ops["bias1"].graph
+    assert compiled.placement.estimated_cycles == estimate(compiled.netlist_path).total_cycles
+    plain = _mlp(tmp_path)
+    assert not any(queue.startswith("e2e_mm1") for queue in plain.netlist.queues)    # without it: from mm1's cores
+    assert np.array_equal(compiled(x).numpy(), plain(x).numpy())
+
+
+def test_insert_queues_on_a_missing_edge_names_the_operands(tmp_path):
+    config = pybuda.CompilerConfig()
+    config.insert_queues.append(("mm1", "bias1", 1))
+    with pytest.raises(BalancerError, match=r"insert_queues entry \('mm1', 'bias1', 1\): op 'bias1' does not read "
+                                            r"op 'mm1' at operand 1; its operands are 0: mm1, 1: "):
+        pybuda.compile(MLP(d_in=256), torch.randn(2, 64, 256), output_dir=tmp_path, config=config)

@@ -323,6 +323,13 @@ def netlist_inputs(graph: Graph, name: str, model: OpModel, exact: bool = True,
             NetlistInput(encoding_q, "sparse", index_tiles, index_tiles, DataFormat.RawUInt32)]
 
 
+def operand_port(graph: Graph, name: str, index: int) -> int | None:
+    """The graph operand port of op `name`'s netlist input `index` (None for a sparse matmul's own queues)."""
+    if graph.node(name).op_type != "sparse_matmul":
+        return index
+    return 0 if index == 1 else None
+
+
 def input_names(graph: Graph, name: str) -> list[str]:
     """The names of the op's netlist inputs in order (`netlist_inputs` without their shapes)."""
     srcs = [o.src for o in graph.operands(name)]

@@ -49,6 +49,7 @@ class Placement:
     dram: DramPlacement | None = None
     bounds: Bounds | None = None
     policy: str = ""
+    queued_edges: frozenset = frozenset()   # (producer, consumer, port) read through a DRAM queue (insert_queues)
 
     @property
     def lower_bound_cycles(self) -> int | None:
@@ -124,7 +125,7 @@ def finish(graph: Graph, coster: PlanCoster, schedule: list[str], models: dict[s
     epoch_of = {n: p.epoch for n, p in placed.items()}
     models = buffer_fork_joins(graph, coster, schedule, models, epoch_of, prologue)
     queues = plan_queues(graph, models, epoch_of, device, coster.microbatch, coster.links.inputs == "pcie",
-                         coster.links.outputs == "pcie")
+                         coster.links.outputs == "pcie", coster.queued)
     _check_pinned(constraints.dram_channels, queues, device)
     cores = {}
     for name, p in placed.items():
@@ -133,7 +134,25 @@ def finish(graph: Graph, coster: PlanCoster, schedule: list[str], models: dict[s
     dram = place_dram(queues, device, constraints.dram_algorithm, constraints.dram_channels, cores)
     cost = coster.cost(schedule, models, epoch_of, prologue, dram)
     return Placement(models=models, placed=placed, prologue=prologue, epochs=len(cost.epochs),
-                     estimated_cycles=cost.cycles, epoch_timings=cost.epochs, queues=queues, dram=dram, policy=policy)
+                     estimated_cycles=cost.cycles, epoch_timings=cost.epochs, queues=queues, dram=dram, policy=policy,
+                     queued_edges=coster.queued)
+
+
+def queued_edges(graph: Graph, insert_queues: list) -> frozenset:
+    """The `insert_queues` entries (producer, consumer, operand port) as edges of the Buda graph; BalancerError for
+    one that names no such edge, with the consumer's operands (or the ops) to choose from."""
+    edges = set()
+    for producer, consumer, port in insert_queues:
+        where = f"insert_queues entry ({producer!r}, {consumer!r}, {port})"
+        if consumer not in graph or graph.node(consumer).kind != "op":
+            raise BalancerError(f"{where}: {consumer!r} is not an op of the graph being balanced")
+        operands = [o.src for o in graph.operands(consumer)]
+        if not 0 <= port < len(operands) or operands[port] != producer or graph.node(producer).kind != "op":
+            reads = ", ".join(f"{k}: {src}" for k, src in enumerate(operands))
+            raise BalancerError(f"{where}: op {consumer!r} does not read op {producer!r} at operand {port}; its "
+                                f"operands are {reads}")
+        edges.add((producer, consumer, port))
+    return frozenset(edges)
 
 
 def _check_pinned(pinned: dict[str, int], queues: dict[str, QueuePlan], device) -> None:

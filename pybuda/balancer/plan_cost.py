@@ -21,9 +21,11 @@ from ..device import DeviceSpec
 from ..ir import Graph, epoch_types
 from .dram import DramPlacement, assumed_channels
 from .op_model import (BUF_SIZE_MB, NetlistInput, OpModel, buda_op_type, e2e_queue, geometry, netlist_inputs,
-                       op_attributes, operand_inputs)
+                       op_attributes, operand_inputs, operand_port)
 from .queues import host_queue_grid
 
+
+QUEUED = "queued"   # an op input read through a DRAM queue in the same epoch (`insert_queues`)
 
 @dataclasses.dataclass(frozen=True)
 class IoLinks:
@@ -79,8 +81,11 @@ class PlanCoster:
     """Costs plans of one Buda graph on one device (the graph must not change while it is used); what does not
     depend on the plan around an op is computed once per (op, model)."""
 
-    def __init__(self, graph: Graph, device: DeviceSpec, links: IoLinks, microbatch: int):
+    def __init__(self, graph: Graph, device: DeviceSpec, links: IoLinks, microbatch: int,
+                 queued: frozenset = frozenset()):
         self.graph, self.device, self.links, self.microbatch = graph, device, links, microbatch
+        self.queued = queued   # (producer, consumer, operand port): edges through a DRAM queue (`insert_queues`)
+        self._queued_producers = {p for p, _, _ in queued}
         self._types = epoch_types(graph)   # optimizer epochs run one input per step
         self._contexts: dict[tuple, OpContext] = {}
         self._facts: dict[tuple[str, OpModel, bool], _OpFacts] = {}
@@ -133,9 +138,9 @@ class PlanCoster:
         earlier epoch's output counted in every channel)."""
         facts = self._op_facts(name, model, exact)
         epoch = epoch_of.get(name)
-        context = tuple(epoch_of.get(i.src, epoch) == epoch if i.kind == "op" else prologue.get(i.src, False)
-                        for i in facts.inputs)
-        producer_cells = tuple(0 if spread or i.kind != "op" or local else models[i.src].cores
+        context = tuple(self._op_context(name, k, i.src, epoch_of.get(i.src, epoch) == epoch) if i.kind == "op"
+                        else prologue.get(i.src, False) for k, i in enumerate(facts.inputs))
+        producer_cells = tuple(0 if spread or i.kind != "op" or local is True or not models else models[i.src].cores
                                for i, local in zip(facts.inputs, context))
         key = (name, model, context, producer_cells, later_users, exact, spread)
         load = self._loads.get(key) if dram is None else None
@@ -158,7 +163,11 @@ class PlanCoster:
         reads, preds, in_buffers = [], [], []
         for inp, nbytes, local, cells, buffer in zip(facts.inputs, facts.read_bytes, context, producer_cells,
                                                      facts.in_buffers):
-            if inp.kind == "op" and local:
+            if inp.kind == "op" and local == QUEUED:   # the same epoch, through a DRAM queue of microbatch entries
+                reads.append(on_dram(nbytes, e2e_queue(inp.src), cells or self.device.dram_channels))
+                preds.append(inp.src)
+                in_buffers.append(float(self.microbatch))
+            elif inp.kind == "op" and local:
                 reads.append(Transfer(nbytes, "noc"))
                 preds.append(inp.src)
                 in_buffers.append(buffer)
@@ -181,6 +190,18 @@ class PlanCoster:
         if dram is None:
             self._loads[key] = load
         return load
+
+    def _op_context(self, name: str, index: int, src: str, same_epoch: bool) -> bool | str:
+        """How op `name` reads op `src` at netlist input `index`: from the producer's cores (True), through a DRAM
+        queue in the same epoch (QUEUED, `insert_queues`) or from an earlier epoch's queue (False)."""
+        if same_epoch and (src, name, operand_port(self.graph, name, index)) in self.queued:
+            return QUEUED
+        return same_epoch
+
+    def writes_queue(self, name: str, epoch_of: dict[str, int]) -> bool:
+        """Whether op `name` writes an epoch-to-epoch queue: an op of a later epoch reads it, or a consumer reads
+        it through a queue (`insert_queues`)."""
+        return name in self._queued_producers or any(epoch_of[u] > epoch_of[name] for u in self._op_users[name])
 
     def context_cost(self, name: str, model: OpModel, dram_producers: frozenset, dram_output: bool) -> OpContext:
         """Op `name` under `model` alone in an epoch where the ops in `dram_producers` ran in earlier epochs (their
@@ -222,9 +243,8 @@ class PlanCoster:
         plus an epoch switch between consecutive epochs; DRAM queues where `dram` places them (else assumed)."""
         by_epoch: dict[int, list[OpLoad]] = {}
         for name in schedule:
-            later = any(epoch_of[u] > epoch_of[name] for u in self._op_users[name])
-            by_epoch.setdefault(epoch_of[name], []).append(
-                self.op_load(name, models[name], epoch_of, prologue, later, models=models, dram=dram))
+            by_epoch.setdefault(epoch_of[name], []).append(self.op_load(
+                name, models[name], epoch_of, prologue, self.writes_queue(name, epoch_of), models=models, dram=dram))
         epochs = tuple(self._epoch(tuple(by_epoch[e])) for e in sorted(by_epoch))
         programs = len({self._types[by_epoch[e][0].name] for e in by_epoch})   # training: run_fwd, run_bwd, run_opt
         cycles = program_cycles(self.device, ((e.epoch_cycles, 1) for e in epochs), max(0, len(epochs) - programs))

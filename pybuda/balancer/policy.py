@@ -12,7 +12,7 @@ from ..ir import Graph
 from .candidates import CandidateTable
 from .greedy import greedy_plan
 from .op_model import BalancerError
-from .plan import Constraints, Placement
+from .plan import Constraints, Placement, queued_edges
 from .plan_cost import IoLinks, PlanCoster
 from .planner import cpsat_plan, greedy_bounds
 from .schedule import epoch_type_breaks, op_schedule
@@ -30,7 +30,8 @@ def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int)
     schedule = op_schedule(graph, config.scheduler_constraints)
     constraints = Constraints.from_config(config, schedule)
     constraints = dataclasses.replace(constraints, breaks=constraints.breaks | epoch_type_breaks(graph, schedule))
-    coster = PlanCoster(graph, device, IoLinks.from_config(config), microbatch)
+    coster = PlanCoster(graph, device, IoLinks.from_config(config), microbatch,
+                        queued_edges(graph, config.insert_queues))
     table = CandidateTable(graph, device, config, coster, constraints.grids)
     candidates = {name: table(name) for name in schedule}
     if policy == "CP-SAT":

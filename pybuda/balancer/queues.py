@@ -91,9 +91,11 @@ def _blocking_on(shape: tuple, grid: tuple) -> tuple:
 
 
 def plan_queues(graph: Graph, models: dict[str, OpModel], epoch_of: dict[str, int], device: DeviceSpec,
-                microbatch: int, inputs_on_host: bool, outputs_on_host: bool) -> dict[str, QueuePlan]:
+                microbatch: int, inputs_on_host: bool, outputs_on_host: bool,
+                queued: frozenset = frozenset()) -> dict[str, QueuePlan]:
     """Every queue of the plan by name, in the netlist's order (inputs, parameters and constants, sparse
-    operands, outputs, epoch-to-epoch queues)."""
+    operands, outputs, epoch-to-epoch queues: read by later epochs or, `queued` (producer, consumer, port), by a
+    consumer of the same epoch)."""
     readers: dict[str, set] = {}
     for name in models:
         for o in graph.operands(name):
@@ -139,7 +141,8 @@ def plan_queues(graph: Graph, models: dict[str, OpModel], epoch_of: dict[str, in
                                      writer_epoch=epoch_of[src])
     types = epoch_types(graph)
     for name, m in models.items():
-        later = sorted(u for u, _ in graph.users(name) if graph.node(u).kind == "op" and epoch_of[u] > epoch_of[name])
+        later = sorted({u for u, port in graph.users(name) if graph.node(u).kind == "op"
+                        and (epoch_of[u] > epoch_of[name] or (name, u, port) in queued)})
         if later:
             queue = e2e_queue(name)
             lifetime = (epoch_of[name], max(epoch_of[u] for u in later))

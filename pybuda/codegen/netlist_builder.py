@@ -11,7 +11,7 @@ import numpy as np
 
 from ..balancer import Placement
 from ..balancer.op_model import (BUF_SIZE_MB, SPARSE_QUEUES, buda_op_type, e2e_queue, fused_layout, netlist_inputs,
-                                 op_attributes, sparse_queue_operands)
+                                 op_attributes, operand_port, sparse_queue_operands)
 from ..balancer.queues import QueuePlan
 from ..dataformat import NOC_ALIGN, MathFidelity
 from ..device import DeviceSpec
@@ -156,7 +156,7 @@ def sparse_queue_values(bgraph: Graph, placement: Placement) -> dict[str, np.nda
 def _op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_of: dict, reads: list,
               gname: str) -> Op:
     """The netlist op of a placed graph op; its inputs are queues for graph inputs, parameters, constants,
-    sparse operands and earlier epochs' outputs, and ops of the same epoch otherwise."""
+    sparse operands, earlier epochs' outputs and `insert_queues` edges, and ops of the same epoch otherwise."""
     node = bgraph.node(name)
     m = placement.models[name]
     p = placement.placed[name]
@@ -165,7 +165,8 @@ def _op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_o
         if inp.kind != "op":
             reads.append(inp.src)
             inputs.append(inp.src)
-        elif epoch_of[inp.src] < p.epoch:
+        elif epoch_of[inp.src] < p.epoch or (inp.src, name, operand_port(bgraph, name, index)) in \
+                placement.queued_edges:
             reads.append(e2e[inp.src])
             inputs.append(e2e[inp.src])
         else:
