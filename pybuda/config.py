@@ -1132,12 +1132,13 @@ EFFECTIVE_OPTIONS: frozenset[str] = frozenset({
     "override_u_kt", "override_input_buffer_multiplier", "override_dram_parameters",
     "scheduler_constraints", "add_schedule_constraint",
     "buffering_nops_to_insert", "insert_nop", "insert_buffering_nop", "_internal_insert_fj_buffering_nop",
-    "insert_queues",
+    "insert_queues", "internal_override_output_buffer_multiplier",
 })
 # the attributes of per-op override records that take effect (the others are named "<field>.<attribute>")
 _EFFECTIVE_ATTRIBUTES: dict[str, frozenset[str]] = {
     "balancer_op_overrides": frozenset({"grid_shape", "t_stream_dir", "t_stream_shape", "u_kt",
-                                        "input_buffer_multiplier", "force_dram_parameters"}),
+                                        "input_buffer_multiplier", "force_dram_parameters",
+                                        "output_buffer_multiplier"}),
     "placer_op_overrides": frozenset({"start", "transpose_op", "temporal_epoch_break"}),
 }
 

@@ -113,7 +113,7 @@ def test_effective_options_exact():
         "enable_stable_softmax", "enable_consteval", "verify", "balancer_op_overrides", "override_op_size",
         "placer_op_overrides", "override_op_placement", "op_names_to_epoch_break", "set_epoch_break",
         "place_on_new_epoch", "input_queues_on_host", "output_queues_on_host", "enable_training", "enable_recompute",
-        "compensated_parameter_updates", "insert_queues",
+        "compensated_parameter_updates", "insert_queues", "internal_override_output_buffer_multiplier",
         "enable_tvm_cpu_fallback", "cpu_fallback_ops", "add_cpu_fallback_ops", "remove_cpu_fallback_ops",
         "amp_level", "amp_properties", "configure_mixed_precision", "tvm_graph_store_path", "tvm_graph_load_path",
         "device_mode", "backend_output_dir", "harvesting_mask",

@@ -225,3 +225,27 @@ def test_insert_queues_on_a_missing_edge_names_the_operands(tmp_path):
     with pytest.raises(BalancerError, match=r"insert_queues entry \('mm1', 'bias1', 1\): op 'bias1' does not read "
                                             r"op 'mm1' at operand 1; its operands are 0: mm1, 1: "):
         pybuda.compile(MLP(d_in=256), torch.randn(2, 64, 256), output_dir=tmp_path, config=config)
+
+
+def test_output_buffer_multiplier_sizes_the_output_buffer(tmp_path):
+    """internal_override_output_buffer_multiplier: the op's buf_size_mb is 2 x the multiplier, its L1 counts it,
+    the estimate is still the plan and the outputs are the same."""
+    config = pybuda.CompilerConfig()
+    config.balancer_op_override("mm1", "output_buffer_multiplier", 2)
+    model, x = MLP(d_in=256), torch.randn(2, 64, 256)
+    compiled = pybuda.compile(model, x, output_dir=tmp_path / "b", config=config)
+    ops = _ops(compiled)
+    assert ops["mm1"].buf_size_mb == 4 and ops["mm2"].buf_size_mb == 2
+    plain = _mlp(tmp_path)
+    assert compiled.placement.models["mm1"].l1_bytes > plain.placement.models["mm1"].l1_bytes
+    assert compiled.placement.estimated_cycles == estimate(compiled.netlist_path).total_cycles
+    assert np.array_equal(compiled(x).numpy(), plain(x).numpy())
+
+
+def test_impossible_output_buffer_multiplier_explains_itself(tmp_path):
+    config = pybuda.CompilerConfig()
+    config.balancer_op_override("mm1", "output_buffer_multiplier", 4096)   # 8192 mblocks: no L1 holds them
+    with pytest.raises(BalancerError, match=r"no legal op model fits the .* B of usable L1 on e150 with "
+                                            r"internal_override_output_buffer_multiplier\('mm1', multiplier=4096\) "
+                                            r"\(buf_size_mb 8192; the backend also needs 4096 and the op's t"):
+        pybuda.compile(MLP(d_in=256), torch.randn(2, 64, 256), output_dir=tmp_path, config=config)

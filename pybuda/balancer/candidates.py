@@ -126,7 +126,8 @@ def model_request(graph: Graph, name: str, config) -> ModelRequest:
         if index >= len(inputs):
             raise BalancerError(f"override_input_buffer_multiplier({name!r}, {index}): the op has {len(inputs)} "
                                 f"inputs; legal operand_index: 0-{len(inputs) - 1}")
-    return ModelRequest(o.u_kt, tuple(sorted(o.input_buffer_multiplier.items())), bool(o.force_dram_parameters))
+    return ModelRequest(o.u_kt, tuple(sorted(o.input_buffer_multiplier.items())), bool(o.force_dram_parameters),
+                        o.output_buffer_multiplier or 1)
 
 
 def _describe(name: str, request: ModelRequest) -> str:
@@ -134,6 +135,9 @@ def _describe(name: str, request: ModelRequest) -> str:
     parts = [f"override_u_kt({name!r}, {request.u_kt})"] if request.u_kt is not None else []
     parts += [f"override_input_buffer_multiplier({name!r}, {k}, multiplier={m})" for k, m in request.buffer_multipliers]
     parts += [f"override_dram_parameters({name!r}, True)"] if request.dram_parameters else []
+    m = request.output_buffer_multiplier
+    parts += [f"internal_override_output_buffer_multiplier({name!r}, multiplier={m}) (buf_size_mb {2 * m}; the "
+              f"backend also needs {m} and the op's t to divide one another)"] if m > 1 else []
     return " and ".join(parts)
 
 

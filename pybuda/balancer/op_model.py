@@ -59,6 +59,7 @@ class OpModel:
     prologue: frozenset = frozenset()
     t_stream: tuple = ()        # ("r" | "c", factor): the output streamed in factor slices (t = z * factor)
     input_buf_min: tuple = ()   # input_buf_min_size_tiles per netlist input (): the backend sizes every buffer
+    buf_size_mb: int = BUF_SIZE_MB   # output buffer in mblocks (`internal_override_output_buffer_multiplier`)
 
     @property
     def cores(self) -> int:
@@ -69,12 +70,14 @@ class OpModel:
 class ModelRequest:
     """What the user's overrides ask of an op's models: a fixed u_kt (`override_u_kt`), input buffers of
     `multiplier` x the tiles one core reads of that input per t slice (`override_input_buffer_multiplier`,
-    {netlist input index: multiplier}) and parameters and constants kept in DRAM (`override_dram_parameters`
-    True; False is the default: held in L1 where they fit)."""
+    {netlist input index: multiplier}), parameters and constants kept in DRAM (`override_dram_parameters`
+    True; False is the default: held in L1 where they fit) and an output buffer of `output_buffer_multiplier` x
+    the double-buffered two mblocks (`internal_override_output_buffer_multiplier`)."""
 
     u_kt: int | None = None
     buffer_multipliers: tuple = ()      # ((input index, multiplier), ...)
     dram_parameters: bool = False
+    output_buffer_multiplier: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -341,7 +344,7 @@ def input_names(graph: Graph, name: str) -> list[str]:
 # --- enumeration ------------------------------------------------------------------------------------------------
 
 def _buffer_bytes(graph: Graph, name: str, geom: OpGeometry, inputs: list[NetlistInput], fused_tiles: int,
-                  min_tiles: tuple) -> int:
+                  min_tiles: tuple, buf_size_mb: int) -> int:
     """L1 bytes of one core's buffers (`pybuda.arch.l1.footprint`): sparse queues held whole (the identity matmul
     reads them in place), every other input through a backend-sized buffer of at least `min_tiles[k]` tiles."""
     node = graph.node(name)
@@ -350,7 +353,7 @@ def _buffer_bytes(graph: Graph, name: str, geom: OpGeometry, inputs: list[Netlis
                            if i.kind == "sparse" else 0, min_size_tiles=min_tiles[k] if k < len(min_tiles) else 0)
                for k, i in enumerate(inputs)]
     return sum(footprint(geom, buffers, out_tile_bytes=node.df.tile_bytes, intermed_tile_bytes=intermed.tile_bytes,
-                         intermed_separate=intermed != node.df, buf_size_mb=BUF_SIZE_MB,
+                         intermed_separate=intermed != node.df, buf_size_mb=buf_size_mb,
                          fused_intermed_tiles=fused_tiles).values())
 
 
@@ -360,11 +363,11 @@ def _prologue_slices(geom: OpGeometry, inputs: list[NetlistInput]) -> list[int]:
 
 
 def _footprint_and_prologue(graph: Graph, name: str, geom: OpGeometry, inputs: list[NetlistInput],
-                            l1_usable: int, fused_tiles: int, min_tiles: tuple,
-                            dram_parameters: bool) -> tuple[int, frozenset] | None:
+                            l1_usable: int, fused_tiles: int, min_tiles: tuple, dram_parameters: bool,
+                            buf_size_mb: int) -> tuple[int, frozenset] | None:
     """(L1 bytes, prologued inputs) of one core, or None if the op does not fit (`_buffer_bytes`); parameters
     and constants, smallest first, are also held whole while they fit (none if `dram_parameters`)."""
-    total = _buffer_bytes(graph, name, geom, inputs, fused_tiles, min_tiles)
+    total = _buffer_bytes(graph, name, geom, inputs, fused_tiles, min_tiles, buf_size_mb)
     if total > l1_usable:
         return None
     prologue = {i.src for i in inputs if i.kind == "sparse"}
@@ -395,7 +398,7 @@ def with_input_buffers(graph: Graph, name: str, model: OpModel, device: DeviceSp
     recounted, its prologued inputs kept; None if that does not fit the usable L1."""
     geom, inputs, fused = _l1_context(graph, name, model)
     slices = _prologue_slices(geom, inputs)
-    total = _buffer_bytes(graph, name, geom, inputs, fused, min_tiles) + \
+    total = _buffer_bytes(graph, name, geom, inputs, fused, min_tiles, model.buf_size_mb) + \
         sum(s for s, i in zip(slices, inputs) if i.kind in ("parameter", "constant") and i.src in model.prologue)
     if total > device.l1_usable:
         return None
@@ -462,9 +465,13 @@ def _fitting_u_kt(graph: Graph, name: str, device: DeviceSpec, grid: tuple, t: i
     gr, gc = grid
     mblock = (block[0] // ublock[0], block[1] // ublock[1])
     u_kts = divisors(k)[::-1] if inner is not None else (1,)
+    multiplier = request.output_buffer_multiplier
+    if multiplier > 1 and t % multiplier and multiplier % t:
+        return None     # the backend needs buf_size_mb / 2 and t to divide one another
     for u_kt in (u_kts if request.u_kt is None else [u for u in u_kts if u == request.u_kt]):
         m_k = k // u_kt
-        model = OpModel((gr, gc), t, mblock, ublock, m_k, u_kt, t_stream=stream)
+        model = OpModel((gr, gc), t, mblock, ublock, m_k, u_kt, t_stream=stream,
+                        buf_size_mb=BUF_SIZE_MB * multiplier)
         if node.op_type == "sparse_matmul":
             unique, _ = _sparse_bounds(node.attrs["sparse"], gr, t)
             if not encoding_fits(unique, mblock[0], ublock[0], u_kt):
@@ -472,7 +479,7 @@ def _fitting_u_kt(graph: Graph, name: str, device: DeviceSpec, grid: tuple, t: i
         geom, inputs, fused_tiles = _l1_context(graph, name, model, operands)
         min_tiles = _requested_buffers(geom, inputs, request)
         fit = _footprint_and_prologue(graph, name, geom, inputs, device.l1_usable, fused_tiles, min_tiles,
-                                      request.dram_parameters)
+                                      request.dram_parameters, model.buf_size_mb)
         if fit is None:
             continue
         cycles = op_kernel_cycles(graph, name, model, geom, device)

@@ -20,7 +20,7 @@ from ..arch.streaming import replay_factor
 from ..device import DeviceSpec
 from ..ir import Graph, epoch_types
 from .dram import DramPlacement, assumed_channels
-from .op_model import (BUF_SIZE_MB, NetlistInput, OpModel, buda_op_type, e2e_queue, geometry, netlist_inputs,
+from .op_model import (NetlistInput, OpModel, buda_op_type, e2e_queue, geometry, netlist_inputs,
                        op_attributes, operand_inputs, operand_port)
 from .queues import host_queue_grid
 
@@ -116,7 +116,7 @@ class PlanCoster:
                             for k, (i, shape) in enumerate(zip(inputs, shapes)))
             facts = _OpFacts(inputs, read, geom.tiles_per_core * self.graph.node(name).df.tile_bytes,
                              self._outputs.get(name, ()), geom.cores, model.cycles, buffers,
-                             output_buffer_inputs(geom, BUF_SIZE_MB), output_granules(geom))
+                             output_buffer_inputs(geom, model.buf_size_mb), output_granules(geom))
             self._facts[(name, model, exact)] = facts
         return facts
 

@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 
 from ..balancer import Placement
-from ..balancer.op_model import (BUF_SIZE_MB, SPARSE_QUEUES, buda_op_type, e2e_queue, fused_layout, netlist_inputs,
+from ..balancer.op_model import (SPARSE_QUEUES, buda_op_type, e2e_queue, fused_layout, netlist_inputs,
                                  op_attributes, operand_port, sparse_queue_operands)
 from ..balancer.queues import QueuePlan
 from ..dataformat import NOC_ALIGN, MathFidelity
@@ -176,7 +176,7 @@ def _op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_o
             tms[index] = [format_tm(tm) for tm in inp.tms]
     return Op(name=name, graph=gname, type=buda_op_type(node.op_type), grid_loc=tuple(p.loc),
               grid_size=tuple(m.grid), inputs=inputs, grid_transpose=True if p.transpose else None, t=m.t,
-              mblock=tuple(m.mblock), ublock=tuple(m.ublock), tile_dim=(32, 32), buf_size_mb=BUF_SIZE_MB,
+              mblock=tuple(m.mblock), ublock=tuple(m.ublock), tile_dim=(32, 32), buf_size_mb=m.buf_size_mb,
               input_buf_min_size_tiles=list(m.input_buf_min) or None, ublock_order="r",
               in_df=in_df, out_df=node.df, intermed_df=node.intermed_df, acc_df=node.acc_df,
               math_fidelity=MathFidelity.parse(node.math_fidelity), input_tms=tms,
