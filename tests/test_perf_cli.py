@@ -64,7 +64,10 @@ def test_perf_compare_of_a_netlist_with_itself(mnist_tti):
 
 
 def test_perf_errors_name_the_part_and_the_file(mnist_tti, tmp_path):
-    path, _ = mnist_tti
+    path, compiled = mnist_tti
+    from pybuda.runtime.tti import netlist_sources, read_tti
+    assert netlist_sources(path) == [(path.name, compiled.runtime.netlist_texts[0])]
+    assert read_tti(path, arrays=False)[2] == {} and read_tti(path)[2]
     status, out = run_cli("perf", path, "--part", "3")
     assert status == 1 and "holds 1 netlist(s); --part 3 is not one of 0..0" in out
     status, out = run_cli("perf", tmp_path / "missing.yaml")

@@ -13,6 +13,7 @@ from ..backend_sim.timing import EpochPerf, OpPerf, PerfReport
 from ..device import get_device
 from ..ir import Graph
 from ..netlist import Netlist, load
+from ..runtime.tti import netlist_sources
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,11 +200,4 @@ def from_netlists(title: str, named: list[tuple[str, Netlist]], device: str | No
 
 def from_file(path: str | Path, device: str | None = None) -> ReportData:
     """The report of a netlist YAML file or a TTI image (its netlists)."""
-    path = Path(path)
-    if path.suffix == ".tti":
-        from ..runtime.tti import read_tti
-        texts, _, _ = read_tti(path)
-        named = [(f"{path.name}[{k}]", load(t)) for k, t in enumerate(texts)]
-    else:
-        named = [(path.name, load(path))]
-    return from_netlists(path.name, named, device)
+    return from_netlists(Path(path).name, [(label, load(src)) for label, src in netlist_sources(path)], device)

@@ -77,8 +77,9 @@ def load(path: str | Path) -> RuntimeModel:
     return model
 
 
-def read_tti(path: str | Path) -> tuple[list[str], RunManifest, dict[str, np.ndarray]]:
-    """The netlist texts, run manifest and arrays of a TTI image (TTIError if it is not one or is damaged)."""
+def read_tti(path: str | Path, arrays: bool = True) -> tuple[list[str], RunManifest, dict[str, np.ndarray]]:
+    """The netlist texts, run manifest and arrays (none read unless `arrays`) of a TTI image (TTIError if it is
+    not one or is damaged)."""
     path = Path(path)
     with open(path, "rb") as f:
         magic = f.read(len(_ZIP_MAGIC))
@@ -100,7 +101,7 @@ def read_tti(path: str | Path) -> tuple[list[str], RunManifest, dict[str, np.nda
                 raise TTIError(f"{path}: the TTI image is incomplete: no {', '.join(missing)}")
             netlist_texts = [zf.read(entry).decode() for entry in header["netlists"]]
             manifest = RunManifest.from_json(zf.read(MANIFEST).decode())
-            arrays = {name: _read_array(zf, entry) for name, entry in header["arrays"].items()}
+            arrays = {name: _read_array(zf, entry) for name, entry in header["arrays"].items()} if arrays else {}
     except TTIError:
         raise
     except ManifestError as e:
@@ -109,6 +110,16 @@ def read_tti(path: str | Path) -> tuple[list[str], RunManifest, dict[str, np.nda
             AttributeError) as e:
         raise TTIError(f"{path}: the TTI image is truncated or corrupt ({type(e).__name__}: {e})") from None
     return netlist_texts, manifest, arrays
+
+
+def netlist_sources(path: str | Path) -> list[tuple[str, str | Path]]:
+    """(label, netlist source) of a netlist YAML file (the path itself) or of each netlist of a TTI image (its
+    text; the image's arrays are not read), for tools that look at netlists alone."""
+    path = Path(path)
+    if path.suffix != ".tti":
+        return [(path.name, path)]
+    texts, _, _ = read_tti(path, arrays=False)
+    return [(f"{path.name}[{k}]" if len(texts) > 1 else path.name, text) for k, text in enumerate(texts)]
 
 
 def _info(entry: str, compression: int) -> zipfile.ZipInfo:

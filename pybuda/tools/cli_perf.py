@@ -15,15 +15,13 @@ from rich.table import Table
 
 def _source(path: str, part: int, console: Console):
     """The netlist to estimate: the file itself, or netlist `part` of a TTI image."""
-    if not path.endswith(".tti"):
-        return path
-    from ..runtime.tti import read_tti
-    texts, _, _ = read_tti(path)
-    if not 0 <= part < len(texts):
-        raise ValueError(f"{path} holds {len(texts)} netlist(s); --part {part} is not one of 0..{len(texts) - 1}")
-    if len(texts) > 1:
-        console.print(f"{path}: {len(texts)} netlists (host ops between them); this is netlist {part} (--part)")
-    return texts[part]
+    from ..runtime.tti import netlist_sources
+    sources = netlist_sources(path)
+    if not 0 <= part < len(sources):
+        raise ValueError(f"{path} holds {len(sources)} netlist(s); --part {part} is not one of 0..{len(sources) - 1}")
+    if len(sources) > 1:
+        console.print(f"{path}: {len(sources)} netlists (host ops between them); this is netlist {part} (--part)")
+    return sources[part][1]
 
 
 def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:
