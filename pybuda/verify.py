@@ -99,23 +99,28 @@ def host_outputs(graph: Graph, outputs: dict[str, np.ndarray]) -> list[np.ndarra
     return result
 
 
-def golden_gradients(graph: Graph, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """A training graph (framework or Buda level) evaluated on a microbatch (model inputs and `loss_<output>`
-    gradients, by name): every trained parameter's gradient summed over the samples, in the framework's layout, by
-    name."""
-    accumulators = {out.name: out.loopback for out in graph.outputs()
-                    if out.loopback and graph.node(out.loopback).role == "gradient_accumulator"}
-    device = is_device_graph(graph)
+def golden_gradients(segments: tuple[Segment, ...] | list[Segment], batch: dict[str, np.ndarray]
+                     ) -> dict[str, np.ndarray]:
+    """A training model's segments (framework or Buda graphs; one graph `g`: `(Segment(DEVICE, g),)`) evaluated
+    in order on a microbatch (model inputs and `loss_<output>` gradients, by name): every trained parameter's
+    gradient summed over the samples, in the framework's layout, by name."""
     sums: dict[str, np.ndarray] = {}
+    graph_of: dict[str, Graph] = {}
     for i in range(next(iter(batch.values())).shape[0]):
-        values = evaluate_sample(graph, host_inputs(graph, {k: v[i:i + 1] for k, v in batch.items()}))
-        for out, target in accumulators.items():
-            value = values[out]
-            if device:
-                logical = graph.node(out).logical_shape
-                value = from_device_layout(value, logical, ()).reshape(logical)
-            sums[target] = sums.get(target, 0) + value
-    return {accumulated_parameter(target): apply_host_transforms(value, graph.node(target).host_transforms)
+        values = {k: v[i:i + 1] for k, v in batch.items()}
+        for segment in segments:
+            graph = segment.graph
+            got = evaluate_sample(graph, host_inputs(graph, values))
+            values.update((out.name, x) for out, x in zip(graph.outputs(), host_outputs(graph, got))
+                          if out.loopback is None)
+            for out in graph.outputs():
+                if out.loopback and graph.node(out.loopback).role == "gradient_accumulator":
+                    value = got[out.name]
+                    if is_device_graph(graph):
+                        value = from_device_layout(value, out.logical_shape, ()).reshape(out.logical_shape)
+                    sums[out.loopback] = sums.get(out.loopback, 0) + value
+                    graph_of[out.loopback] = graph
+    return {accumulated_parameter(target): apply_host_transforms(value, graph_of[target].node(target).host_transforms)
             for target, value in sums.items()}
 
 

@@ -10,6 +10,7 @@ import torch
 import pybuda
 from pybuda.netlist.model import Execute
 from pybuda.optimizers import SGD, Adam, AdamW
+from pybuda.ops.registry import OpError
 from pybuda.passes.autograd import AutogradError
 from pybuda.runtime.loss import TrainingError
 from pybuda.verify import pcc
@@ -121,12 +122,19 @@ def test_accumulation_sums_microbatch_gradients(tmp_path):
         assert pcc(grads[name].numpy(), p.grad.numpy()) >= 0.99, name
 
 
+class _CumsumHead(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(32, 4)
+
+    def forward(self, x):
+        return torch.cumsum(self.linear(x), dim=-1)
+
+
 def test_op_without_backward_rule_fails_early_naming_it(tmp_path):
-    model = torch.nn.Sequential(torch.nn.Embedding(100, 32), torch.nn.Linear(32, 4))
-    ids = torch.randint(0, 100, (2, 8))
-    with pytest.raises(AutogradError, match="no backward rule for op type.*embedding"):
-        pybuda.compile(model, ids, loss=torch.nn.MSELoss(), optimizer=SGD(0.1), sample_targets=torch.randn(2, 8, 4),
-                       output_dir=tmp_path)
+    with pytest.raises(AutogradError, match=r"no backward rule for op type\(s\) cumsum \(ops cumsum_"):
+        pybuda.compile(_CumsumHead(), torch.randn(2, 8, 32), loss=torch.nn.MSELoss(), optimizer=SGD(0.1),
+                       sample_targets=torch.randn(2, 8, 4), output_dir=tmp_path)
 
 
 def test_loss_shape_mismatch_names_both_shapes(tmp_path):
@@ -313,3 +321,138 @@ def test_verify_accepts_updates_lost_to_the_parameter_format(tmp_path):
     assert not any(q.endswith(".residual") for q in compiled.netlist.queues)
     step = next(c for c in compiled.checks if c.stage == "netlist step")
     assert step.pcc >= step.threshold
+
+
+class _EmbeddingRegressor(torch.nn.Module):
+    """Token and position embeddings (CPU fallback ops: their tables train on the host) before two linear layers."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens = torch.nn.Embedding(50, 32)
+        self.positions = torch.nn.Embedding(16, 32)
+        self.register_buffer("position_ids", torch.arange(16)[None])
+        self.fc1 = torch.nn.Linear(32, 64)
+        self.fc2 = torch.nn.Linear(64, 32)
+
+    def forward(self, ids):
+        x = self.tokens(ids) + self.positions(self.position_ids)
+        return self.fc2(torch.nn.functional.gelu(self.fc1(x)))
+
+
+@pytest.mark.parametrize("optimizer", [SGD(0.1, momentum=0.9), Adam(1e-2)], ids=["sgd_momentum", "adam"])
+def test_embedding_tables_train_on_the_host_like_torch(tmp_path, optimizer):
+    torch.manual_seed(0)
+    model = _EmbeddingRegressor()
+    initial = copy.deepcopy(model).state_dict()
+    ids = torch.randint(0, 50, (2, 16), generator=torch.Generator().manual_seed(1))
+    y = torch.randn(2, 16, 32, generator=torch.Generator().manual_seed(2))
+    compiled, ours, theirs, _, _ = _train_both(model, (ids,), y, torch.nn.MSELoss(), optimizer, tmp_path)
+    manifest = compiled.runtime.manifest
+    hosts = [p for p in manifest.parts if not hasattr(p, "netlist")]
+    assert [h.epoch_type for h in hosts] == ["forward", "backward", "optimizer"]
+    assert [op.op_type for op in hosts[1].ops] == ["embedding_backward"] * 2
+    # the gradient of the embeddings' output leaves the device in run_bwd, written by a backward epoch
+    (gradient,) = [q for q, f in manifest.device_parts[0].queues.items() if f.kind == "gradient"]
+    nl = compiled.netlist
+    assert nl.ops[nl.queues[gradient].input].graph.startswith("bwd")
+    assert "host backward (2 ops) -> host optimizer" in compiled.summary()
+    for name, _ in model.named_parameters():
+        assert pcc(ours[name].numpy(), theirs[name].numpy()) >= 0.99, name
+        assert pcc((ours[name] - initial[name]).numpy(), (theirs[name] - initial[name]).numpy()) >= 0.99, name
+    # an image of the training model runs its forward (the host's forward program and run_fwd)
+    loaded = pybuda.load(compiled.save(tmp_path / "model.tti"))
+    assert torch.equal(loaded(ids), compiled.runtime(ids))
+
+
+def test_bert_with_its_embeddings_trains_like_torch(tmp_path):
+    """A 2-layer Hugging Face BertModel, embeddings included (word, position and token type tables trained on the
+    host), 5 steps of SGD with momentum at Float16_b on e150."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=128, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.BertModel(config, add_pooling_layer=False).eval()
+    initial = copy.deepcopy(model).state_dict()
+    ids = torch.randint(0, 100, (2, 32), generator=torch.Generator().manual_seed(1))
+    y = torch.randn(2, 32, 64, generator=torch.Generator().manual_seed(2))
+    compiled, ours, theirs, _, _ = _train_both(_LastHiddenState(model), (ids,), y, torch.nn.MSELoss(),
+                                               SGD(0.05, momentum=0.9), tmp_path)
+    assert {"bert.embeddings.word_embeddings.weight", "bert.embeddings.token_type_embeddings.weight"} <= set(ours)
+    for name, value in theirs.items():
+        if name in ours and "attention.self.key.bias" not in name:   # (its gradient is 0 in exact arithmetic)
+            assert pcc(ours[name].numpy(), value.numpy()) >= 0.99, name
+            update = (value - initial[name.removeprefix("bert.")]).numpy()
+            assert pcc((ours[name] - initial[name.removeprefix("bert.")]).numpy(), update) >= 0.99, name
+
+
+class _LastHiddenState(torch.nn.Module):
+    def __init__(self, bert):
+        super().__init__()
+        self.bert = bert
+
+    def forward(self, ids):
+        return self.bert(ids).last_hidden_state
+
+
+class _TiedHead(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(50, 32)
+        self.head = torch.nn.Linear(32, 50, bias=False)
+        self.head.weight = self.embedding.weight
+
+    def forward(self, ids):
+        return self.head(self.embedding(ids))
+
+
+class _HostInTheMiddle(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(32, 32), torch.nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.b(torch.exp(self.a(x)))
+
+
+def test_parameters_and_fallback_ops_training_cannot_split_are_named(tmp_path):
+    with pytest.raises(OpError, match=r"trained parameter 'head.weight' is read on the host by embedding_\d+ and on "
+                                      r"the device by .*freeze it"):
+        pybuda.compile(_TiedHead(), torch.randint(0, 50, (2, 8)), loss=torch.nn.MSELoss(), optimizer=SGD(0.1),
+                       sample_targets=torch.randn(2, 8, 50), output_dir=tmp_path)
+    config = pybuda.CompilerConfig()
+    config.cpu_fallback_ops = {"embedding", "exp"}
+    with pytest.raises(OpError, match=r"host ops sit between device ops \(exp_\d+\); CPU fallback in the middle of "
+                                      "a model is for inference only"):
+        pybuda.compile(_HostInTheMiddle(), torch.randn(2, 8, 32), loss=torch.nn.MSELoss(), optimizer=SGD(0.1),
+                       sample_targets=torch.randn(2, 8, 4), output_dir=tmp_path, config=config)
+
+
+def test_verify_checks_host_trained_gradients_and_step(tmp_path):
+    torch.manual_seed(0)
+    ids = torch.randint(0, 50, (2, 16), generator=torch.Generator().manual_seed(1))
+    y = torch.randn(2, 16, 32)
+    compiled = pybuda.compile(_EmbeddingRegressor(), ids, loss=torch.nn.MSELoss(), optimizer=Adam(1e-2),
+                              sample_targets=y, output_dir=tmp_path, verify=True)
+    assert all(c.pcc >= c.threshold for c in compiled.checks)
+    stages = [c.stage for c in compiled.checks]
+    assert "lower gradients" in stages and "netlist step" in stages
+    compiled.train_step(ids, targets=y)
+    grads = compiled.get_parameter_gradients()
+    assert grads["tokens.weight"].shape == (50, 32)
+    assert set(np.flatnonzero(grads["tokens.weight"].abs().sum(1).numpy())) == set(ids.flatten().tolist())
+
+
+def test_verify_catches_a_wrong_host_gradient(tmp_path, monkeypatch):
+    """An embedding backward that doubles the table's gradient is named by verify (the host's gradients are
+    compared with torch's like the device's)."""
+    import dataclasses
+    from pybuda.compile import VerificationError
+    from pybuda.ops import registry
+    scatter = registry.get("embedding_backward")
+    monkeypatch.setitem(registry._REGISTRY, "embedding_backward",
+                        dataclasses.replace(scatter, eval=lambda v, a: 2 * scatter.eval(v, a)))
+    ids = torch.randint(0, 50, (2, 16), generator=torch.Generator().manual_seed(1))
+    with pytest.raises(VerificationError, match=r"stage 'autograd gradients'.*parameter '(tokens|positions)\.weight'"
+                                                r".*norm 2\.0000x"):
+        pybuda.compile(_EmbeddingRegressor(), ids, loss=torch.nn.MSELoss(), optimizer=SGD(0.1),
+                       sample_targets=torch.randn(2, 16, 32), output_dir=tmp_path, verify=True)

@@ -14,8 +14,12 @@ name) one `QueueFeed`:
 Training adds: `trained` (a parameter the optimizer updates: `array` and `logical_shape`, read back for the
 state dict), `optimizer_state`, `parameter_residual` (a trained parameter's compensation term, `<p>.residual`),
 `gradient_accumulator` (`array`: zeros; the accumulator also has its parameter's `logical_shape`), `optimizer_parameter` (`array`: the first step's value of a per-step scalar, written by the host
-into the whole tile before each step) and `loss_gradient` (`feed`: the model output whose loss gradient it takes,
-shapes and transforms as an input).
+into the whole tile before each step), `loss_gradient` (`feed`: the model output whose loss gradient it takes,
+shapes and transforms as an input) and `gradient` (an output `run_bwd` writes: a backward value a host program
+reads). A training model's host programs have an `epoch_type`: forward ones run per sample before the loss,
+backward ones per sample after `run_bwd`, optimizer ones once per step; `writes` maps each output that writes a
+value back to the node it writes (a gradient accumulator sums into it), `roles` gives the training role of their
+parameter-like nodes and `transforms` the host transforms taking a trained parameter to the framework's layout.
 Arrays of the first netlist are named after their queues, those of netlist k > 0 `<k>:<queue>`, those of host
 programs `host:<node>`.
 
@@ -31,15 +35,16 @@ from typing import Any
 import numpy as np
 
 from ..balancer.policy import Placement
-from ..ir import Graph, loss_gradient_output
+from ..ir import GRADIENT_OUTPUT, Graph, loss_gradient_output
 from ..netlist import Netlist
 from ..passes.cpu_fallback import Segment
 from .netlist_builder import sparse_queue_values
 
-MANIFEST_VERSION = 2
+MANIFEST_VERSION = 3
+READABLE_VERSIONS = (2, 3)   # version 2: no training host programs (their fields take their defaults)
 ARRAY_KINDS = ("parameter", "constant", "sparse_tiles", "encoding", "trained", "optimizer_state",
                "parameter_residual", "gradient_accumulator", "optimizer_parameter")
-FEED_KINDS = ARRAY_KINDS + ("input", "output", "loss_gradient")
+FEED_KINDS = ARRAY_KINDS + ("input", "output", "loss_gradient", "gradient")
 HOST_ARRAY_PREFIX = "host:"   # arrays of the host program's parameters and constants
 
 
@@ -87,12 +92,16 @@ class HostOp:
 @dataclasses.dataclass(frozen=True)
 class HostProgram:
     """Ops run on the host: they read named values `inputs` and `arrays` (node name -> array name); `outputs`
-    maps each value they write to its operand."""
+    maps each value they write to its operand. Training fields: module docstring."""
 
     inputs: tuple
     arrays: dict
     ops: tuple
     outputs: dict
+    epoch_type: str = "forward"
+    writes: dict = dataclasses.field(default_factory=dict)       # output -> the node it writes back
+    roles: dict = dataclasses.field(default_factory=dict)        # parameter-like node -> its training role
+    transforms: dict = dataclasses.field(default_factory=dict)   # trained node -> host transforms
 
     def array_names(self) -> list[str]:
         return list(self.arrays.values())
@@ -162,9 +171,9 @@ class RunManifest:
         except ValueError as e:
             raise ManifestError(f"run manifest is not valid JSON: {e}") from None
         try:
-            if data["version"] != MANIFEST_VERSION:
-                raise ManifestError(f"run manifest version {data['version']!r}; this pybuda reads version "
-                                    f"{MANIFEST_VERSION}")
+            if data["version"] not in READABLE_VERSIONS:
+                raise ManifestError(f"run manifest version {data['version']!r}; this pybuda reads versions "
+                                    f"{', '.join(map(str, READABLE_VERSIONS))}")
             return cls(model=str(data["model"]), device=str(data["device"]), microbatch=int(data["microbatch"]),
                        inputs=tuple(ModelInput(str(i["name"]), tuple(int(d) for d in i["shape"]), str(i["dtype"]))
                                     for i in data["inputs"]),
@@ -194,7 +203,7 @@ def build_manifest(name: str, device: str, microbatch: int, inputs: list[ModelIn
             k, (placement, netlist) = next(placed)
             parts.append(_device_part(k, segment.graph, placement, netlist, arrays))
         else:
-            parts.append(_host_program(segment.graph, arrays))
+            parts.append(_host_program(segment.graph, arrays, segment.epoch_type or "forward"))
     manifest = RunManifest(model=name, device=device, microbatch=microbatch, inputs=tuple(inputs),
                            outputs=tuple(outputs), parts=tuple(parts), output_structure=output_structure)
     return manifest, arrays
@@ -227,7 +236,7 @@ def _device_part(k: int, bgraph: Graph, placement: Placement, netlist: Netlist,
     for out in bgraph.outputs():
         if out.loopback is not None:
             continue
-        feeds[out.name] = QueueFeed("output", feed=out.name, host_transforms=_transforms(out, "output"),
+        feeds[out.name] = QueueFeed("gradient" if out.role == GRADIENT_OUTPUT else "output", feed=out.name, host_transforms=_transforms(out, "output"),
                                     logical_shape=tuple(out.logical_shape), device_shape=out.shape)
     missing = [q for q, queue in netlist.queues.items() if queue.input == "HOST" and q not in feeds]
     if missing:
@@ -242,8 +251,8 @@ def _transforms(node, where: str) -> tuple:
     return transforms
 
 
-def _host_program(host: Graph, arrays: dict[str, np.ndarray]) -> HostProgram:
-    inputs, values, ops, outputs = [], {}, [], {}
+def _host_program(host: Graph, arrays: dict[str, np.ndarray], epoch_type: str) -> HostProgram:
+    inputs, values, ops, outputs, writes, roles, transforms = [], {}, [], {}, {}, {}, {}
     for name in host.topo_order():
         node = host.node(name)
         if node.kind == "input":
@@ -251,6 +260,10 @@ def _host_program(host: Graph, arrays: dict[str, np.ndarray]) -> HostProgram:
         elif node.kind in ("parameter", "constant"):
             values[name] = HOST_ARRAY_PREFIX + name
             arrays[values[name]] = node.value
+            if node.role:
+                roles[name] = node.role
+            if node.role in ("trained", "gradient_accumulator") and node.host_transforms:
+                transforms[name] = _transforms(node, "parameter")
         elif node.kind == "op":
             encode(node.attrs, f"host op {name!r} ({node.op_type})")
             ops.append(HostOp(name, node.op_type, node.attrs,
@@ -258,7 +271,9 @@ def _host_program(host: Graph, arrays: dict[str, np.ndarray]) -> HostProgram:
         else:
             (operand,) = host.operands(name)
             outputs[name] = HostOperand(operand.src, tuple(operand.tms))
-    return HostProgram(tuple(inputs), values, tuple(ops), outputs)
+            if node.loopback is not None:
+                writes[name] = node.loopback
+    return HostProgram(tuple(inputs), values, tuple(ops), outputs, epoch_type, writes, roles, transforms)
 
 
 # --- JSON form --------------------------------------------------------------------------------------------------
@@ -311,14 +326,19 @@ def _host_data(host: HostProgram) -> dict:
     return {"inputs": list(host.inputs), "arrays": dict(host.arrays),
             "ops": [{"name": op.name, "op_type": op.op_type, "attrs": encode(op.attrs, f"host op {op.name!r}"),
                      "operands": [_operand_data(o) for o in op.operands]} for op in host.ops],
-            "outputs": {feed: _operand_data(o) for feed, o in host.outputs.items()}}
+            "outputs": {feed: _operand_data(o) for feed, o in host.outputs.items()},
+            "epoch_type": host.epoch_type, "writes": dict(host.writes), "roles": dict(host.roles),
+            "transforms": {name: encode(t, f"host transforms of {name!r}") for name, t in host.transforms.items()}}
 
 
 def _host(data: dict) -> HostProgram:
     return HostProgram(inputs=tuple(str(i) for i in data["inputs"]), arrays=dict(data["arrays"]),
                        ops=tuple(HostOp(str(op["name"]), str(op["op_type"]), decode(op["attrs"]),
                                         tuple(_operand(o) for o in op["operands"])) for op in data["ops"]),
-                       outputs={str(feed): _operand(o) for feed, o in data["outputs"].items()})
+                       outputs={str(feed): _operand(o) for feed, o in data["outputs"].items()},
+                       epoch_type=str(data.get("epoch_type", "forward")), writes=dict(data.get("writes", {})),
+                       roles=dict(data.get("roles", {})),
+                       transforms={str(n): decode(t) for n, t in data.get("transforms", {}).items()})
 
 
 def encode(value: Any, where: str) -> Any:

@@ -44,13 +44,31 @@ def residual_parameter(residual: str) -> str:
     return residual.removesuffix(RESIDUAL_SUFFIX)
 
 
+def state_of(param: str, name: str) -> str:
+    """The optimizer state `name` (momentum, moments) of trained parameter `param`."""
+    return f"{param}.{name}"
+
+
+def updated_with(graph: Graph, param: str) -> set[str]:
+    """The parameter-like nodes the optimizer writes back with trained parameter `param`: itself, its residual and
+    its optimizer state."""
+    return {out.loopback for out in graph.outputs() if out.loopback is not None and (
+        out.loopback == param or out.loopback.startswith(f"{param}.")
+        and graph.node(out.loopback).role in ("optimizer_state", "parameter_residual"))}
+
+
+GRADIENT_OUTPUT = "gradient"   # the role of a graph output carrying a backward value to the host (a CPU fallback op)
+
+
 def epoch_types(graph: Graph) -> dict[str, str]:
-    """Epoch type of every op, in graph order."""
+    """Epoch type of every op, in graph order. An output with role "gradient" (a backward value the host reads)
+    is not a model output."""
     forward, optimizer = set(), set()
     for out in graph.outputs():
         ancestors = nx.ancestors(graph._g, out.name)
         if out.loopback is None:
-            forward |= ancestors
+            if out.role != GRADIENT_OUTPUT:
+                forward |= ancestors
         elif graph.node(out.loopback).role != "gradient_accumulator":
             optimizer |= ancestors
     return {n: "forward" if n in forward else "optimizer" if n in optimizer else "backward"

@@ -23,9 +23,9 @@ KINDS = ("input", "parameter", "constant", "op", "output")
 # Training roles: an input carrying the loss's gradient of a model output; parameters the optimizer trains, its
 # state (momentum, moments), its per-step scalars (learning rate, bias corrections), the gradient accumulators
 # the backward pass sums into and a trained parameter's residual (what its compensated update keeps of the value
-# below the parameter's precision).
+# below the parameter's precision); an output carrying a backward value to a host (CPU fallback) op.
 ROLES = ("loss_gradient", "trained", "optimizer_state", "optimizer_parameter", "gradient_accumulator",
-         "parameter_residual")
+         "parameter_residual", "gradient")
 
 
 class GraphError(ValueError):
@@ -260,11 +260,11 @@ class Graph:
         self.output_names = [new if n == old else n for n in self.output_names]
 
     def remove_dead(self) -> None:
-        """Remove op, parameter and constant nodes that reach no output."""
+        """Remove op, parameter and constant nodes that reach no output (and are no output's loopback target)."""
         self._cache.clear()
         live = set()
         for out in self.output_names:
-            live |= nx.ancestors(self._g, out) | {out}
+            live |= nx.ancestors(self._g, out) | {out, self.node(out).loopback}
         for n in self.nodes():
             if n.name not in live and n.kind in ("op", "parameter", "constant"):
                 self._g.remove_node(n.name)

@@ -14,8 +14,37 @@ def _embedding_shape(shapes, attrs):
     return (*idx, *table[1:])
 
 
+def _embedding_backward(ctx, index: int, grad: str) -> str:
+    """The table's gradient: the output rows' gradients summed into the rows their indices pick
+    (`embedding_backward`). It runs where the embedding runs, on the host (its framework op type is embedding's,
+    so `cpu_fallback_ops` takes it along); the indices have no gradient."""
+    if index != 0:
+        raise OpError(f"embedding {ctx.output!r}: its indices (operand 1) have no gradient")
+    name = ctx.op("embedding_backward", [ctx.operand(1), grad], {"num_embeddings": int(ctx.shape(0)[0])})
+    ctx.graph.node(name).original_op_type = "embedding"
+    return name
+
+
 register(OpDef("embedding", _embedding_shape, lambda v, a: v[0][v[1].astype(np.int64)], arity=(2, 2),
-               kind="other"))
+               kind="other", backward=_embedding_backward))
+
+
+def _embedding_backward_shape(shapes, attrs):
+    idx, grad = shapes
+    return (int(attrs["num_embeddings"]), *grad[len(idx):])
+
+
+def _scatter_rows(values, attrs):
+    idx, grad = values
+    rows = idx.astype(np.int64).reshape(-1)
+    table = np.zeros((int(attrs["num_embeddings"]), int(np.prod(grad.shape[idx.ndim:], dtype=np.int64))),
+                     dtype=np.float32)
+    np.add.at(table, rows, grad.reshape(len(rows), -1))
+    return table.reshape(int(attrs["num_embeddings"]), *grad.shape[idx.ndim:])
+
+
+# the gradient of an embedding's table: out[idx[i]] += grad[i] (host only, like the embedding)
+register(OpDef("embedding_backward", _embedding_backward_shape, _scatter_rows, arity=(2, 2), kind="other"))
 
 
 def _take_shape(shapes, attrs):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, accumulator_of, epoch_types, loss_gradient_input, residual_of
+from ..ir import Graph, accumulator_of, epoch_types, loss_gradient_input, residual_of, state_of
 from ..ops import registry
 from ..ops.registry import OpError, add_op
 from .host_io import apply_host_transforms
@@ -87,7 +87,7 @@ def check_backward_rules(graph: Graph, path: set[str] | None = None) -> None:
     if missing:
         listed = "; ".join(f"{t} (ops {', '.join(ns[:3])}{' ...' if len(ns) > 3 else ''})" for t, ns in missing.items())
         raise AutogradError(f"cannot train this model: no backward rule for op type(s) {listed}; freeze the "
-                            "parameters before them (requires_grad=False) or run those ops on the host")
+                            "parameters before them (requires_grad=False)")
 
 
 def _sum(graph: Graph, values: list[str], name: str) -> str:
@@ -190,7 +190,7 @@ class OptimizerContext:
 
     def state(self, name: str) -> str:
         """The state tensor `name` of this parameter (zeros at the start)."""
-        node = f"{self.param}.{name}"
+        node = state_of(self.param, name)
         if node not in self.graph:
             self.graph.add_parameter(node, np.zeros(self.shape, dtype=np.float32))
             self.graph.node(node).role = "optimizer_state"

@@ -8,8 +8,16 @@ take along the side of them that does none of the device's work (the legacy pre/
 ("device work": matmuls and the nn ops, i.e. convolutions, norms, softmax, pools, by the registry's op kind; the
 rest, index arithmetic, casts, comparisons, gathers from buffers and elementwise ops, is cheap on the host.) Each
 op then gets the earliest segment of its side that comes no earlier than its operands' segments: host-pre,
-device, host-mid, device, ..., host-post (empty segments are dropped). A segment is a Graph whose inputs and outputs are named values: model inputs, model
-outputs, or `<op>.out` for an op's value crossing to a later segment; segments run in order.
+device, host-mid, device, ..., host-post (empty segments are dropped). A segment is a Graph whose inputs and outputs
+are named values: model inputs, model outputs, or `<op>.out` for an op's value crossing to a later segment;
+segments run in order.
+
+A training graph (one with the autograd stage's backward and optimizer ops) keeps its device ops in one segment.
+A trained parameter that host ops read (an embedding table) is trained on the host: the backward of a fallback op
+is itself a fallback op (an embedding's `embedding_backward`), and the parameter's optimizer ops go to the host
+too, into a last host segment. Host segments are split by epoch type (forward ops run per sample before the loss,
+backward ops per sample after it, optimizer ops once per step), and a backward value the host reads leaves the
+device through an output with role "gradient".
 """
 from __future__ import annotations
 
@@ -17,7 +25,7 @@ import dataclasses
 
 import networkx as nx
 
-from ..ir import Graph
+from ..ir import EPOCH_TYPES, GRADIENT_OUTPUT, Graph, accumulator_of, epoch_types, updated_with
 from ..ops import registry
 from ..ops.registry import OpError
 
@@ -34,6 +42,8 @@ class Segment:
 
     kind: str
     graph: Graph
+    epoch_type: str | None = None   # a host segment of a training graph: the epoch type of all its ops
+
 
     @property
     def on_device(self) -> bool:
@@ -55,11 +65,53 @@ def partition(graph: Graph, config) -> tuple[Segment, ...]:
     fallback = [n.name for n in graph.nodes("op") if n.op_type in types or n.framework_op_type in types]
     if not fallback:
         return (Segment(DEVICE, graph),)
+    types = epoch_types(graph) if graph.loopbacks_present() else None
     host = _host_ops(graph, fallback)
-    index = _segment_index(graph, host)
+    if types is not None:
+        host |= _host_updates(graph, host, types)
+    index = _segment_index(graph, host, types)
     used = sorted(set(index.values()))
+    if types is not None and sum(k % 2 for k, _ in used) > 1:
+        raise OpError(f"model {graph.name!r}: training keeps the device ops in one part, but host ops sit between "
+                      f"device ops ({', '.join(_between(graph, index)[:4])}); CPU fallback in the middle of a model "
+                      "is for inference only: take their types out of cpu_fallback_ops or freeze the parameters "
+                      "before them (requires_grad=False)")
     names = _crossing_names(graph, index)
-    return tuple(Segment(HOST if k % 2 == 0 else DEVICE, _segment_graph(graph, index, k, names)) for k in used)
+    return tuple(Segment(HOST if k % 2 == 0 else DEVICE, _segment_graph(graph, index, (k, rank), names, types),
+                         EPOCH_TYPES[rank] if types is not None and k % 2 == 0 else None) for k, rank in used)
+
+
+def _between(graph: Graph, index: dict[str, tuple[int, int]]) -> list[str]:
+    """The host ops after the first device segment and before the last one."""
+    device = [k for k, _ in index.values() if k % 2]
+    return [n for n, (k, _) in index.items() if k % 2 == 0 and min(device) < k < max(device)
+            and graph.node(n).kind == "op"]
+
+
+def _host_updates(graph: Graph, host: set[str], types: dict[str, str]) -> set[str]:
+    """The optimizer ops of every trained parameter a host op reads: it is trained on the host, where its gradient
+    is summed. OpError if a device op reads it too, or its gradient is not computed on the host."""
+    ops: set[str] = set()
+    writers = {out.loopback: graph.output_source(out.name) for out in graph.outputs() if out.loopback is not None}
+    for param in (n.name for n in graph.nodes("parameter") if n.role == "trained"):
+        readers = [u for u, _ in graph.users(param) if graph.node(u).kind == "op" and types[u] != "optimizer"]
+        on_host = [u for u in readers if u in host]
+        if not on_host:
+            continue
+        on_device = [u for u in readers if u not in host]
+        gradient = writers.get(accumulator_of(param))
+        if on_device or gradient not in host:
+            where = (f"and on the device by {', '.join(on_device[:3])}" if on_device
+                     else f"and its gradient is computed on the device by {gradient}")
+            raise OpError(f"trained parameter {param!r} is read on the host by {', '.join(on_host[:3])} {where}: a "
+                          "parameter trains on one side; freeze it (requires_grad=False) or take the host ops' "
+                          "types out of cpu_fallback_ops")
+        targets = updated_with(graph, param)
+        for out in graph.outputs():
+            if out.loopback in targets:
+                ops |= {a for a in nx.ancestors(graph._g, out.name)
+                        if graph.node(a).kind == "op" and types[a] == "optimizer"}
+    return ops
 
 
 def _host_ops(graph: Graph, fallback: list[str]) -> set[str]:
@@ -80,9 +132,11 @@ def _device_work(graph: Graph, op: str) -> bool:
     return registry.get(graph.node(op).op_type).kind in DEVICE_WORK_KINDS
 
 
-def _segment_index(graph: Graph, host: set[str]) -> dict[str, int]:
-    """Segment index of every op and output: even = host, odd = device; the earliest of the op's side no
-    earlier than its operands' segments. An output goes with its value (a model input: the last segment)."""
+def _segment_index(graph: Graph, host: set[str], types: dict[str, str] | None = None) -> dict[str, tuple[int, int]]:
+    """Segment key (index, epoch type rank) of every op and output. Index: even = host, odd = device; the
+    earliest of the op's side no earlier than its operands' segments. A training graph's host optimizer ops go
+    to the last host index, and its host ops are keyed by their epoch type's rank (`EPOCH_TYPES`); other keys
+    have rank 0. An output goes with its value (a model input: the last segment)."""
     index: dict[str, int] = {}
     for name in graph.topo_order():
         node = graph.node(name)
@@ -91,13 +145,21 @@ def _segment_index(graph: Graph, host: set[str]) -> dict[str, int]:
         start = max((index[o.src] for o in graph.operands(name) if o.src in index), default=0)
         side = 0 if name in host else 1
         index[name] = start if start % 2 == side else start + 1
-    last = max(index.values())
+    rank = dict.fromkeys(index, 0)
+    if types is not None:
+        last_host = max(index.values()) + max(index.values()) % 2
+        for name in host:
+            rank[name] = EPOCH_TYPES.index(types[name])
+            if types[name] == "optimizer":
+                index[name] = last_host
+    keys = {name: (k, rank[name]) for name, k in index.items()}
+    last = max(keys.values())
     for out in graph.output_names:
-        index[out] = index.get(graph.output_source(out), last)
-    return index
+        keys[out] = keys.get(graph.output_source(out), last)
+    return keys
 
 
-def _crossing_names(graph: Graph, index: dict[str, int]) -> dict[str, str]:
+def _crossing_names(graph: Graph, index: dict[str, tuple[int, int]]) -> dict[str, str]:
     """The value name of every op read by a later segment: `<op>.out` (made unique)."""
     taken = {n.name for n in graph.nodes()}
     names = {}
@@ -112,9 +174,10 @@ def _crossing_names(graph: Graph, index: dict[str, int]) -> dict[str, str]:
     return names
 
 
-def _segment_graph(graph: Graph, index: dict[str, int], k: int, names: dict[str, str]) -> Graph:
+def _segment_graph(graph: Graph, index: dict[str, tuple[int, int]], k: tuple[int, int], names: dict[str, str],
+                   types: dict[str, str] | None = None) -> Graph:
     """Segment `k`: its ops and outputs, an input per value it reads from elsewhere, an output per value of
-    its own that a later segment reads."""
+    its own that a later segment reads (role "gradient" for a backward value of a training graph)."""
     sub = graph.copy()
     for name, value in names.items():
         if index[name] != k and any(index.get(u) == k for u, _ in graph.users(name)):
@@ -128,6 +191,8 @@ def _segment_graph(graph: Graph, index: dict[str, int], k: int, names: dict[str,
     for name, value in names.items():
         if index[name] == k:
             sub.add_output(value, name)
+            if types is not None and types[name] == "backward":
+                sub.node(value).role = GRADIENT_OUTPUT
     for name in list(sub.input_names):
         if not sub.users(name):
             sub.remove_node(name)

@@ -311,6 +311,6 @@ def lower(graph: Graph, config=None, arch: str | None = None) -> Graph:
             elif v.tms or bgraph.node(v.src).kind != "op":
                 v = ctx.op("nop", [v], {}, v.pad_zero, v.replicated, logical_shape=v.shape, aux="output_nop")
             out = bgraph.node(bgraph.add_output(name, v.src, loopback=node.loopback))
-            out.logical_shape, out.host_transforms = v.shape, node.host_transforms
+            out.logical_shape, out.host_transforms, out.role = v.shape, node.host_transforms, node.role
     _gradient_ops_write_directly(bgraph)
     return bgraph

@@ -6,25 +6,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arch.tms import apply_tms
 from ..backend_sim import Simulator
-from ..codegen.manifest import DevicePart, HostOperand, HostProgram, ManifestError, RunManifest
+from ..codegen.manifest import DevicePart, HostProgram, ManifestError, RunManifest
 from ..device import get_device
 from ..netlist import Netlist
-from ..ops import registry
 from .feeds import load_arrays, pop_samples, push_samples
+from .host import run_host
 from .training import is_training_netlist
 
 
 def run(netlists: list[Netlist], manifest: RunManifest, arrays: dict[str, np.ndarray],
         batch: dict[str, np.ndarray]) -> list[np.ndarray]:
     """Outputs (model order, framework layout) of one microbatch of model inputs (by name, float32). Values
-    are kept per sample (a value need not have the microbatch as its leading dim)."""
+    are kept per sample (a value need not have the microbatch as its leading dim). Of a training model, the
+    forward: its backward and optimizer host programs do not run."""
     samples = [{name: x[i:i + 1] for name, x in batch.items()} for i in range(manifest.microbatch)]
     for part in manifest.parts:
         if isinstance(part, HostProgram):
-            for values in samples:
-                values.update(_run_host(part, arrays, values))
+            if part.epoch_type == "forward":
+                for values in samples:
+                    values.update(run_host(part, arrays, values))
         else:
             _run_device(netlists[part.netlist], part, manifest.device, arrays, samples)
     return [np.concatenate([values[name] for values in samples], axis=0) for name in manifest.outputs]
@@ -48,19 +49,6 @@ def _run_device(netlist: Netlist, part: DevicePart, device: str, arrays: dict[st
                 values[feed.feed] = value
 
 
-def _run_host(host: HostProgram, arrays: dict[str, np.ndarray], sample: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The values a host program writes for one sample."""
-    values = {name: sample[name] for name in host.inputs}
-    values.update({name: arrays[array] for name, array in host.arrays.items()})
-    for op in host.ops:
-        values[op.name] = registry.evaluate(op.op_type, [_value(values, o) for o in op.operands], op.attrs)
-    return {name: _value(values, operand) for name, operand in host.outputs.items()}
-
-
-def _value(values: dict[str, np.ndarray], operand: HostOperand) -> np.ndarray:
-    return apply_tms(values[operand.src], list(operand.tms)) if operand.tms else values[operand.src]
-
-
 def check_manifest(netlists: list[Netlist], manifest: RunManifest, arrays: dict[str, np.ndarray]) -> None:
     """ManifestError listing every way the manifest and arrays fail to describe the netlists' host queues and the
     values the parts read."""
@@ -77,10 +65,12 @@ def check_manifest(netlists: list[Netlist], manifest: RunManifest, arrays: dict[
                          if name not in known]
             problems += [f"host program array {array!r} is missing" for array in part.arrays.values()
                          if array not in arrays]
+            problems += [f"host program output {out!r} writes {node!r}, which it has no array of"
+                         for out, node in part.writes.items() if node not in part.arrays]
             known |= set(part.outputs)
         elif part.netlist < len(netlists):
             problems += _device_problems(netlists[part.netlist], part, known, arrays)
-            known |= {f.feed for f in part.queues.values() if f.kind == "output"}
+            known |= {f.feed for f in part.queues.values() if f.kind in ("output", "gradient")}
     problems += [f"output {position} ({name!r}) is written by no part" for position, name in
                  enumerate(manifest.outputs) if name not in known]
     if problems:

@@ -75,7 +75,7 @@ class RuntimeModel:
         if self._perf is None:
             from ..backend_sim.timing import estimate
             if self.netlists and is_training_netlist(self.netlists[0]):
-                self._perf = training_step_perf(self.netlists[0], self.device, self.microbatch)
+                self._perf = training_step_perf(self.netlists[0], self.manifest)
             else:
                 self._perf = ModelPerf(tuple(estimate(nl, device=self.device) for nl in self.netlists),
                                        tuple(op.name for op in self.manifest.host_ops()), self.microbatch)
@@ -115,5 +115,6 @@ class RuntimeModel:
 
 def _part_text(part: HostProgram | DevicePart) -> str:
     if isinstance(part, HostProgram):
-        return f"host ({len(part.ops)} ops)"
+        kind = "" if part.epoch_type == "forward" else f" {part.epoch_type}"
+        return f"host{kind} ({len(part.ops)} ops)"
     return f"device (netlist {part.netlist})"

@@ -5,7 +5,12 @@ A step of `accumulation_steps` microbatches: per microbatch, push its inputs, ru
 compute the loss and its gradient on the host (`loss.host_loss`), push the gradient to the `loss_<output>`
 queues and run `run_bwd` (zeroing the accumulators on the first microbatch); then write the optimizer's per-step
 scalars and run `run_opt` once. A compensated parameter's value is what the math unit reads of its ram plus its
-residual (`<p>.residual`); the runtime splits the initial value so and adds the two for the state dict."""
+residual (`<p>.residual`); the runtime splits the initial value so and adds the two for the state dict.
+
+Host programs (CPU fallback ops, `passes/cpu_fallback.py`) take part by epoch type: forward ones run per sample
+before `run_fwd` (their values feed the device), backward ones per sample after `run_bwd` (reading the `gradient`
+outputs it writes; their gradient accumulators sum over the step's samples), optimizer ones once per step after
+`run_opt`. Their parameters (a trained embedding table, its optimizer state) are arrays the runtime keeps."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,11 +19,12 @@ import torch
 from ..backend_sim import Simulator
 from ..backend_sim.formats import quantize, to_source_register
 from ..backend_sim.timing import estimate
-from ..codegen.manifest import RunManifest
-from ..ir import accumulated_parameter, residual_parameter
+from ..codegen.manifest import HOST_ARRAY_PREFIX, HostProgram, RunManifest
+from ..ir import EPOCH_TYPES, accumulated_parameter, residual_of, residual_parameter
 from ..netlist import Netlist
 from ..passes.host_io import apply_host_transforms, from_device_layout
 from .feeds import load_arrays, pop_samples, push_samples
+from .host import run_host
 from .inputs import checked_inputs
 from .loss import TrainingError, host_loss
 from .perf import ModelPerf
@@ -35,14 +41,20 @@ class TrainingRuntime:
     the per-step scalars of step t; `loss` is a torch loss module."""
 
     def __init__(self, netlist: Netlist, manifest: RunManifest, arrays: dict[str, np.ndarray], loss, optimizer):
-        if len(manifest.device_parts) != 1 or len(manifest.parts) != 1:
-            raise TrainingError("training runs a model that is one device part (no CPU fallback ops)")
+        if len(manifest.device_parts) != 1:
+            raise TrainingError(f"training runs a model whose device ops are one part; this one has "
+                                f"{len(manifest.device_parts)}")
         self.netlist, self.manifest, self.loss, self.optimizer = netlist, manifest, loss, optimizer
         self.queues = manifest.device_parts[0].queues
         self.residuals = {residual_parameter(q): q for q, feed in self.queues.items()
                           if feed.kind == "parameter_residual"}
+        hosts = [p for p in manifest.parts if isinstance(p, HostProgram)]
+        self.hosts = {t: [h for h in hosts if h.epoch_type == t] for t in EPOCH_TYPES}
+        self.host_roles = {node: role for h in hosts for node, role in h.roles.items()}
+        self.host_transforms = {node: t for h in hosts for node, t in h.transforms.items()}
         self.sim = Simulator(netlist, device=manifest.device)
-        load_arrays(self.sim, self.queues, self._split(arrays))
+        self.arrays = self._split(arrays)   # the host programs' parameters and state live here between steps
+        load_arrays(self.sim, self.queues, self.arrays)
         self.steps = 0
         self._perf = None
 
@@ -68,21 +80,44 @@ class TrainingRuntime:
         return self._math_value(queue, value) + self.sim.peek(self.residuals[queue])
 
     def _microbatch(self, batch: dict[str, np.ndarray], targets: tuple, first: bool) -> float:
+        samples = [{name: x[i:i + 1] for name, x in batch.items()} for i in range(self.manifest.microbatch)]
+        for host in self.hosts["forward"]:
+            for values in samples:
+                values.update(run_host(host, self.arrays, values))
         for queue, feed in self.queues.items():
             if feed.kind == "input":
-                push_samples(self.sim, queue, feed, _samples(batch[feed.feed]))
+                push_samples(self.sim, queue, feed, [values[feed.feed] for values in samples])
         self.sim.run("run_fwd", p_microbatch_count=1)
-        outputs = {}
-        for queue, feed in self.queues.items():
-            if feed.kind == "output":
-                outputs[feed.feed] = np.concatenate(pop_samples(self.sim, queue, feed, self.manifest.microbatch))
-        value, grads = host_loss(self.loss, [torch.from_numpy(outputs[n]) for n in self.manifest.outputs], targets)
+        self._pop("output", samples)
+        outputs = [torch.from_numpy(np.concatenate([values[n] for values in samples])) for n in self.manifest.outputs]
+        value, grads = host_loss(self.loss, outputs, targets)
         grad_of = dict(zip(self.manifest.outputs, grads))
         for queue, feed in self.queues.items():
             if feed.kind == "loss_gradient":
                 push_samples(self.sim, queue, feed, _samples(grad_of[feed.feed]))
         self.sim.run("run_bwd", p_zero_grad=int(first), p_microbatch_count=1)
+        self._pop("gradient", samples)
+        for host in self.hosts["backward"]:
+            for k, values in enumerate(samples):
+                self._write_back(host, run_host(host, self.arrays, values), restart=first and k == 0)
         return value
+
+    def _pop(self, kind: str, samples: list[dict[str, np.ndarray]]) -> None:
+        """Pop every device output queue of feed kind `kind` into the samples' values."""
+        for queue, feed in self.queues.items():
+            if feed.kind == kind:
+                for values, value in zip(samples, pop_samples(self.sim, queue, feed, len(samples))):
+                    values[feed.feed] = value
+
+    def _write_back(self, host: HostProgram, outputs: dict[str, np.ndarray], restart: bool = False) -> None:
+        """A host program's loopback outputs into the arrays of the nodes they write: a gradient accumulator sums
+        (from zero when `restart`), any other node takes the value."""
+        for out, node in host.writes.items():
+            array = host.arrays[node]
+            value = np.asarray(outputs[out], dtype=np.float32).reshape(self.arrays[array].shape)
+            if self.host_roles.get(node) == "gradient_accumulator" and not restart:
+                value = self.arrays[array] + value
+            self.arrays[array] = value
 
     def train_step(self, inputs: tuple, targets, accumulation_steps: int = 1) -> float:
         """One optimizer step over `accumulation_steps` microbatches (the inputs and targets hold them one after
@@ -110,16 +145,30 @@ class TrainingRuntime:
             if feed.kind == "optimizer_parameter":
                 entry = self.sim.queue_shape(queue)
                 self.sim.push(queue, np.full(entry, scalars[queue.rsplit(".", 1)[1]], dtype=np.float32))
+        for node, role in self.host_roles.items():
+            if role == "optimizer_parameter":
+                array = HOST_ARRAY_PREFIX + node
+                self.arrays[array] = np.full_like(self.arrays[array], scalars[node.rsplit(".", 1)[1]])
         self.sim.run("run_opt")
+        for host in self.hosts["optimizer"]:
+            self._write_back(host, run_host(host, self.arrays, {}))
         return float(np.mean(losses))
 
     def _read(self, kind: str) -> dict[str, torch.Tensor]:
+        """The device queues and host arrays of training role `kind`, in the framework's layout, by parameter."""
         out = {}
         for queue, feed in self.queues.items():
             if feed.kind == kind:
                 value = from_device_layout(self._device_value(queue)[None], feed.logical_shape, ())
                 value = apply_host_transforms(value.reshape(feed.logical_shape), feed.host_transforms)
                 out[accumulated_parameter(queue)] = torch.from_numpy(np.ascontiguousarray(value))
+        for node, role in self.host_roles.items():
+            if role == kind:
+                value = self.arrays[HOST_ARRAY_PREFIX + node]
+                if residual_of(node) in self.host_roles:   # the host's compensated value (exact float32 reads)
+                    value = value + self.arrays[HOST_ARRAY_PREFIX + residual_of(node)]
+                value = apply_host_transforms(value, self.host_transforms.get(node, ()))
+                out[accumulated_parameter(node)] = torch.from_numpy(np.ascontiguousarray(value))
         return out
 
     def state_dict(self) -> dict[str, torch.Tensor]:
@@ -134,7 +183,7 @@ class TrainingRuntime:
     def perf(self) -> ModelPerf:
         """The estimate of one training step of one microbatch: run_fwd, run_bwd and run_opt, summed."""
         if self._perf is None:
-            self._perf = training_step_perf(self.netlist, self.manifest.device, self.manifest.microbatch)
+            self._perf = training_step_perf(self.netlist, self.manifest)
         return self._perf
 
 
@@ -142,9 +191,11 @@ def _samples(batch: np.ndarray) -> list[np.ndarray]:
     return [batch[i:i + 1] for i in range(len(batch))]
 
 
-def training_step_perf(netlist: Netlist, device: str, microbatch: int) -> ModelPerf:
-    """One training step of one microbatch (run_fwd, run_bwd, run_opt), each program a part of the estimate."""
-    return ModelPerf(tuple(estimate(netlist, device=device, program=p) for p in PROGRAMS), (), microbatch)
+def training_step_perf(netlist: Netlist, manifest: RunManifest) -> ModelPerf:
+    """One training step of one microbatch (run_fwd, run_bwd, run_opt), each program a part of the estimate; the
+    host programs' ops are listed."""
+    return ModelPerf(tuple(estimate(netlist, device=manifest.device, program=p) for p in PROGRAMS),
+                     tuple(op.name for op in manifest.host_ops()), manifest.microbatch)
 
 
 def epoch_counts(netlist: Netlist) -> str:
