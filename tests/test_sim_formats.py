@@ -9,7 +9,8 @@ import pytest
 
 from pybuda.backend_sim import Simulator, quantize
 from pybuda.backend_sim.executor import to_host, to_internal
-from pybuda.backend_sim.formats import exactly_representable, fraction_bits, quantize_bfp, storage_dtype, truncate_mantissa
+from pybuda.backend_sim.formats import (exactly_representable, fidelity_product, fraction_bits, quantize_bfp,
+                                       storage_dtype, truncate_mantissa)
 from pybuda.dataformat import DataFormat
 
 BFP = [("Bfp8", 7, "a"), ("Bfp8_b", 7, "b"), ("Bfp4", 3, "a"), ("Bfp4_b", 3, "b"), ("Bfp2", 1, "a"),
@@ -90,6 +91,16 @@ def test_truncate_mantissa_keeps_nan_and_inf():
     for bits in (1, 4, 10):
         y = truncate_mantissa(x, bits)
         assert np.isnan(y[0]) and y[1] == np.inf and y[2] == -np.inf and y[3] <= 1.999
+
+
+@pytest.mark.parametrize("fidelity", ["LoFi", "HiFi2", "HiFi3", "HiFi4"])
+def test_an_infinite_operand_multiplies_to_infinity_at_every_fidelity(fidelity):
+    """A masked attention score (-inf in Float16_b) times a finite scale is -inf, not inf times a zero low slice
+    of the other operand (NaN)."""
+    a = np.array([-np.inf, np.inf, 3.0, 0.0], dtype=np.float32)
+    b = np.array([32768.0, 1.5, np.inf, np.inf], dtype=np.float32)
+    y = fidelity_product(a, b, fidelity)
+    assert y[0] == -np.inf and y[1] == np.inf and y[2] == np.inf and np.isnan(y[3])   # 0 * inf stays NaN
 
 
 def test_representable_shortcuts_are_sound():

@@ -456,3 +456,46 @@ def test_verify_catches_a_wrong_host_gradient(tmp_path, monkeypatch):
                                                 r".*norm 2\.0000x"):
         pybuda.compile(_EmbeddingRegressor(), ids, loss=torch.nn.MSELoss(), optimizer=SGD(0.1),
                        sample_targets=torch.randn(2, 16, 32), output_dir=tmp_path, verify=True)
+
+
+class _FirstOutput(torch.nn.Module):
+    """A zoo model's first output tensor (the loss reads one tensor)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, *inputs):
+        return [o for o in torch.utils._pytree.tree_leaves(self.model(*inputs)) if isinstance(o, torch.Tensor)][0]
+
+
+@pytest.mark.parametrize("name", ["gpt2_tiny", "resnet_tiny"])
+def test_zoo_models_train_like_torch(tmp_path, name):
+    """GPT-2 (its causal mask is -inf in Float16_b: the max-reduction's backward multiplies it) and ResNet (its
+    batchnorms stay apart from trained convolutions; their bias gradients accumulate through a NOP, as a gradient op
+    with an input transpose must be a matmul or datacopy), 3 steps of SGD with momentum on n150."""
+    from pybuda.tools.zoo import ZOO
+    zoo = ZOO[name]
+    model = _FirstOutput(zoo.build())
+    inputs = zoo.inputs(2)
+    with torch.no_grad():
+        y = torch.randn(model(*inputs).shape, generator=torch.Generator().manual_seed(3))
+    initial = copy.deepcopy(model).state_dict()
+    _, ours, theirs, _, _ = _train_both(model, inputs, y, torch.nn.MSELoss(), SGD(0.05, momentum=0.9), tmp_path,
+                                        steps=3, device="n150")
+    assert set(ours) == {n for n, _ in model.named_parameters()}
+    for name_, value in theirs.items():
+        if name_ in ours and "key.bias" not in name_:
+            assert pcc(ours[name_].numpy(), value.numpy()) >= 0.99, name_
+            assert pcc((ours[name_] - initial[name_]).numpy(), (value - initial[name_]).numpy()) >= 0.99, name_
+
+
+def test_trained_depthwise_convolution_weights_are_refused_naming_them(tmp_path):
+    from pybuda.tools.zoo import ZOO
+    zoo = ZOO["mobilenetv2_tiny"]
+    model = _FirstOutput(zoo.build())
+    inputs = zoo.inputs(2)
+    with pytest.raises(OpError, match=r"conv2d 'conv2d_\d+': its weight 'model\..*convolution.weight' is trained, "
+                                      r"but a grouped convolution \(groups \d+\).*freeze them"):
+        pybuda.compile(model, *inputs, loss=torch.nn.MSELoss(), optimizer=SGD(0.1),
+                       sample_targets=torch.randn(2, 1280, 1, 1), output_dir=tmp_path)

@@ -257,14 +257,18 @@ def _phase_terms(fidelity: MathFidelity) -> list[tuple[str, str]]:
 def fidelity_product(a: np.ndarray, b: np.ndarray, fidelity: "MathFidelity | str",
                      a_df: "DataFormat | None" = None, b_df: "DataFormat | None" = None) -> np.ndarray:
     """Elementwise a*b as the matrix unit computes it with a = srcA operand, b = srcB operand (`a_df`, `b_df`:
-    the formats they hold values of, if known)."""
+    the formats they hold values of, if known). An infinite operand gives the full product (inf times a finite
+    non-zero value is inf at any fidelity, not inf times a zero low slice)."""
     fidelity = MathFidelity.parse(fidelity)
     a_hi, a_full = fidelity_slices(a, "a", a_df)
     b_hi, b_full = fidelity_slices(b, "b", b_df)
-    parts = {"a": {"hi": a_hi, "full": a_full}, "b": {"hi": b_hi, "full": b_full, "lo": b_full - b_hi}}
     out = None
     with np.errstate(over="ignore", invalid="ignore"):
+        parts = {"a": {"hi": a_hi, "full": a_full}, "b": {"hi": b_hi, "full": b_full, "lo": b_full - b_hi}}
         for sa, sb in _phase_terms(fidelity):
             term = parts["a"][sa] * parts["b"][sb]
             out = term if out is None else out + term
+        infinite = np.isinf(a_full) | np.isinf(b_full)
+        if infinite.any():
+            out = np.where(infinite, a_full * b_full, out)
     return out.astype(np.float32)

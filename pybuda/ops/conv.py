@@ -221,6 +221,11 @@ def _decompose_conv(ctx):
         y = _depthwise_tap_sum(ctx, xt, wgt, picker, cout, taps, rows)
     else:
         if groups > 1:
+            if ctx.graph.node(wgt.src).mutable:
+                raise OpError(f"conv2d {ctx.node.name!r}: its weight {wgt.src!r} is trained, but a grouped "
+                              f"convolution (groups {groups}) runs as a dense block-diagonal weight built from it, "
+                              "which the device cannot hold in its matrix layout; training grouped and depthwise "
+                              "convolution weights is not supported yet: freeze them (requires_grad=False)")
             wgt = _dense_grouped_weight(ctx, wgt, groups, cout, cin_g, kh, kw)
         y, rows = _im2col_conv(ctx, xt, wgt, lead, picker, cin, cout, h * w, taps, ho, wo, rows)
     if bias:

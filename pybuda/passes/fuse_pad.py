@@ -7,7 +7,9 @@ conv-bias fusion and before the registry decompositions (which would turn the co
   becomes the convolution's weights and bias, w' = w * scale and b' = b * scale + shift with
   scale = gamma / sqrt(var + eps), shift = beta - mean * scale, built as ops on the parameters so consteval
   folds them. The per-channel multiply and add then happen inside the convolution's matmul layout instead of
-  on the NCHW view, where they would block the cancellation of the layout TMs between layers.
+  on the NCHW view, where they would block the cancellation of the layout TMs between layers. Not when a
+  parameter of either is trained: the folded weight would be an op on the trained weight, which the device
+  cannot hold in its matrix layout; the batchnorm then decomposes on its own (a per-channel scale and shift).
 """
 from __future__ import annotations
 
@@ -39,7 +41,13 @@ def _on_channels(graph: Graph, node: Node) -> bool:
     return (dim if dim < 0 else dim - len(node.shape)) == -3
 
 
-@rewrite(Pattern("batchnorm", where=_on_channels, operands=[Pattern("conv2d", single_user=True)]))
+def _foldable_batchnorm(graph: Graph, node: Node) -> bool:
+    conv = graph.producer(node.name)
+    params = [o.src for o in (*graph.operands(node.name)[1:], *graph.operands(conv.name)[1:])]
+    return _on_channels(graph, node) and not any(graph.node(p).mutable for p in params)
+
+
+@rewrite(Pattern("batchnorm", where=_foldable_batchnorm, operands=[Pattern("conv2d", single_user=True)]))
 def fuse_batchnorm_into_conv(graph: Graph, node: Node) -> bool:
     """batchnorm(conv2d(x, w[, b])) -> conv2d(x, w * scale, b * scale + shift), built as ops on the parameters."""
     x, gamma, beta, mean, var = graph.operands(node.name)

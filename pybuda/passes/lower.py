@@ -264,9 +264,16 @@ def _gradient_ops_write_directly(bgraph: Graph) -> None:
         (operand,) = bgraph.operands(nop.name)
         src = bgraph.node(operand.src)
         if (operand.tms or src.kind != "op" or src.op_type not in GRADIENT_OP_TYPES or src.attrs
-                or len(bgraph.users(src.name)) != 1):
+                or len(bgraph.users(src.name)) != 1 or _transposes_input(bgraph, src)):
             continue
         bgraph.replace(nop.name, src.name)
+
+
+def _transposes_input(bgraph: Graph, op) -> bool:
+    """An input transpose on an op other than a matmul or nop, which a gradient op may not have (the backend's
+    gradient.transpose rule)."""
+    return op.op_type not in ("matmul", "nop") and any(
+        tm[0] == "transpose" for operand in bgraph.operands(op.name) for tm in operand.tms)
 
 
 def lower(graph: Graph, config=None, arch: str | None = None) -> Graph:
