@@ -236,7 +236,8 @@ def _device_part(k: int, bgraph: Graph, placement: Placement, netlist: Netlist,
     for out in bgraph.outputs():
         if out.loopback is not None:
             continue
-        feeds[out.name] = QueueFeed("gradient" if out.role == GRADIENT_OUTPUT else "output", feed=out.name, host_transforms=_transforms(out, "output"),
+        feeds[out.name] = QueueFeed("gradient" if out.role == GRADIENT_OUTPUT else "output", feed=out.name,
+                                    host_transforms=_transforms(out, "output"),
                                     logical_shape=tuple(out.logical_shape), device_shape=out.shape)
     missing = [q for q, queue in netlist.queues.items() if queue.input == "HOST" and q not in feeds]
     if missing:

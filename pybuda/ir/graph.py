@@ -264,7 +264,7 @@ class Graph:
         self._cache.clear()
         live = set()
         for out in self.output_names:
-            live |= nx.ancestors(self._g, out) | {out, self.node(out).loopback}
+            live |= nx.ancestors(self._g, out) | {out} | ({self.node(out).loopback} - {None})
         for n in self.nodes():
             if n.name not in live and n.kind in ("op", "parameter", "constant"):
                 self._g.remove_node(n.name)
