@@ -152,6 +152,11 @@ class AMPNodeProperties:
     is_gradient_op: bool | None = None
     input_parameter_indices_to_optimize: list[int | tuple[int, int]] | None = None
 
+    def __post_init__(self):
+        if self.epoch_type is not None and self.epoch_type not in EPOCH_TYPES:
+            raise ValueError(f"AMPNodeProperties: epoch_type: invalid value {self.epoch_type!r}; legal values: "
+                             f"{', '.join(EPOCH_TYPES)}")
+
 
 @dataclass
 class NopInsertionInstruction:
@@ -1119,7 +1124,7 @@ EFFECTIVE_OPTIONS: frozenset[str] = frozenset({
     "enable_training", "enable_recompute", "compensated_parameter_updates",  # with compile(loss=, optimizer=)
     "enable_tvm_cpu_fallback", "cpu_fallback_ops", "add_cpu_fallback_ops", "remove_cpu_fallback_ops",
     "amp_level",                                                          # 1 and 2
-    "amp_properties", "configure_mixed_precision",                        # op_type, name_regex; fwd only
+    "amp_properties", "configure_mixed_precision",                        # every selector
     "tvm_graph_store_path", "tvm_graph_load_path",
     "device_mode",                                                        # TTI via compile(..., tti_path=)
     "backend_output_dir",                                                 # compile's default output_dir

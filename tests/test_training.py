@@ -101,6 +101,26 @@ def test_training_netlist_has_the_legacy_structure(tmp_path):
     assert "training epochs: forward" in compiled.summary()
 
 
+def test_mixed_precision_rules_select_by_epoch_type_and_gradient_op(tmp_path):
+    """configure_mixed_precision's epoch_type ("fwd", "bwd", "opt") and is_gradient_op select training ops; a
+    Float32 accumulation keeps a gradient matmul's accumulator in Float32 (its intermediate format must equal
+    its output's)."""
+    x, y = torch.randn(2, 32), torch.randint(0, 10, (2,))
+    config = pybuda.CompilerConfig(default_accumulate_df=pybuda.DataFormat.Float32)
+    config.amp_properties.append(pybuda.config.AMPNodeProperties(epoch_type="bwd", output_df=pybuda.DataFormat.Float32))
+    config.amp_properties.append(pybuda.config.AMPNodeProperties(is_gradient_op=True, math_fidelity=pybuda.MathFidelity.HiFi4))
+    compiled = pybuda.compile(_mlp(), x, loss=torch.nn.CrossEntropyLoss(), optimizer=SGD(0.1), sample_targets=y,
+                              output_dir=tmp_path, config=config, device="n150")
+    ops = compiled.netlist.ops.values()
+    fwd = [op for op in ops if op.graph.startswith("fwd")]
+    bwd = [op for op in ops if op.graph.startswith("bwd")]
+    assert fwd and all(op.out_df == pybuda.DataFormat.Float16_b for op in fwd)
+    assert bwd and all(op.out_df == pybuda.DataFormat.Float32 for op in bwd)
+    assert {op.math_fidelity for op in ops if op.gradient_op} == {pybuda.MathFidelity.HiFi4}
+    assert {op.math_fidelity for op in ops if not op.gradient_op} == {pybuda.MathFidelity.HiFi3}
+    assert all(op.intermed_df == op.out_df for op in ops if op.gradient_op)
+
+
 def test_dropout_in_training_mode_warns(tmp_path):
     model = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.Dropout(0.1), torch.nn.Linear(16, 4))
     with pytest.warns(UserWarning, match="dropout is not applied in training yet.*1"):

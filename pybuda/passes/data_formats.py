@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from ..dataformat import DataFormat, MathFidelity
-from ..ir import Graph, epoch_types
+from ..ir import Graph, epoch_types, gradient_ops
 
 BFP_ACC_FORBIDDEN = (DataFormat.Bfp2, DataFormat.Bfp2_b, DataFormat.Bfp4, DataFormat.Bfp4_b)
 
@@ -54,22 +54,27 @@ def _amp(bgraph: Graph, level: int) -> None:
                     src.df = low
 
 
-def _matches(rule, node) -> bool:
+LEGACY_EPOCH_TYPES = {"fwd": "forward", "bwd": "backward", "opt": "optimizer"}   # configure_mixed_precision's names
+
+
+def _matches(rule, node, epoch_type: str, gradient_op: bool) -> bool:
     """op_type names the framework op a device op comes from (a conv2d's matmuls match "conv2d", a softmax's
-    internal matmuls do not match "matmul"); name_regex must match the whole device op name."""
+    internal matmuls do not match "matmul"); name_regex must match the whole device op name; epoch_type ("fwd",
+    "bwd", "opt") and is_gradient_op select by the op's epoch type and whether it writes a gradient accumulator."""
     if rule.op_type and rule.op_type != node.framework_op_type:
         return False
     if rule.name_regex and not re.fullmatch(rule.name_regex, node.name):
         return False
-    if rule.epoch_type and rule.epoch_type != "fwd":
+    if rule.epoch_type and LEGACY_EPOCH_TYPES[rule.epoch_type] != epoch_type:
         return False
-    return not rule.is_gradient_op
+    return rule.is_gradient_op is None or rule.is_gradient_op == gradient_op
 
 
 def _apply_rules(bgraph: Graph, rules: list) -> None:
+    types, grads = epoch_types(bgraph), gradient_ops(bgraph)
     for rule in rules:
         for node in bgraph.nodes("op"):
-            if not _matches(rule, node):
+            if not _matches(rule, node, types[node.name], node.name in grads):
                 continue
             _set(node, rule.output_df, rule.intermediate_df, rule.accumulate_df, rule.math_fidelity)
             if rule.input_df is None:
@@ -84,7 +89,10 @@ def _apply_rules(bgraph: Graph, rules: list) -> None:
 
 
 def _legalize(bgraph: Graph, arch: str) -> None:
-    """Backend format rules (netlist-format.md §3.4) that mixed precision could break."""
+    """Backend format rules (netlist-format.md §3.4) that mixed precision could break. A gradient op needs its
+    intermediate format equal to its output's: where a Float32 accumulation makes a gradient matmul's intermediate
+    Float32, its accumulator (the op's output) is kept in Float32 too."""
+    grads = gradient_ops(bgraph)
     for node in bgraph.nodes("op"):
         acc = node.acc_df
         if arch == "grayskull" and acc in (DataFormat.Float32, DataFormat.Int32):
@@ -97,6 +105,8 @@ def _legalize(bgraph: Graph, arch: str) -> None:
                 node.intermed_df = acc
         else:
             node.intermed_df = node.df
+        if node.name in grads:
+            node.df = node.intermed_df
         if node.large_padding and node.df.is_bfp:
             # padding filled with -1e6 shares exponent blocks with real values: keep a per-value exponent
             node.df = DataFormat.Float16_b if node.df.exponent_family == "b" else DataFormat.Float16
