@@ -111,7 +111,8 @@ class CompiledModel:
     @property
     def perf(self):
         """The simulator's performance estimate of every netlist, summed, and the host ops (computed once); of a
-        training model, one training step of one microbatch (run_fwd, run_bwd and run_opt)."""
+        training model, one training step of one microbatch (run_fwd, run_bwd and run_opt, or with optimizer_on_host
+        the host optimizer's PCIe transfers)."""
         return self._require_runtime().perf
 
     def _require_training(self) -> TrainingRuntime:
@@ -121,7 +122,8 @@ class CompiledModel:
         return self.training
 
     def train_step(self, *inputs, targets, accumulation_steps: int = 1) -> float:
-        """One training step in the simulator (run_fwd and run_bwd per microbatch, then run_opt) on
+        """One training step in the simulator (run_fwd and run_bwd per microbatch, then run_opt or the host
+        optimizer) on
         `accumulation_steps` microbatches of inputs and targets; returns the mean loss."""
         return self._require_training().train_step(inputs, targets, accumulation_steps)
 
@@ -266,8 +268,9 @@ class _TrainingReference:
         runtime.train_step(inputs, self.targets)
         grads = {k: v.numpy() for k, v in runtime.gradients().items()}
         params = {k: v.numpy() for k, v in runtime.state_dict().items()}
-        queues = state.netlists[0].queues   # a parameter trained on the host is Float32
-        rounding = {name: 2.0 ** -(queues[name].df if name in queues else DataFormat.Float32).mantissa_bits
+        queues = state.netlists[0].queues   # a parameter trained or updated on the host is Float32
+        on_device = {name for name in params if name in queues and runtime.host_optimizer is None}
+        rounding = {name: 2.0 ** -(queues[name].df if name in on_device else DataFormat.Float32).mantissa_bits
                     for name in params}
         return [dataclasses.replace(self._compare("netlist gradients", grads, self.gradients, threshold, "gradient"),
                                     data_format=fmt.value),
@@ -354,6 +357,9 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
     if training is None and not config.compensated_parameter_updates:
         warnings.warn("compensated_parameter_updates=False has no effect on an inference compile (it concerns the "
                       "optimizer's parameter updates of a training compile)", UserWarning, stacklevel=2)
+    if training is None and config.optimizer_on_host:
+        warnings.warn("optimizer_on_host has no effect on an inference compile (it runs a training compile's "
+                      "optimizer on the host)", UserWarning, stacklevel=2)
     if training is not None:
         config.enable_training = True
     with _modes_kept(model):

@@ -429,6 +429,7 @@ class CompilerConfig:
     enable_training: bool = False
     enable_recompute: bool = False
     compensated_parameter_updates: bool = True   # not legacy: training keeps a residual per parameter (Kahan)
+    optimizer_on_host: bool = False   # not legacy: the optimizer runs on the host on float32 master parameters
     match_subgraph_patterns: int | None = None
     compile_depth: CompileDepth | str = CompileDepth.FULL
     verify: bool = False
@@ -1122,6 +1123,7 @@ EFFECTIVE_OPTIONS: frozenset[str] = frozenset({
     "op_names_to_epoch_break", "set_epoch_break", "place_on_new_epoch",  # also temporal_epoch_break
     "input_queues_on_host", "output_queues_on_host",
     "enable_training", "enable_recompute", "compensated_parameter_updates",  # with compile(loss=, optimizer=)
+    "optimizer_on_host",
     "enable_tvm_cpu_fallback", "cpu_fallback_ops", "add_cpu_fallback_ops", "remove_cpu_fallback_ops",
     "amp_level",                                                          # 1 and 2
     "amp_properties", "configure_mixed_precision",                        # every selector

@@ -154,11 +154,12 @@ def optimize_stage(state: CompileState) -> CompileState:
 
 def autograd_stage(state: CompileState) -> CompileState:
     """Training: the backward ops of the trained parameters, their gradient accumulators and the optimizer's
-    updates (`passes/autograd.py`; with `enable_recompute`, the forward values the backward ops read computed again
+    updates (none with `optimizer_on_host`; `passes/autograd.py`; with `enable_recompute`, the forward values the backward ops read computed again
     there), decomposed like the forward ops; inference: nothing."""
     if state.optimizer is None:
         return state
-    graph = training_graph(state.graph.copy(), state.optimizer, state.config.compensated_parameter_updates)
+    graph = training_graph(state.graph.copy(), state.optimizer, state.config.compensated_parameter_updates,
+                           on_host=state.config.optimizer_on_host)
     if state.config.enable_recompute:
         graph = recompute(graph)
     return dataclasses.replace(state, graph=optimize(decompose(graph, state.config), state.config))

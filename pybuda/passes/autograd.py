@@ -255,16 +255,19 @@ def recompute(graph: Graph) -> Graph:
     return graph
 
 
-def training_graph(graph: Graph, optimizer, compensated: bool = True) -> Graph:
+def training_graph(graph: Graph, optimizer, compensated: bool = True, on_host: bool = False) -> Graph:
     """The graph with its backward ops, a gradient accumulator per trained parameter and the optimizer's update
     of each (pybuda.optimizers), parameters and state written back by loopback outputs; `compensated`: parameter
-    updates keep a residual (`OptimizerContext.update`)."""
+    updates keep a residual (`OptimizerContext.update`); `on_host`: no optimizer ops (the runtime updates the
+    parameters on the host from the accumulators)."""
     grads = differentiate(graph)
     for param, grad in grads.items():
         acc = graph.add_parameter(accumulator_of(param), np.zeros(graph.node(param).shape, dtype=np.float32))
         graph.node(acc).role = "gradient_accumulator"
         graph.node(acc).host_transforms = graph.node(param).host_transforms   # back to the framework's layout
         graph.add_output(f"{acc}.write", grad, loopback=acc)
+        if on_host:
+            continue
         ctx = OptimizerContext(graph, param, optimizer.step_scalars(1), compensated)
         optimizer.build(ctx, param, acc)
         for target, value in ctx.writes.items():

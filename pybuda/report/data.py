@@ -173,9 +173,10 @@ def from_compiled(compiled: Any) -> ReportData:
     """The report of a compiled model (pybuda.compile's result)."""
     perf = compiled.perf
     names = [Path(p).name for p in compiled.netlist_paths]
-    if compiled.training is not None:   # one netlist, its programs run_fwd, run_bwd and run_opt
+    if compiled.training is not None:   # one netlist, its programs run_fwd, run_bwd and run_opt (if on the device)
         parts = tuple(part_view(f"{names[0]}: {r.program}", compiled.netlists[0], r) for r in perf.parts)
-        plans = (plan_view(compiled.placement),) + ("the plan of the netlist's programs is with run_fwd's",) * 2
+        plans = (plan_view(compiled.placement),) + ("the plan of the netlist's programs is with run_fwd's",) * \
+            (len(parts) - 1)
     else:
         parts = tuple(part_view(n, nl, r) for n, nl, r in zip(names, compiled.netlists, perf.parts))
         plans = tuple(plan_view(p) for p in compiled.placements)

@@ -108,7 +108,7 @@ class RuntimeModel:
             f"netlist: {self.source}",
             f"epochs: {len(perf.epochs)}; cores per epoch: {[e.cores for e in perf.epochs]}",
             *([f"training epochs: {epoch_counts(self.netlists[0])}",
-               f"estimated training samples/second (run_fwd + run_bwd + run_opt): {perf.samples_per_second:,.1f}"]
+               f"estimated training samples/second ({_step_text(perf)}): {perf.samples_per_second:,.1f}"]
               if training else [f"estimated samples/second: {perf.samples_per_second:,.1f}"]),
         ])
 
@@ -118,3 +118,8 @@ def _part_text(part: HostProgram | DevicePart) -> str:
         kind = "" if part.epoch_type == "forward" else f" {part.epoch_type}"
         return f"host{kind} ({len(part.ops)} ops)"
     return f"device (netlist {part.netlist})"
+
+
+def _step_text(perf) -> str:
+    """What a training step's estimate sums: its programs, and a host optimizer's transfers."""
+    return " + ".join([p.program for p in perf.parts] + (["host optimizer transfers"] if perf.transfer_cycles else []))

@@ -1,5 +1,7 @@
 """`ModelPerf`: the estimate of a compiled model over all its parts: each netlist's simulator estimate (its
-epochs, ops and the transfers its queues model), summed; host (CPU fallback) ops are listed, not timed."""
+epochs, ops and the transfers its queues model), summed, plus host transfers outside the programs (a host
+optimizer's gradients and parameters over PCIe); host (CPU fallback) ops and the host optimizer's arithmetic are
+listed, not timed."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,19 +11,22 @@ from ..backend_sim.timing import PerfReport
 
 @dataclasses.dataclass(frozen=True)
 class ModelPerf:
-    """`parts`: one PerfReport per netlist, in run order; `host_ops`: the ops run on the host."""
+    """`parts`: one PerfReport per netlist, in run order; `host_ops`: the ops run on the host; `transfer_cycles`:
+    device cycles of host transfers outside the programs."""
 
     parts: tuple[PerfReport, ...]
     host_ops: tuple[str, ...]
     samples: int
+    transfer_cycles: int = 0
 
     @property
     def total_cycles(self) -> int:
-        return sum(p.total_cycles for p in self.parts)
+        return sum(p.total_cycles for p in self.parts) + self.transfer_cycles
 
     @property
     def seconds(self) -> float:
-        return sum(p.seconds for p in self.parts)
+        transfers = self.transfer_cycles / self.parts[0].clock_hz if self.transfer_cycles else 0.0
+        return sum(p.seconds for p in self.parts) + transfers
 
     @property
     def samples_per_second(self) -> float:
@@ -42,6 +47,9 @@ class ModelPerf:
         lines = []
         for k, part in enumerate(self.parts):
             lines += [f"== device part {k} (netlist {k}) ==", part.to_text(top_ops)]
+        if self.transfer_cycles:
+            lines.append(f"host optimizer transfers (gradients out, parameters in, over PCIe): "
+                         f"{self.transfer_cycles:,} cycles")
         lines.append(f"total: {self.total_cycles:,} cycles over {len(self.parts)} device part(s), "
                      f"{self.samples_per_second:,.1f} samples/s")
         lines.append(f"host (CPU fallback) ops, not timed: {', '.join(self.host_ops) if self.host_ops else 'none'}")

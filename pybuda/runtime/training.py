@@ -4,7 +4,9 @@
 A step of `accumulation_steps` microbatches: per microbatch, push its inputs, run `run_fwd`, pop the outputs,
 compute the loss and its gradient on the host (`loss.host_loss`), push the gradient to the `loss_<output>`
 queues and run `run_bwd` (zeroing the accumulators on the first microbatch); then write the optimizer's per-step
-scalars and run `run_opt` once. A compensated parameter's value is what the math unit reads of its ram plus its
+scalars and run `run_opt` once (or, a netlist without `run_opt`, compiled with `optimizer_on_host`, update float32
+master parameters on the host from the accumulated gradients and write them to the parameter queues:
+`host_optimizer.py`). A compensated parameter's value is what the math unit reads of its ram plus its
 residual (`<p>.residual`); the runtime splits the initial value so and adds the two for the state dict.
 
 Host programs (CPU fallback ops, `passes/cpu_fallback.py`) take part by epoch type: forward ones run per sample
@@ -13,27 +15,37 @@ outputs it writes; their gradient accumulators sum over the step's samples), opt
 `run_opt`. Their parameters (a trained embedding table, its optimizer state) are arrays the runtime keeps."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
 from ..backend_sim import Simulator
 from ..backend_sim.formats import quantize, to_source_register
+from ..backend_sim.loading import select_device
 from ..backend_sim.timing import estimate
 from ..codegen.manifest import HOST_ARRAY_PREFIX, HostProgram, RunManifest
-from ..ir import EPOCH_TYPES, accumulated_parameter, residual_of, residual_parameter
+from ..ir import EPOCH_TYPES, accumulated_parameter, accumulator_of, residual_of, residual_parameter
 from ..netlist import Netlist
+from ..netlist.sizes import queue_buffer_bytes
 from ..passes.host_io import apply_host_transforms, from_device_layout
 from .feeds import load_arrays, pop_samples, push_samples
 from .host import run_host
+from .host_optimizer import HostOptimizer
 from .inputs import checked_inputs
 from .loss import TrainingError, host_loss
 from .perf import ModelPerf
 
-PROGRAMS = ("run_fwd", "run_bwd", "run_opt")
+PROGRAMS = ("run_fwd", "run_bwd", "run_opt")   # run_opt: not with optimizer_on_host
 
 
 def is_training_netlist(netlist: Netlist) -> bool:
-    return {p.name for p in netlist.programs} >= set(PROGRAMS)
+    return {p.name for p in netlist.programs} >= set(PROGRAMS[:2])
+
+
+def _programs(netlist: Netlist) -> list[str]:
+    names = {p.name for p in netlist.programs}
+    return [p for p in PROGRAMS if p in names]
 
 
 class TrainingRuntime:
@@ -57,6 +69,31 @@ class TrainingRuntime:
         load_arrays(self.sim, self.queues, self.arrays)
         self.steps = 0
         self._perf = None
+        self.host_optimizer = None if "run_opt" in _programs(netlist) else HostOptimizer(optimizer, self._masters())
+
+    def _masters(self) -> dict[str, np.ndarray]:
+        """The initial float32 value of every trained parameter (device queues and host arrays) by node name."""
+        masters = {q: self.arrays[feed.array] for q, feed in self.queues.items() if feed.kind == "trained"}
+        masters.update({node: self.arrays[HOST_ARRAY_PREFIX + node] for node, role in self.host_roles.items()
+                        if role == "trained"})
+        for param, value in masters.items():
+            if param in self.queues and self.sim.queue_shape(param) != self.sim.queue_shape(accumulator_of(param)):
+                raise TrainingError(f"optimizer_on_host: parameter {param!r} is laid out as (t, R, C) = "
+                                    f"{self.sim.queue_shape(param)} on the device but its gradient accumulator as "
+                                    f"{self.sim.queue_shape(accumulator_of(param))}; compile without "
+                                    "optimizer_on_host")
+        return masters
+
+    def _host_step(self) -> None:
+        """optimizer_on_host: the masters updated from the accumulated gradients, then written to the device."""
+        opt = self.host_optimizer
+        opt.step({p: self.sim.peek(accumulator_of(p)) if p in self.queues
+                  else self.arrays[HOST_ARRAY_PREFIX + accumulator_of(p)] for p in opt.params})
+        for param in opt.params:
+            if param in self.queues:
+                self.sim.push(param, opt.value(param))
+            else:
+                self.arrays[HOST_ARRAY_PREFIX + param] = opt.value(param).copy()
 
     def _split(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The arrays with each compensated parameter's residual set to what the device does not hold or read of
@@ -73,7 +110,10 @@ class TrainingRuntime:
         return to_source_register(value, self.netlist.queues[param].df)
 
     def _device_value(self, queue: str) -> np.ndarray:
-        """The value a queue holds; a compensated parameter's is the math unit's reading of it plus its residual."""
+        """The value a queue holds; a compensated parameter's is the math unit's reading of it plus its residual,
+        a parameter the host optimizer updates its float32 master."""
+        if self.host_optimizer is not None and queue in self.host_optimizer.params:
+            return self.host_optimizer.value(queue)
         value = self.sim.peek(queue)
         if queue not in self.residuals:
             return value
@@ -140,6 +180,9 @@ class TrainingRuntime:
             batch = checked_inputs(self.manifest, tuple(x[part] for x in inputs))
             losses.append(self._microbatch(batch, tuple(t[part] for t in targets), first=k == 0))
         self.steps += 1
+        if self.host_optimizer is not None:
+            self._host_step()
+            return float(np.mean(losses))
         scalars = self.optimizer.step_scalars(self.steps)
         for queue, feed in self.queues.items():
             if feed.kind == "optimizer_parameter":
@@ -193,9 +236,21 @@ def _samples(batch: np.ndarray) -> list[np.ndarray]:
 
 def training_step_perf(netlist: Netlist, manifest: RunManifest) -> ModelPerf:
     """One training step of one microbatch (run_fwd, run_bwd, run_opt), each program a part of the estimate; the
-    host programs' ops are listed."""
-    return ModelPerf(tuple(estimate(netlist, device=manifest.device, program=p) for p in PROGRAMS),
-                     tuple(op.name for op in manifest.host_ops()), manifest.microbatch)
+    host programs' ops are listed. Without run_opt (optimizer_on_host) the step also moves every trained
+    parameter's gradient accumulator to the host and the parameter back over PCIe."""
+    programs = _programs(netlist)
+    transfer = 0
+    if "run_opt" not in programs:
+        trained = [q for q, feed in manifest.device_parts[0].queues.items() if feed.kind == "trained"]
+        moved = sum(_queue_bytes(netlist.queues[name]) for q in trained for name in (q, accumulator_of(q)))
+        transfer = math.ceil(moved / select_device(netlist, manifest.device)[1].pcie_bw_bytes_per_cycle)
+    return ModelPerf(tuple(estimate(netlist, device=manifest.device, program=p) for p in programs),
+                     tuple(op.name for op in manifest.host_ops()), manifest.microbatch, transfer)
+
+
+def _queue_bytes(queue) -> int:
+    """Bytes of all of a queue's buffers (one per grid core)."""
+    return queue_buffer_bytes(queue) * queue.grid_size[0] * queue.grid_size[1]
 
 
 def epoch_counts(netlist: Netlist) -> str:
