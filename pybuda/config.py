@@ -1140,6 +1140,7 @@ EFFECTIVE_OPTIONS: frozenset[str] = frozenset({
     "scheduler_constraints", "add_schedule_constraint",
     "buffering_nops_to_insert", "insert_nop", "insert_buffering_nop", "_internal_insert_fj_buffering_nop",
     "insert_queues", "internal_override_output_buffer_multiplier",
+    "conv_multi_op_fracture_factor_override", "override_multi_op_fracture_factor",  # im2col convs, by kernel rows
 })
 # the attributes of per-op override records that take effect (the others are named "<field>.<attribute>")
 _EFFECTIVE_ATTRIBUTES: dict[str, frozenset[str]] = {
@@ -1204,10 +1205,16 @@ def referenced_op_names(config: CompilerConfig) -> list[OpNameRef]:
     return [OpNameRef(name, kind) for name, kind in dict.fromkeys(refs)]
 
 
-def check_override_names(config: CompilerConfig, op_names: list[str]) -> None:
-    """Raise OverrideError listing each override that names an op not in `op_names`, with the closest names."""
+# overrides that name an op of the framework graph (before decomposition), not a device op
+FRAMEWORK_OP_OVERRIDES = frozenset({"override_multi_op_fracture_factor"})
+
+
+def check_override_names(config: CompilerConfig, op_names: list[str], framework: bool = False) -> None:
+    """Raise OverrideError listing each override that names an op not in `op_names`, with the closest names;
+    `framework`: the overrides naming framework ops (FRAMEWORK_OP_OVERRIDES), else the others."""
     known = set(op_names)
-    unknown = [ref for ref in referenced_op_names(config) if ref not in known]
+    unknown = [ref for ref in referenced_op_names(config)
+               if (ref.kind in FRAMEWORK_OP_OVERRIDES) == framework and ref not in known]
     if not unknown:
         return
     lines = []

@@ -143,7 +143,9 @@ def initial_graph_stage(state: CompileState) -> CompileState:
 
 
 def decompose_stage(state: CompileState) -> CompileState:
-    """Simplify, fold and decompose ops into registry primitives (to a fixpoint)."""
+    """Simplify, fold and decompose ops into registry primitives (to a fixpoint); overrides that name framework
+    ops (a conv's fracture factor) must name one of this graph's."""
+    cfg.check_override_names(state.config, state.graph.op_names(), framework=True)
     return dataclasses.replace(state, graph=decompose(state.graph.copy(), state.config))
 
 

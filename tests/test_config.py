@@ -113,7 +113,7 @@ def test_effective_options_exact():
         "enable_stable_softmax", "enable_consteval", "verify", "balancer_op_overrides", "override_op_size",
         "placer_op_overrides", "override_op_placement", "op_names_to_epoch_break", "set_epoch_break",
         "place_on_new_epoch", "input_queues_on_host", "output_queues_on_host", "enable_training", "enable_recompute",
-        "compensated_parameter_updates", "insert_queues", "internal_override_output_buffer_multiplier",
+        "compensated_parameter_updates", "optimizer_on_host", "insert_queues", "internal_override_output_buffer_multiplier",
         "enable_tvm_cpu_fallback", "cpu_fallback_ops", "add_cpu_fallback_ops", "remove_cpu_fallback_ops",
         "amp_level", "amp_properties", "configure_mixed_precision", "tvm_graph_store_path", "tvm_graph_load_path",
         "device_mode", "backend_output_dir", "harvesting_mask",
@@ -124,6 +124,7 @@ def test_effective_options_exact():
         "override_u_kt", "override_input_buffer_multiplier", "override_dram_parameters",
         "scheduler_constraints", "add_schedule_constraint",
         "buffering_nops_to_insert", "insert_nop", "insert_buffering_nop", "_internal_insert_fj_buffering_nop",
+        "conv_multi_op_fracture_factor_override", "override_multi_op_fracture_factor",
     }
     fields = {f.name for f in dataclasses.fields(CompilerConfig)}
     helpers = set(C.__all__) | {"place_on_new_epoch", "dont_fuse", "manual_fuse",   # CompilerConfig methods

@@ -221,7 +221,7 @@ def _ineffective(record) -> list[str]:
 
 @pytest.mark.parametrize("path, option", [
     (lambda: C.set_configuration_options(place_on_one_row=True), "place_on_one_row"),
-    (lambda: pybuda.override_multi_op_fracture_factor("mm1", 2), "conv_multi_op_fracture_factor_override"),
+    (lambda: pybuda.insert_fracture_group(["mm1"]), "fracture_groups"),
     (lambda: pybuda.set_chip_break("mm1"), "op_names_to_chip_break"),
     (lambda: pybuda.override_op_placement("mm1", chip_id=1), "placer_op_overrides.chip_id"),
     (lambda: C._get_global_compiler_config().place_on_new_chip("mm1"), "op_names_to_chip_break"),

@@ -6,8 +6,13 @@ into im2col columns.
 Grouped convolution uses the equivalent dense weight (block diagonal over groups, built by ops on the weight
 that consteval folds). Depthwise convolution (groups == channels) uses it too when the channel count is at most
 the output rows; with more channels it multiplies the picked taps by per-channel weights and sums the taps with
-a constant [I I ... I] sparse matmul, which is cheaper there."""
+a constant [I I ... I] sparse matmul, which is cheaper there.
+
+`override_multi_op_fracture_factor(conv, n)` splits an im2col convolution by kernel rows into n groups, each its
+own picker sparse matmul and weight matmul (on the matching rows of the weight matrix), summed by adds."""
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -142,11 +147,12 @@ def _dense_grouped_weight(ctx, wgt, groups: int, cout: int, cin_g: int, kh: int,
     return ctx.op("multiply", [dense, mask])
 
 
-def _im2col_conv(ctx, xt, wgt, lead, picker, cin: int, cout: int, hw: int, taps: int, ho: int, wo: int,
-                 rows: int):
-    """Dense convolution: picker matmul (im2col rows per tap) -> taps side by side -> matmul with weights.
-    Returns (y (..., rows, Cout), rows)."""
+def _im2col_conv(ctx, xt, wgt, lead, picker, row_groups: list[range], cin: int, cout: int, hw: int, ho: int,
+                 wo: int, rows: int):
+    """Dense convolution: per group of kernel rows (one group: the whole kernel), the im2col columns of its taps
+    times its rows of the weight matrix; the groups' products summed. Returns (y (..., rows, Cout), rows)."""
     kh, kw = ctx.node_input_shape(1)[2:]
+    taps = kh * kw
     # weight (Cout, Cin, kh, kw) -> rows ordered (tap, cin [padded]), columns Cout
     wt = ctx.op("permute", [wgt], {"axes": [2, 3, 1, 0]})
     cin_p = ceil_tile(cin) if taps > 1 else cin  # with several taps, each tap's channels are one tile-aligned block
@@ -154,13 +160,31 @@ def _im2col_conv(ctx, xt, wgt, lead, picker, cin: int, cout: int, hw: int, taps:
         xt = ctx.op("pad", [xt], {"shape": [*lead, hw, cin_p]})
         wt = ctx.op("pad", [wt], {"shape": [kh, kw, cin_p, cout]})
     if _is_identity_picker(picker, hw, taps, ho, wo):
-        cols, rows = xt, hw
-    else:
-        cols = picker_matmul(ctx, picker, xt)
+        picker, rows = None, hw
+    cols = [_im2col_columns(ctx, xt, picker, kernel_rows, kw, rows) for kernel_rows in row_groups]
+    wt = ctx.op("reshape", [wt], {"shape": [taps * cin_p, cout]})  # one matrix: a trained weight stays 2-D
+    parts = [ctx.op("matmul", [c, _weight_rows(ctx, wt, kernel_rows, kh, kw * cin_p)])
+             for c, kernel_rows in zip(cols, row_groups)]
+    return functools.reduce(lambda a, b: ctx.op("add", [a, b]), parts), rows
+
+
+def _im2col_columns(ctx, xt, picker: SparseMatrix | None, kernel_rows: range, kw: int, rows: int):
+    """The taps of `kernel_rows` side by side: their blocks of the stacked picker (None: the identity) times xt,
+    vsliced per tap and hstacked."""
+    taps = len(kernel_rows) * kw
+    cols = xt if picker is None else \
+        picker_matmul(ctx, picker.row_block(kernel_rows.start * kw * rows, kernel_rows.stop * kw * rows), xt)
     if taps > 1:
         cols = ctx.op("hstack", [ctx.op("vslice", [cols], {"factor": taps})], {"factor": taps})
-    wt = ctx.op("reshape", [wt], {"shape": [taps * cin_p, cout]})
-    return ctx.op("matmul", [cols, wt]), rows
+    return cols
+
+
+def _weight_rows(ctx, wmat, kernel_rows: range, kh: int, per_kernel_row: int):
+    """The rows of the weight matrix `wmat` (kh * per_kernel_row, Cout) that belong to `kernel_rows`."""
+    if len(kernel_rows) == kh:
+        return wmat
+    return ctx.op("narrow", [wmat], {"dim": 0, "start": kernel_rows.start * per_kernel_row,
+                                     "length": len(kernel_rows) * per_kernel_row})
 
 
 def _depthwise_tap_sum(ctx, xt, wgt, picker, c: int, taps: int, rows: int):
@@ -202,32 +226,64 @@ def _patchify_conv(ctx, x, wgt, cin: int, h: int, w: int, cout: int, kh: int, kw
     return ctx.op("matmul", [patches, wmat]), lead, ho, wo
 
 
-def _decompose_conv(ctx):
-    x, wgt, *bias = ctx.operands
+def _fracture_overrides(ctx) -> dict[str, int]:
+    """conv name -> `override_multi_op_fracture_factor`."""
+    return ctx.config.conv_multi_op_fracture_factor_override if ctx.config is not None else {}
+
+
+def _unfractured(ctx, factor: int, why: str) -> None:
+    """OpError unless `factor` leaves the conv whole (a conv path with no kernel rows to split: `why`)."""
+    if factor > 1:
+        raise OpError(f"conv2d {ctx.node.name!r}: override_multi_op_fracture_factor {factor} cannot apply, {why}; "
+                      "legal: 1")
+
+
+def _kernel_row_groups(ctx, kh: int, factor: int) -> list[range]:
+    """The kernel rows split into `factor` contiguous groups, as even as possible (earlier groups larger)."""
+    if factor > kh:
+        legal = "1" if kh == 1 else f"1..{kh}"
+        raise OpError(f"conv2d {ctx.node.name!r}: override_multi_op_fracture_factor {factor} exceeds its kernel "
+                      f"rows, it splits them into that many ops; legal: {legal} for a {kh}-row kernel")
+    return [range(int(g[0]), int(g[-1]) + 1) for g in np.array_split(np.arange(kh), factor)]
+
+
+def _picker_conv(ctx, x, wgt, factor: int):
+    """A conv by picker matmuls: the depthwise tap sum or im2col (its kernel rows split into `factor` ops).
+    Returns (y (..., rows, Cout), lead dims, Ho, Wo, rows)."""
     *_, cin, h, w = ctx.node_input_shape(0)
     cout, cin_g, kh, kw = ctx.node_input_shape(1)
     groups = int(ctx.node.attrs.get("groups", 1))
-    if _is_patchify(ctx, h, w, kh, kw):
-        y, lead, ho, wo = _patchify_conv(ctx, x, wgt, cin, h, w, cout, kh, kw)
-        if bias:
-            y = ctx.op("add", [y, bias[0]])
-        ctx.replace(from_spatial_rows(ctx, y, lead, cout, ho, wo, ho * wo))
-        return
     xt, lead = to_spatial_rows(ctx, x, cin, h, w)
     picker, ho, wo, rows = conv_picker(h, w, (kh, kw), ctx.node.attrs, clamp=False)
     taps = kh * kw
     depthwise = groups > 1 and groups == cin == cout
     if depthwise and taps > 1 and cout > rows:
-        y = _depthwise_tap_sum(ctx, xt, wgt, picker, cout, taps, rows)
+        _unfractured(ctx, factor, "it runs as a depthwise tap sum, with no weight matmul to split")
+        return _depthwise_tap_sum(ctx, xt, wgt, picker, cout, taps, rows), lead, ho, wo, rows
+    row_groups = _kernel_row_groups(ctx, kh, factor)
+    if groups > 1:
+        if ctx.graph.node(wgt.src).mutable:
+            raise OpError(f"conv2d {ctx.node.name!r}: its weight {wgt.src!r} is trained, but a grouped "
+                          f"convolution (groups {groups}) runs as a dense block-diagonal weight built from it, "
+                          "which the device cannot hold in its matrix layout; training grouped and depthwise "
+                          "convolution weights is not supported yet: freeze them (requires_grad=False)")
+        wgt = _dense_grouped_weight(ctx, wgt, groups, cout, cin_g, kh, kw)
+    y, rows = _im2col_conv(ctx, xt, wgt, lead, picker, row_groups, cin, cout, h * w, ho, wo, rows)
+    return y, lead, ho, wo, rows
+
+
+def _decompose_conv(ctx):
+    x, wgt, *bias = ctx.operands
+    *_, cin, h, w = ctx.node_input_shape(0)
+    cout, _, kh, kw = ctx.node_input_shape(1)
+    overrides = _fracture_overrides(ctx)
+    factor = overrides.get(ctx.node.name, 1)
+    if _is_patchify(ctx, h, w, kh, kw):
+        _unfractured(ctx, factor, "it runs as one matmul over patches made on the host (stride == kernel)")
+        y, lead, ho, wo = _patchify_conv(ctx, x, wgt, cin, h, w, cout, kh, kw)
+        rows = ho * wo
     else:
-        if groups > 1:
-            if ctx.graph.node(wgt.src).mutable:
-                raise OpError(f"conv2d {ctx.node.name!r}: its weight {wgt.src!r} is trained, but a grouped "
-                              f"convolution (groups {groups}) runs as a dense block-diagonal weight built from it, "
-                              "which the device cannot hold in its matrix layout; training grouped and depthwise "
-                              "convolution weights is not supported yet: freeze them (requires_grad=False)")
-            wgt = _dense_grouped_weight(ctx, wgt, groups, cout, cin_g, kh, kw)
-        y, rows = _im2col_conv(ctx, xt, wgt, lead, picker, cin, cout, h * w, taps, ho, wo, rows)
+        y, lead, ho, wo, rows = _picker_conv(ctx, x, wgt, factor)
     if bias:
         y = ctx.op("add", [y, bias[0]])
     ctx.replace(from_spatial_rows(ctx, y, lead, cout, ho, wo, rows))
