@@ -76,7 +76,7 @@ class TrainingRuntime:
         masters = {q: self.arrays[feed.array] for q, feed in self.queues.items() if feed.kind == "trained"}
         masters.update({node: self.arrays[HOST_ARRAY_PREFIX + node] for node, role in self.host_roles.items()
                         if role == "trained"})
-        for param, value in masters.items():
+        for param in masters:
             if param in self.queues and self.sim.queue_shape(param) != self.sim.queue_shape(accumulator_of(param)):
                 raise TrainingError(f"optimizer_on_host: parameter {param!r} is laid out as (t, R, C) = "
                                     f"{self.sim.queue_shape(param)} on the device but its gradient accumulator as "
