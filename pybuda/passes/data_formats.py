@@ -71,6 +71,8 @@ def _matches(rule, node, epoch_type: str, gradient_op: bool) -> bool:
 
 
 def _apply_rules(bgraph: Graph, rules: list) -> None:
+    if not rules:
+        return
     types, grads = epoch_types(bgraph), gradient_ops(bgraph)
     for rule in rules:
         for node in bgraph.nodes("op"):
