@@ -209,6 +209,8 @@ def fuse_stage(state: CompileState) -> CompileState:
 
 def insert_nops_stage(state: CompileState) -> CompileState:
     """The NOPs `insert_nop` / `insert_buffering_nop` ask for on edges of the Buda graph (`passes/insert_nops.py`)."""
+    if not state.config.buffering_nops_to_insert:
+        return state
     return _on_device(state, lambda g: insert_nops(g.copy(), state.config))
 
 

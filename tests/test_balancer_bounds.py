@@ -173,3 +173,67 @@ def test_op_bound_of_a_two_matmul_chain_is_below_its_estimate(tmp_path):
     placement = compiled.placement
     assert placement.epochs == 1 and placement.estimated_cycles == compiled.perf.total_cycles
     check_bounds(placement)
+
+
+def balancer_inputs(module, x, device: str, monkeypatch, tmp_path) -> dict:
+    """What the balance stage hands the CP-SAT policy for `module` (the compile stops there)."""
+    import pybuda.balancer.policy as policy
+
+    captured = {}
+
+    def capture(graph, device, schedule, candidates, coster, constraints, microbatch):
+        captured.update(schedule=schedule, candidates=candidates, coster=coster, constraints=constraints,
+                        microbatch=microbatch)
+        raise _Captured
+
+    monkeypatch.setattr(policy, "cpsat_plan", capture)
+    with pytest.raises(Exception) as caught:
+        pybuda.compile(module, x, device=device, output_dir=tmp_path)
+    assert isinstance(caught.value, _Captured) or isinstance(caught.value.__cause__, _Captured), caught.value
+    return captured
+
+
+class _Captured(Exception):
+    pass
+
+
+def test_segment_bound_counts_chains_at_their_fewest_compatible_cores(monkeypatch, tmp_path):
+    """The segment bound's chain of a producer and its consumer (`SegmentTable._chained`) is, per grid value and
+    consumer streaming, the fewest cores of the two over every pair of candidates the consumer can read in the
+    epoch (brute force with `edge_problem`); and somewhere that is more than their fewest cores apart, so the
+    streaming constraint is exercised."""
+    import numpy as np
+
+    from pybuda.balancer.segments import SegmentTable
+    from pybuda.balancer.streaming import edge_problem
+
+    spec = {"device": "e150", "microbatch": 2, "seq": 384, "width": 1024, "break_at": None,
+            "blocks": [("matmul", 1024), ("gelu",), ("bias",), ("matmul", 1024), ("relu",)]}
+    x = torch.randn(2, 384, 1024, generator=torch.Generator().manual_seed(1))
+    got = balancer_inputs(RandomNet(spec), x, "e150", monkeypatch, tmp_path)
+    schedule, candidates, coster = got["schedule"], got["candidates"], got["coster"]
+    table = SegmentTable(schedule, candidates, coster, coster.device, got["microbatch"])
+    position = {n: i for i, n in enumerate(schedule)}
+    constrained = 0
+    for c, name in enumerate(schedule):
+        for k, operand in enumerate(coster.graph.operands(name)):
+            p = position.get(operand.src)
+            if p is None:
+                continue
+            start = p
+            streams_p, tail = table._stream_cores(p, start)
+            streams_c, _ = table._stream_cores(c, start)
+            chained = table._chained(p, c, start, tail, 0)
+            least = [np.minimum(table._context(i, start, True)[0], table._context(i, start, False)[0])
+                     for i in (p, c)]
+            for b, grid in enumerate(table.grid):
+                for j, stream in enumerate(streams_c):
+                    pairs = [a.cores + d.cores
+                             for a, ca in zip(candidates[schedule[p]], least[0])
+                             for d, cd in zip(candidates[name], least[1])
+                             if ca <= grid and cd <= grid and d.model.t_stream == stream
+                             and edge_problem(coster.graph, name, k, a.model.t_stream, d.model.t_stream) is None]
+                    assert chained[b, j] == (min(pairs) if pairs else np.inf), (schedule[p], name, b, stream)
+            apart = table._op_bins(p, start, None).cores + table._op_bins(c, start, None).cores
+            constrained += int(np.any(np.minimum(chained.min(axis=1), 1e9) > np.minimum(apart, 1e9)))
+    assert constrained > 0

@@ -54,7 +54,7 @@ class CandidateTable:
                  grid_overrides: dict[str, tuple]):
         self.graph, self.device, self.config, self.coster = graph, device, config, coster
         self.grid_overrides = grid_overrides
-        self._by_signature: dict[Hashable, list[tuple[OpModel, float]]] = {}
+        self._by_signature: dict[Hashable, list[Candidate]] = {}
         self._per_op: dict[str, list[Candidate]] = {}
 
     def __call__(self, name: str) -> list[Candidate]:
@@ -66,9 +66,12 @@ class CandidateTable:
         key = (op_signature(self.graph, name), name if name in self.config.balancer_op_overrides else None)
         inputs = input_names(self.graph, name)
         if key not in self._by_signature:
-            models = self._enumerate(name)
-            self._by_signature[key] = [(_indexed(m, inputs), self.coster.standalone(name, m)) for m in models]
-        models = [Candidate(_named(m, inputs), s) for m, s in self._by_signature[key]]
+            self._by_signature[key] = self._front(name, [Candidate(_indexed(m, inputs), self.coster.standalone(name, m))
+                                                         for m in self._enumerate(name)])
+        return [Candidate(_named(c.model, inputs), c.standalone) for c in self._by_signature[key]]
+
+    def _front(self, name: str, models: list[Candidate]) -> list[Candidate]:
+        """The op's candidates among its legal models: those of its grid override, reduced to the Pareto sets."""
         override = self.grid_overrides.get(name)
         if override is not None:
             chosen = [c for c in models if c.model.grid == override]
@@ -154,12 +157,14 @@ def pareto(candidates: list[Candidate], limit: int = MAX_CANDIDATES,
     """The candidates no other one beats on cores, stand-alone cycles and L1 at once (one per such triple, the
     unstreamed first), thinned to `limit` spread over their core counts; ordered by cores, then cycles."""
     key = key or (lambda c: (c.cores, c.standalone, c.model.l1_bytes))
-    ranked = sorted(candidates, key=lambda c: (*key(c), len(c.model.t_stream), c.model.grid, c.model.t_stream))
+    ranked = sorted(((key(c), c) for c in candidates),
+                    key=lambda kc: (*kc[0], len(kc[1].model.t_stream), kc[1].model.grid, kc[1].model.t_stream))
     front: list[Candidate] = []
-    for c in ranked:
-        k = key(c)
-        if not any(all(a <= b for a, b in zip(key(f), k)) for f in front):
+    keys: list[tuple] = []
+    for k, c in ranked:
+        if not any(all(a <= b for a, b in zip(f, k)) for f in keys):
             front.append(c)
+            keys.append(k)
     if len(front) > limit:
         step = (len(front) - 1) / (limit - 1)
         front = [front[round(i * step)] for i in range(limit)]

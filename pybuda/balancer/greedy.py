@@ -7,6 +7,8 @@ wins and gets its queues, their DRAM placement and its exact cost (`plan.finish`
 transpose, epoch breaks) are constraints of every plan."""
 from __future__ import annotations
 
+import math
+
 from ..device import DeviceSpec
 from ..ir import Graph
 from .candidates import Candidate
@@ -27,17 +29,22 @@ def greedy_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidate
     usable = consumable(graph, schedule, candidates)
     ranked = {name: sorted(usable[name], key=lambda c: (c.cores, c.standalone, c.model.grid, c.model.t_stream))
               for name in schedule}
-    plans: dict[tuple, tuple] = {}
+    seen: set[tuple] = set()
+    best = None   # (cycles, chosen, placed) of the cheapest plan so far; a later one must cost less
     for target in _targets([c.standalone for entries in ranked.values() for c in entries]):
         chosen, cuts = _choose(graph, schedule, ranked, producers, target)
         key = (tuple(chosen[n] for n in schedule), cuts)
-        if key not in plans:
-            placed = place(schedule, {n: chosen[n].grid for n in schedule}, device, starts=constraints.starts,
-                           transposed=constraints.transposed, breaks=constraints.breaks | cuts)
-            epoch_of = {n: p.epoch for n, p in placed.items()}
-            cycles = coster.cost(schedule, chosen, epoch_of, prologue_choice(graph, schedule, chosen)).cycles
-            plans[key] = (cycles, len(plans), chosen, placed)
-    _, _, chosen, placed = min(plans.values(), key=lambda p: p[:2])
+        if key in seen:
+            continue
+        seen.add(key)
+        placed = place(schedule, {n: chosen[n].grid for n in schedule}, device, starts=constraints.starts,
+                       transposed=constraints.transposed, breaks=constraints.breaks | cuts)
+        epoch_of = {n: p.epoch for n, p in placed.items()}
+        cost = coster.cost(schedule, chosen, epoch_of, prologue_choice(graph, schedule, chosen),
+                           limit=best[0] - 1 if best else math.inf)
+        if cost is not None and (best is None or cost.cycles < best[0]):
+            best = (cost.cycles, chosen, placed)
+    _, chosen, placed = best
     return finish(graph, coster, schedule, chosen, placed, "Greedy", constraints)
 
 

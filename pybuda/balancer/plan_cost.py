@@ -13,6 +13,7 @@ channels `dram.assumed_channels` gives. The program runs every epoch once per lo
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from ..arch.operands import input_buffer_inputs, output_buffer_inputs, output_granules, tiles_read_per_core
 from ..arch.perf import EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles
@@ -238,14 +239,22 @@ class PlanCoster:
         return timing
 
     def cost(self, schedule: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
-             prologue: dict[str, bool], dram: DramPlacement | None = None) -> PlanCost:
+             prologue: dict[str, bool], dram: DramPlacement | None = None,
+             limit: float = math.inf) -> PlanCost | None:
         """Estimated cycles of a plan: each epoch's cost (`pybuda.arch.perf.epoch_timing`) over the microbatch,
-        plus an epoch switch between consecutive epochs; DRAM queues where `dram` places them (else assumed)."""
-        by_epoch: dict[int, list[OpLoad]] = {}
+        plus an epoch switch between consecutive epochs; DRAM queues where `dram` places them (else assumed).
+        None as soon as its epochs, in order, cost more than `limit` (a search that wants only cheaper plans)."""
+        by_epoch: dict[int, list[str]] = {}
         for name in schedule:
-            by_epoch.setdefault(epoch_of[name], []).append(self.op_load(
-                name, models[name], epoch_of, prologue, self.writes_queue(name, epoch_of), models=models, dram=dram))
-        epochs = tuple(self._epoch(tuple(by_epoch[e])) for e in sorted(by_epoch))
-        programs = len({self._types[by_epoch[e][0].name] for e in by_epoch})   # training: run_fwd, run_bwd, run_opt
+            by_epoch.setdefault(epoch_of[name], []).append(name)
+        epochs, spent = [], 0.0
+        for e in sorted(by_epoch):
+            epochs.append(self._epoch(tuple(
+                self.op_load(name, models[name], epoch_of, prologue, self.writes_queue(name, epoch_of),
+                             models=models, dram=dram) for name in by_epoch[e])))
+            spent += epochs[-1].epoch_cycles
+            if spent > limit:
+                return None
+        programs = len({self._types[by_epoch[e][0]] for e in by_epoch})   # training: run_fwd, run_bwd, run_opt
         cycles = program_cycles(self.device, ((e.epoch_cycles, 1) for e in epochs), max(0, len(epochs) - programs))
-        return PlanCost(cycles, epochs)
+        return PlanCost(cycles, tuple(epochs))

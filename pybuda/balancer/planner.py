@@ -22,6 +22,7 @@ core locations, the result checked against the greedy plan, lower bounds compute
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from ..device import DeviceSpec
@@ -47,18 +48,22 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
     table = SegmentTable(schedule, candidates, coster, device, microbatch, constraints.breaks, constraints.overridden)
     solver = _EpochSolver(graph, device, table, candidates, constraints)
     models, placed, split_bound, epoch = {}, {}, 0.0, 0
-    for segment in table.split(bound=False).segments:
-        for first, last, solution in solver.solve(segment.first, segment.last, segment.choice):
-            for offset, name in enumerate(schedule[first:last + 1]):
-                models[name] = candidates[name][solution.choice[offset]].model
-                placed[name] = PlacedOp(epoch, solution.locations[offset], solution.transposed[offset])
-            switch = epoch and first not in table.program_start
-            split_bound += table.inputs[first] * solution.bound + (device.epoch_switch_cycles if switch else 0)
-            epoch += 1
-    plan = finish(graph, coster, schedule, models, placed, "CP-SAT", constraints)
-    greedy = greedy_plan(graph, device, schedule, candidates, coster, constraints)
-    best = plan if plan.estimated_cycles <= greedy.estimated_cycles else greedy
-    best.bounds = bounds(table, candidates, schedule, device, microbatch, split_bound)
+    with ThreadPoolExecutor(max_workers=1) as background:
+        # the greedy plan and the split's own bound are computed while CP-SAT searches (it releases the GIL); both
+        # are deterministic, and what they share with this thread are caches of pure functions
+        greedy = background.submit(greedy_plan, graph, device, schedule, candidates, coster, constraints)
+        segments_bound = background.submit(lambda: table.split(bound=True).cycles)
+        for segment in table.split(bound=False).segments:
+            for first, last, solution in solver.solve(segment.first, segment.last, segment.choice):
+                for offset, name in enumerate(schedule[first:last + 1]):
+                    models[name] = candidates[name][solution.choice[offset]].model
+                    placed[name] = PlacedOp(epoch, solution.locations[offset], solution.transposed[offset])
+                switch = epoch and first not in table.program_start
+                split_bound += table.inputs[first] * solution.bound + (device.epoch_switch_cycles if switch else 0)
+                epoch += 1
+        plan = finish(graph, coster, schedule, models, placed, "CP-SAT", constraints)
+        best = plan if plan.estimated_cycles <= greedy.result().estimated_cycles else greedy.result()
+        best.bounds = bounds(table, candidates, schedule, device, microbatch, split_bound, segments_bound.result())
     return best
 
 
@@ -67,13 +72,14 @@ def greedy_bounds(schedule: list[str], candidates: dict[str, list[Candidate]], c
     """The lower bounds of `bounds` for a plan another policy made (no solver bound)."""
     table = SegmentTable(schedule, candidates, coster, coster.device, microbatch, constraints.breaks,
                          constraints.overridden)
-    return bounds(table, candidates, schedule, coster.device, microbatch, None)
+    return bounds(table, candidates, schedule, coster.device, microbatch, None, table.split(bound=True).cycles)
 
 
 def bounds(table: SegmentTable, candidates: dict[str, list[Candidate]], schedule: list[str], device: DeviceSpec,
-           microbatch: int, split: float | None) -> Bounds:
+           microbatch: int, split: float | None, segments: float) -> Bounds:
     """The lower bounds of `plan.Bounds` (pybuda-balancer.md §8.6), times each op's inputs (the microbatch; one for
-    a training graph's optimizer ops): every op at its most favourable context (the least of its context costs over every epoch start and end)."""
+    a training graph's optimizer ops): every op at its most favourable context (the least of its context costs over
+    every epoch start and end); `segments`: the cheapest split's bound (`SegmentTable.split(bound=True)`)."""
     work, slowest = 0.0, 0.0
     n = len(schedule)
     for i, name in enumerate(schedule):
@@ -81,8 +87,7 @@ def bounds(table: SegmentTable, candidates: dict[str, list[Candidate]], schedule
         cores = [c.cores for c in candidates[name]]
         work += table.inputs[i] * min(a * c for a, c in zip(cores, cycles))
         slowest = max(slowest, table.inputs[i] * min(cycles))
-    return Bounds(work=work / device.cores, op=slowest,
-                  segments=table.split(bound=True).cycles, solver=split)
+    return Bounds(work=work / device.cores, op=slowest, segments=segments, solver=split)
 
 
 def _pipeline(cycles: list[list[float]], dram: list[list[float]], choice) -> float:

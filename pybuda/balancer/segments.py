@@ -29,6 +29,7 @@ from ..device import DeviceSpec
 from ..ir import epoch_types
 from .candidates import Candidate, op_signature
 from .plan_cost import PlanCoster
+from .streaming import edge_problem
 
 RATIO = 1.02
 UNFIT = 1e9          # "cores" of an op that cannot reach a grid value (finite, so sums stay exact)
@@ -89,6 +90,7 @@ class SegmentTable:
         self.last_user = [max((self.position[u] for u, _ in graph.users(n) if u in self.position), default=-1)
                           for n in schedule]
         self.breaks = {self.position[n] for n in breaks if n in self.position}
+        n = len(schedule)
         types = epoch_types(graph)
         # inputs per execute of a segment starting at op i (optimizer epochs run once per step); a segment that
         # starts a training program's epochs pays no epoch switch (each program starts afresh)
@@ -97,22 +99,35 @@ class SegmentTable:
         self.cores = device.cores
         self.dram_bw = device.dram_channels * device.dram_channel_bw_bytes_per_cycle
         self._contexts: dict[tuple, tuple] = {}
-        self._kinds = [(op_signature(graph, n), n if n in named else None) for n in schedule]
+        kinds: dict[tuple, int] = {}     # an op's kind as a small number (keys stay cheap to hash)
+        self._kinds = [kinds.setdefault((op_signature(graph, n), n if n in named else None), len(kinds))
+                       for n in schedule]
+        self._operand_positions = [[(k, self.position.get(o.src, n)) for k, o in enumerate(graph.operands(name))]
+                                   for name in schedule]
+        # operands read through a DRAM queue in the epoch (`insert_queues`): no streaming constraint between them
+        self._queued = [tuple(k for k, o in enumerate(graph.operands(name)) if (o.src, name, k) in coster.queued)
+                        for name in schedule]
         self._bins: dict[tuple, _OpBins] = {}
-        n = len(schedule)
+        self._streams: dict[tuple, tuple] = {}
+        self._links: dict[tuple, np.ndarray] = {}
+        self._windows: dict[tuple, list] = {}
         lo = min(self._context(i, -1, False)[0].min() for i in range(n))
         hi = max(self._context(i, n, True)[0].max() for i in range(n))
         lo, hi = max(lo, 1.0), max(hi, lo * RATIO)
         self.grid = lo * RATIO ** np.arange(int(math.ceil(math.log(hi / lo) / math.log(RATIO))) + 2)
 
+    def _context_key(self, i: int, start: int, out: bool) -> tuple:
+        """What op i's costs in an epoch starting at `start` depend on: its kind, which of its operands come from
+        earlier epochs, whether a later epoch reads its output."""
+        return (self._kinds[i], tuple(k for k, p in self._operand_positions[i] if p < start), out)
+
     def _context(self, i: int, start: int, out: bool) -> tuple:
         """(cycles, latency, dram bytes, host bytes, prologue bytes) per candidate of op i in a segment starting
         at `start`, its output read by a later epoch if `out`."""
-        dram = frozenset(self.schedule[p] for p in self.producers[i] if p < start)
-        name = self.schedule[i]
-        operands = self.coster.graph.operands(name)
-        key = (self._kinds[i], tuple(k for k, o in enumerate(operands) if o.src in dram), out)
+        key = self._context_key(i, start, out)
         if key not in self._contexts:
+            name = self.schedule[i]
+            dram = frozenset(self.schedule[p] for p in self.producers[i] if p < start)
             costs = [self.coster.context_cost(name, c.model, dram, out) for c in self.candidates[name]]
             self._contexts[key] = tuple(np.array([getattr(c, f) for c in costs])
                                         for f in ("cycles", "latency", "dram_bytes", "host_bytes", "prologue_bytes"))
@@ -128,9 +143,18 @@ class SegmentTable:
         epoch's pipeline cycles are at least the sum of its ops')."""
         return list(self._context(i, start, out)[2] / self.dram_bw)
 
-    def _op_bins(self, i: int, start: int, out: bool) -> _OpBins:
-        key = (i, frozenset(p for p in self.producers[i] if p < start), out)
+    def _op_bins(self, i: int, start: int, out: bool | None) -> _OpBins:
+        """Op i's bins in an epoch starting at `start`, its output read by a later epoch if `out`; `out` None:
+        the least of both (the bound's)."""
+        key = (self._context_key(i, start, False), out)
         if key not in self._bins:
+            if out is None:
+                a, b = self._op_bins(i, start, True), self._op_bins(i, start, False)
+                self._bins[key] = dataclasses.replace(
+                    a, cores=np.minimum(a.cores, b.cores), least_cycles=min(a.least_cycles, b.least_cycles),
+                    least_latency=min(a.least_latency, b.least_latency), least_dram=min(a.least_dram, b.least_dram),
+                    least_prologue=min(a.least_prologue, b.least_prologue))
+                return self._bins[key]
             cycles, latency, dram, host, prologue = self._context(i, start, out)
             cores = np.array([c.cores for c in self.candidates[self.schedule[i]]], dtype=float)
             masked = np.where(cycles[None, :] <= self.grid[:, None], cores[None, :], UNFIT)
@@ -143,9 +167,73 @@ class SegmentTable:
                                       float(host.min()), float(prologue.min()))
         return self._bins[key]
 
-    def _segments_from(self, s: int, bound: bool):
-        """For every end t >= s while the ops could fit one grid: (t, cost per grid value, pipeline per grid
-        value) of segment s..t (the bound's or the plan's terms, module docstring)."""
+    def _stream_cores(self, i: int, start: int) -> tuple[tuple, np.ndarray]:
+        """Op i's output streamings and, per grid value and streaming, the fewest cores of its candidates that
+        stream so within that grid value in an epoch starting at `start` (either output context; inf: none)."""
+        key = self._context_key(i, start, False)
+        if key not in self._streams:
+            cycles = np.minimum(self._context(i, start, True)[0], self._context(i, start, False)[0])
+            cands = self.candidates[self.schedule[i]]
+            streams = tuple(sorted({c.model.t_stream for c in cands}))
+            cores = np.full((len(self.grid), len(streams)), np.inf)
+            for c, cyc in zip(cands, cycles):
+                k = streams.index(c.model.t_stream)
+                cores[:, k] = np.where(cyc <= self.grid, np.minimum(cores[:, k], c.cores), cores[:, k])
+            self._streams[key] = (streams, cores)
+        return self._streams[key]
+
+    def _chained(self, p: int, c: int, start: int, tail: np.ndarray, lo: int) -> np.ndarray:
+        """A chain of ops ending at producer p (`tail`: its fewest cores per grid value and streaming of p)
+        extended by consumer c: the fewest cores per grid value and streaming of c, each op streaming so that the
+        next can read it in the epoch (`streaming.edge_problem`); inf below grid value `lo` (the segment does not
+        fit there anyway)."""
+        reads = tuple(k for k, q in self._operand_positions[c] if q == p)
+        key = (self._context_key(p, start, False), self._context_key(c, start, False), reads)
+        if key not in self._links:    # per streaming of p and of c: inf where c cannot read p so in the epoch
+            sp, sc = self._stream_cores(p, start)[0], self._stream_cores(c, start)[0]
+            self._links[key] = np.array([[0.0 if all(self._reads(c, k, a, b) for k in reads) else np.inf for b in sc]
+                                         for a in sp])
+        own = self._stream_cores(c, start)[1]
+        chained = np.full(own.shape, np.inf)
+        chained[lo:] = own[lo:] + (tail[lo:, :, None] + self._links[key][None, :, :]).min(axis=1)
+        return chained
+
+    def _reads(self, c: int, k: int, producer_stream: tuple, consumer_stream: tuple) -> bool:
+        """Whether op c can read operand k, streamed as `producer_stream`, in its epoch when streaming as
+        `consumer_stream`."""
+        return edge_problem(self.coster.graph, self.schedule[c], k, producer_stream, consumer_stream) is None
+
+    def _chain_of(self, t: int, s: int, tails: dict) -> int | None:
+        """The producer whose chain op t extends in the bound of a segment starting at s: its first producer in
+        the segment that no other op extended yet, read without a DRAM queue (None: t starts a chain)."""
+        for k, p in self._operand_positions[t]:
+            if s <= p < t and p in tails and not any(q == p for j, q in self._operand_positions[t]
+                                                     if j in self._queued[t]):
+                return p
+        return None
+
+    def _window(self, s: int) -> tuple:
+        """What the segments starting at s depend on, relative to s: per op that could join them, its context
+        key, its producers' and last reader's offsets and whether it starts an epoch. Starts at the same offset
+        in repeated blocks (a transformer's layers) share it."""
+        n = len(self.schedule)
+        end = min(n, s + self.cores)
+        return (self.inputs[s], tuple(
+            (self._context_key(t, s, False), tuple((k, p - s) for k, p in self._operand_positions[t] if s <= p < n),
+             self._queued[t], min(self.last_user[t], end) - s, t in self.breaks and t > s) for t in range(s, end)))
+
+    def _segments_from(self, s: int, bound: bool) -> list[tuple[int, int, float, float]]:
+        """For every end t >= s while the ops could fit one grid: (t, grid value index, cost, pipeline) of the
+        cheapest grid value for segment s..t (the bound's or the plan's terms, module docstring); computed once
+        per window (`_window`)."""
+        key = (bound, self._window(s))
+        found = self._windows.get(key)
+        if found is None:
+            found = self._windows[key] = [(t - s, b, cost, pipeline) for t, b, cost, pipeline in self._costs(s, bound)]
+        return [(s + dt, b, cost, pipeline) for dt, b, cost, pipeline in found]
+
+    def _costs(self, s: int, bound: bool):
+        """`_segments_from`, computed."""
         n = len(self.schedule)
         mb = self.inputs[s]
         area = np.zeros(len(self.grid))
@@ -156,6 +244,8 @@ class SegmentTable:
         whole: dict[int, np.ndarray | float] = {}     # ... one op of the chain at its whole cycles
         fill = 0.0
         flips: dict[int, list[int]] = {}
+        tails: dict[int, np.ndarray] = {}   # the bound's chains: last op -> fewest cores per grid value, streaming
+        first = 0                           # the bound's first grid value the segment fits (it only grows)
         for t in range(s, min(n, s + self.cores)):
             if t in self.breaks and t > s:
                 return
@@ -165,17 +255,20 @@ class SegmentTable:
                 dram = dram + now.dram - was.dram
                 prologue = prologue + now.prologue - was.prologue
             out = self.last_user[t] > t
-            ob = self._op_bins(t, s, out)
+            ob = self._op_bins(t, s, None if bound else out)   # the bound: the op's least over both contexts
             if out and not bound:
                 flips.setdefault(self.last_user[t], []).append(t)
-            if bound:   # the op's least cost over both output contexts
-                other = self._op_bins(t, s, not out)
-                ob = dataclasses.replace(ob, cores=np.minimum(ob.cores, other.cores),
-                                         least_cycles=min(ob.least_cycles, other.least_cycles),
-                                         least_latency=min(ob.least_latency, other.least_latency),
-                                         least_dram=min(ob.least_dram, other.least_dram),
-                                         least_prologue=min(ob.least_prologue, other.least_prologue))
-            area = area + ob.cores
+            if bound:       # the op extends a chain (or starts one): the chain's fewest cores replace the tail's
+                p = self._chain_of(t, s, tails)
+                if p is None:
+                    tails[t] = self._stream_cores(t, s)[1]
+                    area = area + _least(tails[t])
+                else:
+                    tail = tails.pop(p)
+                    tails[t] = self._chained(p, t, s, tail, first)
+                    area = area + _least(tails[t]) - _least(tail)
+            else:
+                area = area + ob.cores
             if area[-1] > self.cores:
                 return
             host = max(host, ob.least_host)
@@ -188,6 +281,10 @@ class SegmentTable:
                 whole[t] = max(ob.least_cycles + before,
                                ob.least_latency + max((whole[p] for p in preds), default=-math.inf))
                 fill = max(fill, whole[t])
+                first = int(np.argmax(area <= self.cores))
+                edge = self.grid[first - 1] if first else 0.0
+                pipeline = max(edge, dram / self.dram_bw, host / self.device.pcie_bw_bytes_per_cycle)
+                yield t, first, (mb - 1) * pipeline + max(pipeline, fill) + prologue / self.dram_bw, pipeline
             else:
                 dram = dram + ob.dram
                 prologue = prologue + ob.prologue
@@ -196,18 +293,12 @@ class SegmentTable:
                 whole[t] = np.maximum(ob.cycles + before,
                                       ob.latency + _max_of([whole[p] for p in preds], len(self.grid), -math.inf))
                 fill = np.maximum(fill, whole[t])
-            fits = area <= self.cores
-            if bound:
-                first = int(np.argmax(fits))
-                edge = self.grid[first - 1] if first else 0.0
-                pipeline = max(edge, dram / self.dram_bw, host / self.device.pcie_bw_bytes_per_cycle)
-                cost = (mb - 1) * pipeline + max(pipeline, fill) + prologue / self.dram_bw
-                yield t, np.where(np.arange(len(self.grid)) == first, cost, np.inf), np.full(len(self.grid), pipeline)
-            else:
                 pipeline = np.maximum(self.grid, np.maximum(dram / self.dram_bw,
                                                             host / self.device.pcie_bw_bytes_per_cycle))
-                cost = (mb - 1) * pipeline + np.maximum(pipeline, fill) + prologue / self.dram_bw
-                yield t, np.where(fits, cost, np.inf), pipeline
+                cost = np.where(area <= self.cores,
+                                (mb - 1) * pipeline + np.maximum(pipeline, fill) + prologue / self.dram_bw, np.inf)
+                b = int(np.argmin(cost))
+                yield t, b, float(cost[b]), float(pipeline[b])
 
     def split(self, bound: bool) -> Split:
         """The cheapest split into contiguous segments (the lower bound's or the plan's, module docstring)."""
@@ -219,12 +310,11 @@ class SegmentTable:
         for s in range(n):
             if not math.isfinite(best[s]):
                 continue
-            for t, costs, pipelines in self._segments_from(s, bound):
-                b = int(np.argmin(costs))
-                cost = best[s] + costs[b] + (switch if s and s not in self.program_start else 0)
-                if cost < best[t + 1]:
-                    best[t + 1] = cost
-                    back[t + 1] = (s, b, float(pipelines[b]), float(costs[b]))
+            paid = best[s] + (switch if s and s not in self.program_start else 0)
+            for t, b, cycles, pipeline in self._segments_from(s, bound):
+                if paid + cycles < best[t + 1]:
+                    best[t + 1] = paid + cycles
+                    back[t + 1] = (s, b, pipeline, cycles)
         if not math.isfinite(best[n]):
             raise ValueError("no split of the schedule fits the device (an op fits no epoch alone)")
         segments, t = [], n
@@ -235,6 +325,11 @@ class SegmentTable:
             segments.append(Segment(s, t - 1, pipeline, cycles, choice))
             t = s
         return Split(tuple(reversed(segments)), best[n])
+
+
+def _least(cores: np.ndarray) -> np.ndarray:
+    """Per grid value, the fewest cores over the streamings (UNFIT where there are none)."""
+    return np.minimum(cores.min(axis=1), UNFIT)
 
 
 def _max_of(arrays: list, size: int, empty: float = 0.0) -> np.ndarray:

@@ -90,10 +90,11 @@ class Graph:
         self._next_order = 0
         self.input_names: list[str] = []
         self.output_names: list[str] = []
-        self._cache: dict = {}     # operands / users per node, cleared by every edit of the edges
+        self._cache: dict = {}     # operands / users per node and the topological order, cleared by every edit
 
     # -- construction ----------------------------------------------------------------------------
     def _add(self, node: Node) -> str:
+        self._cache.clear()
         if node.name in self._g:
             raise GraphError(f"duplicate node name {node.name!r}")
         node.order = self._next_order
@@ -179,7 +180,10 @@ class Graph:
 
     def topo_order(self) -> list[str]:
         """Deterministic topological order (ties broken by insertion order)."""
-        return list(nx.lexicographical_topological_sort(self._g, key=lambda n: self._g.nodes[n]["node"].order))
+        if "topo" not in self._cache:
+            self._cache["topo"] = tuple(nx.lexicographical_topological_sort(
+                self._g, key=lambda n: self._g.nodes[n]["node"].order))
+        return list(self._cache["topo"])
 
     def inputs(self) -> list[Node]:
         return [self.node(n) for n in self.input_names]
@@ -239,6 +243,11 @@ class Graph:
         for name in dict.fromkeys(names):
             if name in self._g and self.node(name).kind in ("op", "parameter", "constant") and not self.users(name):
                 self.remove_node(name)
+
+    def set_order(self, name: str, order: int) -> None:
+        """Give node `name` the insertion order `order` (ties of the topological order follow it)."""
+        self._cache.clear()
+        self.node(name).order = order
 
     def remove_node(self, name: str) -> None:
         self._cache.clear()

@@ -332,7 +332,7 @@ def _replace(graph: Graph, members: list[str], built: Built, name: str) -> None:
                  shape=out.shape, df=out.df, intermed_df=out.df, acc_df=out.acc_df,
                  math_fidelity=out.math_fidelity,
                  logical_shape=out.logical_shape, original_op_type="fused_op", large_padding=out.large_padding)
-    graph.node(name).order = out.order
+    graph.set_order(name, out.order)
     graph.replace(members[-1], name)
     for m in reversed(members[:-1]):
         graph.remove_node(m)

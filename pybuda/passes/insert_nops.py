@@ -75,7 +75,7 @@ def _chain(graph: Graph, src: str, instrs: list, label: str) -> str:
                      intermed_df=dest.intermed_df, acc_df=dest.acc_df, math_fidelity=dest.math_fidelity,
                      logical_shape=producer.logical_shape if not tms else None,
                      original_op_type="nop")
-        graph.node(name).order = producer.order
+        graph.set_order(name, producer.order)
         previous = Operand(name)
     for instr in instrs:
         operands = graph.operands(instr.dest)
