@@ -21,6 +21,15 @@ def test_compare_flags_only_slower_plans():
     assert any(line.startswith("d:") and "no baseline" in line for line in notes)
 
 
+def test_compare_flags_compiles_slower_in_reference_units():
+    baseline = {"a": {**_figures(1000), "compile_units": 100.0}, "b": {**_figures(1000), "compile_units": 100.0}}
+    measured = {"a": {**_figures(1000), "compile_units": 124.0, "compile_s": 9.0},
+                "b": {**_figures(1000), "compile_units": 130.0, "compile_s": 9.5}}
+    regressions, _ = pr.compare(baseline, measured)
+    assert [line.split(":")[0] for line in regressions] == ["b"]             # 30 % slower; 24 % is within tolerance
+    assert pr.compare(baseline, measured, compile_time=False)[0] == []
+
+
 def test_unknown_tier_is_refused():
     with pytest.raises(ValueError, match="legal: fast, full"):
         pr.cases("medium")
@@ -34,7 +43,7 @@ def test_baseline_covers_the_fast_tier():
 @pytest.mark.parametrize("case", E150_FAST, ids=lambda c: c.key)
 def test_fast_tier_holds_its_baseline_and_beats_greedy(case):
     measured = {case.key: pr.measure(case)}
-    regressions, _ = pr.compare(pr.load_baseline(), measured)
+    regressions, _ = pr.compare(pr.load_baseline(), measured, compile_time=False)   # timing: not in unit tests
     assert not regressions, regressions
     figures = measured[case.key]
     assert figures["lower_bound_cycles"] <= figures["estimated_cycles"]

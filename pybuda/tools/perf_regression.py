@@ -3,7 +3,10 @@
 
 The estimate is deterministic (same model and config, same plan), so any change is a change of the compiler: a
 plan more than `TOLERANCE` slower than its baseline is a regression (exit status 1); a faster one is reported as
-an improvement to record with `--update`.
+an improvement to record with `--update`. Compile time is recorded too, in seconds and in units of a fixed
+reference workload timed just before each compile (`reference_seconds`: this machine's speed at that moment, so
+that a busy or slower machine does not read as a slower compiler); a compile more than `COMPILE_TOLERANCE` slower
+in those units is a regression as well.
 
     python -m pybuda.tools.perf_regression                  # the fast tier (tiny zoo models, e150 and n150)
     python -m pybuda.tools.perf_regression --tier full      # the full-size BENCHMARKS configurations (slow)
@@ -15,7 +18,10 @@ import argparse
 import dataclasses
 import json
 import sys
+import time
 from pathlib import Path
+
+import numpy as np
 
 from pybuda.device import get_device
 from pybuda.files import write_atomically
@@ -23,6 +29,7 @@ from pybuda.tools.zoo import BENCHMARKS, ZOO, compile_zoo_model
 
 BASELINE = Path(__file__).resolve().parents[2] / "benchmarks" / "perf_baseline.json"
 TOLERANCE = 0.005          # a plan this much slower than its baseline is a regression
+COMPILE_TOLERANCE = 0.25   # a compile this much slower (in reference units) than its baseline is a regression
 FAST_MICROBATCH = 4
 
 
@@ -51,9 +58,24 @@ def cases(tier: str) -> list[PerfCase]:
     raise ValueError(f"unknown tier {tier!r}; legal: fast, full")
 
 
+def reference_seconds() -> float:
+    """Seconds this machine takes right now for a fixed workload of the kinds a compile does (Python loops over
+    dicts and small numpy arrays): the unit compile times are compared in."""
+    start = time.perf_counter()
+    table: dict[int, float] = {}
+    rows = np.arange(512, dtype=float)
+    for i in range(250_000):
+        table[i % 997] = table.get(i % 997, 0.0) + float(np.maximum(rows[i % 512], 3.0))
+    return time.perf_counter() - start
+
+
 def measure(case: PerfCase, policy: str = "default") -> dict:
-    """Compile the case (no simulation) with balancer_policy `policy` and return its plan's figures."""
+    """Compile the case (no simulation) with balancer_policy `policy` and return its plan's figures and the
+    compile's seconds (also in `reference_seconds` units)."""
+    reference = reference_seconds()
+    start = time.perf_counter()
     compiled = compile_zoo_model(case.model, case.device, case.microbatch, case.df, case.fidelity, policy)
+    seconds = time.perf_counter() - start
     placement = compiled.placement
     clock = get_device(case.device).clock_hz
     return {"estimated_cycles": int(placement.estimated_cycles),
@@ -61,11 +83,15 @@ def measure(case: PerfCase, policy: str = "default") -> dict:
             "epochs": placement.epochs,
             "cores": sum(m.cores for m in placement.models.values()),
             "lower_bound_cycles": placement.lower_bound_cycles,
-            "policy": placement.policy}
+            "bound_ratio": round(placement.estimated_cycles / placement.lower_bound_cycles, 3),
+            "policy": placement.policy,
+            "compile_s": round(seconds, 2),
+            "compile_units": round(seconds / reference, 1)}
 
 
-def compare(baseline: dict, measured: dict) -> tuple[list[str], list[str]]:
-    """(regressions, notes): per case, a plan more than TOLERANCE slower than its baseline is a regression; a
+def compare(baseline: dict, measured: dict, compile_time: bool = True) -> tuple[list[str], list[str]]:
+    """(regressions, notes): per case, a plan more than TOLERANCE slower than its baseline is a regression, and
+    (with `compile_time`, where both have it) a compile more than COMPILE_TOLERANCE slower in reference units; a
     faster one, or a case without a baseline, a note."""
     regressions, notes = [], []
     for key, now in measured.items():
@@ -79,6 +105,12 @@ def compare(baseline: dict, measured: dict) -> tuple[list[str], list[str]]:
             regressions.append(line)
         elif ratio != 1:
             notes.append(line + (" improved: record it with --update" if ratio < 1 else ""))
+        if compile_time and "compile_units" in was and "compile_units" in now:
+            growth = now["compile_units"] / was["compile_units"]
+            line = (f"{key}: compile {was['compile_units']} -> {now['compile_units']} reference units "
+                    f"({now['compile_s']} s now, {growth:.2f}x)")
+            if growth > 1 + COMPILE_TOLERANCE:
+                regressions.append(line)
     return regressions, notes
 
 
@@ -99,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         figures = measured[case.key] = measure(case)
         ratio = figures["estimated_cycles"] / figures["lower_bound_cycles"]
         print(f"{case.key:48s} {figures['estimated_cycles']:>14,} cycles {figures['samples_per_s']:>10,.1f} "
-              f"samples/s  {figures['epochs']:>3} epochs  plan/bound {ratio:.2f}x", flush=True)
+              f"samples/s  {figures['epochs']:>3} epochs  plan/bound {ratio:.2f}x  compile "
+              f"{figures['compile_s']:.1f} s", flush=True)
     regressions, notes = compare(baseline, measured)
     for line in notes:
         print("note:", line)
