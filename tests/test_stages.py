@@ -111,9 +111,11 @@ def test_a_stage_inserted_after_lower_runs_is_timed_and_verified(tmp_path):
 
 def test_each_stage_keeps_its_own_graph(tmp_path):
     compiled = pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path)
-    # cpu_fallback keeps an unsplit graph as it is, autograd an inference graph
-    graphs = [compiled.graphs[s.name] for s in STAGES if s.produces_graph and s.name not in ("cpu_fallback", "autograd")]
+    # cpu_fallback keeps an unsplit graph as it is, autograd an inference graph, insert_nops a graph without NOPs
+    kept = ("cpu_fallback", "autograd", "insert_nops")
+    graphs = [compiled.graphs[s.name] for s in STAGES if s.produces_graph and s.name not in kept]
     assert len({id(g) for g in graphs}) == len(graphs)
+    assert compiled.graphs["insert_nops"] is compiled.graphs["fuse"]
     # data formats are set by their own stage: the lowered graph keeps the default format
     assert {n.df for n in compiled.graphs["lower"].nodes("op")} == {pybuda.DataFormat.Float32}
     assert {n.df for n in compiled.graphs["data_formats"].nodes("op")} == {pybuda.DataFormat.Float16_b}

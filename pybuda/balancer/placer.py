@@ -116,3 +116,17 @@ def pack_epoch(grids: list[tuple], rows: int, cols: int, starts: list[tuple | No
         if all(o is not None for o in out):
             return out
     return None
+
+
+def fit_beside(taken: list[tuple], rows: int, cols: int, grid: tuple) -> tuple[tuple, bool] | None:
+    """(top-left core, transposed) of the first place, row-major, where `grid` fits (as is, else transposed) on
+    a rows x cols core grid beside the `taken` footprints ((row, col, height, width)); None if it does not."""
+    occ = _Occupancy(rows, cols)
+    for r, c, h, w in taken:
+        occ.take(r, c, h, w)
+    for flip in (False, True) if grid[0] != grid[1] else (False,):
+        h, w = grid[::-1] if flip else grid
+        loc = occ.first_fit(h, w) if h <= rows and w <= cols else None
+        if loc is not None:
+            return loc, flip
+    return None
