@@ -17,7 +17,8 @@ core locations, the result checked against the greedy plan, lower bounds compute
 3. The plan gets its queues, their DRAM placement and its exact cost (`plan.finish`); the writers of the DRAM
    queues its channel-bound epochs wait on are widened where that lowers the exact cost
    (`_spread_contended_queues`). So does the greedy policy's plan (`greedy.py`, computed in a second thread
-   meanwhile), and the cheaper one is kept: the default policy is never worse than the greedy.
+   meanwhile, then widened the same way), and the cheaper one is kept: the default policy is never worse than
+   the greedy.
 4. Lower bounds (`plan.Bounds`): the work over all cores and the slowest op at their best, the cheapest split's
    own bound (`SegmentTable.split(bound=True)`) and, for this split, the epochs' pipeline bounds (the solver's
    where it ran).
@@ -66,7 +67,10 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
                 epoch += 1
         plan = _spread_contended_queues(graph, coster, schedule, candidates, models, placed, constraints,
                                         finish(graph, coster, schedule, models, placed, "CP-SAT", constraints))
-        best = plan if plan.estimated_cycles <= greedy.result().estimated_cycles else greedy.result()
+        other = greedy.result()
+        other = _spread_contended_queues(graph, coster, schedule, candidates, other.models, other.placed,
+                                         constraints, other)
+        best = plan if plan.estimated_cycles <= other.estimated_cycles else other
         best.bounds = bounds(table, candidates, schedule, device, microbatch, split_bound, segments_bound.result())
     return best
 
@@ -84,7 +88,7 @@ def _spread_contended_queues(graph: Graph, coster: PlanCoster, schedule: list[st
         moved = _widened_writers(graph, coster.device, candidates, dict(models), dict(placed), constraints, plan)
         if moved is None:
             return plan
-        widened = finish(graph, coster, schedule, *moved, "CP-SAT", constraints)
+        widened = finish(graph, coster, schedule, *moved, plan.policy, constraints)
         if widened.estimated_cycles >= plan.estimated_cycles:
             return plan
         plan, (models, placed) = widened, moved
