@@ -103,14 +103,7 @@ def pack_epoch(grids: list[tuple], rows: int, cols: int, starts: list[tuple | No
         for i in order:
             if out[i] is not None:
                 continue
-            for flip in ((False, True) if transposed[i] is None and grids[i][0] != grids[i][1]
-                         else (bool(transposed[i]),)):
-                h, w = grids[i][::-1] if flip else grids[i]
-                loc = occ.first_fit(h, w) if h <= rows and w <= cols else None
-                if loc is not None:
-                    occ.take(*loc, h, w)
-                    out[i] = (loc, flip)
-                    break
+            out[i] = _take_first_fit(occ, rows, cols, grids[i], transposed[i])
             if out[i] is None:
                 break
         if all(o is not None for o in out):
@@ -124,9 +117,18 @@ def fit_beside(taken: list[tuple], rows: int, cols: int, grid: tuple) -> tuple[t
     occ = _Occupancy(rows, cols)
     for r, c, h, w in taken:
         occ.take(r, c, h, w)
-    for flip in (False, True) if grid[0] != grid[1] else (False,):
+    return _take_first_fit(occ, rows, cols, grid, None)
+
+
+def _take_first_fit(occ: _Occupancy, rows: int, cols: int, grid: tuple,
+                    transposed: bool | None) -> tuple[tuple, bool] | None:
+    """Take the first free window, row-major, for `grid` (as is, else transposed, unless `transposed` forces
+    one); (top-left core, transposed), or None if there is none."""
+    flips = (False, True) if transposed is None and grid[0] != grid[1] else (bool(transposed),)
+    for flip in flips:
         h, w = grid[::-1] if flip else grid
         loc = occ.first_fit(h, w) if h <= rows and w <= cols else None
         if loc is not None:
+            occ.take(*loc, h, w)
             return loc, flip
     return None

@@ -11,10 +11,13 @@ cores sum to at most the grid's.
 An epoch costs fill + (inputs - 1) x pipeline + prologue (+ an epoch switch between epochs of one program,
 `pybuda.arch.perf`); inputs is the microbatch, one for a training graph's optimizer epochs. For a segment:
 - `split(bound=True)`, the lower bound: the pipeline is at least the lower edge of the first bin its ops fit in,
-  its DRAM bytes (each op's fewest) over all channels' bandwidth and its largest host input over PCIe; the fill at
-  least the pipeline and the longest dependency chain of the ops' least latencies (one op at its least cycles);
-  the prologue at least the ops' fewest prologue bytes over all channels' bandwidth. Valid for any plan with
-  contiguous epochs: it relaxes geometry, producer/consumer compatibility, channel placement and fork-join stalls.
+  the ops' cores counted along disjoint chains of producer and consumer at their fewest over the streamings that
+  let each op of a chain read the one before it in the epoch (`_chained`); its DRAM bytes (each op's fewest) over
+  all channels' bandwidth and its largest host input over PCIe; the fill at least the pipeline and the longest
+  dependency chain of the ops' least latencies (one op at its least cycles); the prologue at least the ops' fewest
+  prologue bytes over all channels' bandwidth. Valid for any plan with contiguous epochs whose in-epoch edges
+  are streaming-compatible: it relaxes geometry, the edges between chains, channel placement and fork-join
+  stalls.
 - `split(bound=False)`, the plan: the same terms with each op at its plan candidate, at the grid value that
   makes the segment cheapest; its choice of candidates is the balancer's starting plan.
 """
