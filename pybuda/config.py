@@ -1121,6 +1121,7 @@ EFFECTIVE_OPTIONS: frozenset[str] = frozenset({
     "balancer_op_overrides", "override_op_size",                          # grid_shape, t_stream_dir/shape
     "placer_op_overrides", "override_op_placement",                       # start and transpose_op
     "op_names_to_epoch_break", "set_epoch_break", "place_on_new_epoch",  # also temporal_epoch_break
+    "op_names_to_chip_break", "set_chip_break", "place_on_new_chip",     # multi-chip devices (n300)
     "input_queues_on_host", "output_queues_on_host",
     "enable_training", "enable_recompute", "compensated_parameter_updates",  # with compile(loss=, optimizer=)
     "optimizer_on_host",
@@ -1134,7 +1135,7 @@ EFFECTIVE_OPTIONS: frozenset[str] = frozenset({
     "enable_auto_fusing", "op_names_dont_fuse", "dont_fuse", "op_names_manual_fuse", "manual_fuse",
     "enable_t_streaming", "manual_t_streaming", "override_t_stream_dir", "override_t_stream_shape",
     "balancer_policy",                                                    # default/CP-SAT, Greedy/NLP, SingleOpPerEpoch
-    "dram_placement_algorithm", "manual_dram_queue_placement",           # channel pins (chip 0)
+    "dram_placement_algorithm", "manual_dram_queue_placement",           # channel pins (a queue's own chip)
     "override_dram_queue_placement", "place_queue_to_chip_dram",
     "override_u_kt", "override_input_buffer_multiplier", "override_dram_parameters",
     "scheduler_constraints", "add_schedule_constraint",

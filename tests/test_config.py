@@ -112,7 +112,8 @@ def test_effective_options_exact():
         "compile_depth", "default_df_override", "default_accumulate_df", "default_math_fidelity",
         "enable_stable_softmax", "enable_consteval", "verify", "balancer_op_overrides", "override_op_size",
         "placer_op_overrides", "override_op_placement", "op_names_to_epoch_break", "set_epoch_break",
-        "place_on_new_epoch", "input_queues_on_host", "output_queues_on_host", "enable_training", "enable_recompute",
+        "place_on_new_epoch", "op_names_to_chip_break", "set_chip_break", "place_on_new_chip",
+        "input_queues_on_host", "output_queues_on_host", "enable_training", "enable_recompute",
         "compensated_parameter_updates", "optimizer_on_host", "insert_queues", "internal_override_output_buffer_multiplier",
         "enable_tvm_cpu_fallback", "cpu_fallback_ops", "add_cpu_fallback_ops", "remove_cpu_fallback_ops",
         "amp_level", "amp_properties", "configure_mixed_precision", "tvm_graph_store_path", "tvm_graph_load_path",
@@ -127,7 +128,7 @@ def test_effective_options_exact():
         "conv_multi_op_fracture_factor_override", "override_multi_op_fracture_factor",
     }
     fields = {f.name for f in dataclasses.fields(CompilerConfig)}
-    helpers = set(C.__all__) | {"place_on_new_epoch", "dont_fuse", "manual_fuse",   # CompilerConfig methods
+    helpers = set(C.__all__) | {"place_on_new_epoch", "place_on_new_chip", "dont_fuse", "manual_fuse",  # methods
                                 "place_queue_to_chip_dram", "_internal_insert_fj_buffering_nop"}
     assert C.EFFECTIVE_OPTIONS <= fields | helpers
 

@@ -571,7 +571,7 @@ def test_global_override_helper_pins_the_queue(tmp_path):
     ("no_such_queue", dict(chip_id=0, channel=3), r"override_dram_queue_placement\('no_such_queue'\).*no DRAM queue"),
     ("mm1", dict(chip_id=0, channel=3), r"'mm1'.*no DRAM queue"),                       # an op, not a queue
     ("output_0", dict(chip_id=0, channel=3), r"'output_0'.*no DRAM queue"),             # on the host
-    ("e2e_act0_0", dict(chip_id=1, channel=3), r"'e2e_act0_0', chip_id=1.*one chip"),
+    ("e2e_act0_0", dict(chip_id=1, channel=3), r"'e2e_act0_0', chip_id=1\): the queue sits on chip 0.*legal chip_id: 0 or"),
     ("e2e_act0_0", dict(chip_id=0, channel=8), r"'e2e_act0_0', channel=8.*channels 0-7"),
 ])
 def test_override_errors_name_the_queue(tmp_path, name, kwargs, match):

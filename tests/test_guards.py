@@ -222,9 +222,7 @@ def _ineffective(record) -> list[str]:
 @pytest.mark.parametrize("path, option", [
     (lambda: C.set_configuration_options(place_on_one_row=True), "place_on_one_row"),
     (lambda: pybuda.insert_fracture_group(["mm1"]), "fracture_groups"),
-    (lambda: pybuda.set_chip_break("mm1"), "op_names_to_chip_break"),
     (lambda: pybuda.override_op_placement("mm1", chip_id=1), "placer_op_overrides.chip_id"),
-    (lambda: C._get_global_compiler_config().place_on_new_chip("mm1"), "op_names_to_chip_break"),
 ])
 def test_setting_an_ineffective_option_warns_once_naming_it(path, option):
     with warnings.catch_warnings(record=True) as record:
@@ -241,6 +239,7 @@ def test_effective_options_and_defaults_do_not_warn():
         C.set_configuration_options(default_df_override="Bfp8_b", enable_auto_fusing=True)
         pybuda.override_op_size("mm1", (2, 2))
         pybuda.set_epoch_break("mm1")
+        pybuda.set_chip_break("mm2")
 
 
 def test_compile_warns_once_for_config_fields_with_no_effect(tmp_path):

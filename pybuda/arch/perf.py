@@ -18,6 +18,11 @@ simulator reports (netlist-format.md §5.6, docs/simulator.md "Timing model").
   worst dependency chain each op's limiter cycles over the output blocks it hands on one by one, one op of the
   chain taking its whole per-input cycles) + (input_count - 1) x the slowest op's limiter + prologue load +
   epilogue write-back.
+- Multi-chip devices (n300): a transfer whose data sits on another chip (a queue in another chip's DRAM, a host
+  queue read from a chip without the PCIe link) also crosses the chip-to-chip ethernet, which every such transfer
+  of the epoch shares (`ethernet`: their bytes per input over all links' bandwidth). On wormhole, consecutive
+  graphs on disjoint chips run as one temporal epoch (`temporal_epochs`), timed as one epoch of all their ops:
+  a queue one writes and another reads in it streams between them.
 - A program costs its epochs times their executions plus the device's epoch switch cost per change of graph.
 """
 from __future__ import annotations
@@ -29,7 +34,8 @@ from typing import Iterable, Sequence
 from ..device import DeviceSpec
 
 LINKS = ("noc", "dram", "pcie")
-LIMITERS = ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out", "dram_channel", "fork_join")
+LIMITERS = ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out", "dram_channel", "ethernet",
+            "fork_join")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -37,7 +43,8 @@ class Transfer:
     """Bytes one core of an op reads or writes per input over `link`; `once`: a prologue read / epilogue write,
     moved once per epoch rather than per input. A host read ("pcie" in an op's reads) names its queue (`source`)
     and the queue's bytes per input (`source_bytes`, per epoch if `once`): what crosses PCIe. A DRAM transfer
-    names the channel of each buffer of its queue (`channels`); the core's bytes spread evenly over them."""
+    names the channel of each buffer of its queue (`channels`, `DeviceSpec.system_channel` ids); the core's bytes
+    spread evenly over them. `remote`: the data sits on another chip and crosses the chip-to-chip ethernet."""
 
     bytes: float
     link: str
@@ -45,6 +52,7 @@ class Transfer:
     source: str = ""
     source_bytes: float = 0.0
     channels: tuple = ()
+    remote: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -139,20 +147,41 @@ def channel_cycles(device: DeviceSpec, loads: Sequence[OpLoad], once: bool = Fal
     return {ch: b / device.dram_channel_bw_bytes_per_cycle for ch, b in load_bytes.items()}
 
 
+def ethernet_cycles(device: DeviceSpec, loads: Sequence[OpLoad], once: bool = False) -> float:
+    """Cycles the chip-to-chip links need for the epoch's remote transfers (all cores of every op; a host read
+    crosses once per queue): per input, or (`once`) the prologue reads and epilogue writes of one epoch. A device
+    without chip-to-chip links (grayskull: chips talk through the host) gets none."""
+    total, hosts = 0.0, {}
+    for load in loads:
+        for t in (*load.reads, *load.writes):
+            if t.remote and t.once == once:
+                if t.source:
+                    hosts[t.source] = t.source_bytes
+                else:
+                    total += load.cores * t.bytes
+    total += sum(hosts.values())
+    links = device.chip_link_bw_bytes_per_cycle
+    return total / links if total and links else 0.0   # no chip links (grayskull): not modelled
+
+
 @dataclasses.dataclass(frozen=True)
 class EpochLinks:
     """What the epoch's ops share: per-core link bandwidths (`shared_bandwidths`), host input cycles
-    (`host_read_cycles`) and DRAM channel cycles per input (`channels`) and once per epoch (`once_channels`)."""
+    (`host_read_cycles`), DRAM channel cycles per input (`channels`) and once per epoch (`once_channels`), and
+    chip-to-chip cycles per input (`ethernet`) and once per epoch (`once_ethernet`)."""
 
     bandwidths: dict
     host_reads: dict
     channels: dict
     once_channels: dict
+    ethernet: float = 0.0
+    once_ethernet: float = 0.0
 
     @classmethod
     def of(cls, device: DeviceSpec, loads: Sequence[OpLoad]) -> "EpochLinks":
         return cls(shared_bandwidths(device, loads), host_read_cycles(device, loads), channel_cycles(device, loads),
-                   channel_cycles(device, loads, once=True))
+                   channel_cycles(device, loads, once=True), ethernet_cycles(device, loads),
+                   ethernet_cycles(device, loads, once=True))
 
 
 def _host_read(t: Transfer, direction: str) -> bool:
@@ -180,11 +209,15 @@ def op_timing(load: OpLoad, links: EpochLinks) -> OpTiming:
                 once_bytes[direction] += int(t.bytes)
                 once_cycles[direction] += cycles
                 once_channel[direction] = max([once_channel[direction], *(links.once_channels[c] for c in t.channels)])
+                if t.remote:
+                    once_channel[direction] = max(once_channel[direction], links.once_ethernet)
                 if host:
                     host_prologue = host_reads["prologue_pcie_in"]
                 continue
             term = f"{'noc' if host else t.link}_{direction}"
             terms[term] = max(terms.get(term, 0.0), cycles)
+            if t.remote:
+                terms["ethernet"] = links.ethernet
             if host:
                 terms["pcie_in"] = host_reads["pcie_in"]
             if t.channels:
@@ -314,6 +347,22 @@ def _fill(loads: Sequence[OpLoad], cycles: dict[str, float], latency: dict[str, 
         partial[n] = latency[n] + before
         whole[n] = max(cycles[n] + before, latency[n] + max((whole[p] for p in preds[n]), default=-math.inf))
     return max(whole.values())
+
+
+def temporal_epochs(arch: str, chips: Sequence[frozenset]) -> list[list[int]]:
+    """The temporal epochs of a program's consecutive graphs on `chips` (each graph's set of chips), as indices
+    into them: on wormhole, consecutive graphs on disjoint chips run together as one temporal epoch (the
+    backend's `merge_non_overlapping_adjacent_temporal_epochs`); on grayskull each graph is its own."""
+    groups: list[list[int]] = []
+    used: set = set()
+    for k, devices in enumerate(chips):
+        if groups and arch != "grayskull" and not used & devices:
+            groups[-1].append(k)
+            used |= devices
+        else:
+            groups.append([k])
+            used = set(devices)
+    return groups
 
 
 def program_cycles(device: DeviceSpec, epochs: Iterable[tuple[float, int]], switches: int) -> int:

@@ -4,7 +4,9 @@ one backend model (`pybuda.arch.perf`: limiter cycles, epoch cost, program cost)
 Per op and input, the transfers are what the netlist says: op inputs of the same graph over the NoC, queue inputs
 from DRAM or the host (prologued queues once per epoch), writes to the queues the op feeds (epilogue queues once
 per epoch). The program is run (loops unrolled with their counts, `param`s default 1) to find how often each graph
-executes and how often the executed graph changes. Details and numbers in docs/simulator.md.
+executes and how often the executed graph changes. On wormhole, consecutive executes (in one instruction list)
+of graphs on disjoint chips run as one temporal epoch (`pybuda.arch.perf.temporal_epochs`), timed as one epoch
+of all their ops. Details and numbers in docs/simulator.md.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any, Mapping
 
 from pybuda.arch.cycles import fused_op_cycles, ideal_math_cycles, kernel_cycles
 from pybuda.arch.operands import input_buffer_inputs, output_buffer_inputs, output_granules, tiles_read_per_core
-from pybuda.arch.perf import LIMITERS, EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles
+from pybuda.arch.perf import LIMITERS, EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles, temporal_epochs
 from pybuda.arch.tms import TMError, tm_shape
 from pybuda.dataformat import MathFidelity
 from pybuda.device import DeviceSpec
@@ -72,7 +74,8 @@ class OpPerf:
 
 @dataclasses.dataclass
 class EpochPerf:
-    """One graph (temporal epoch) and how often the program executes it."""
+    """One temporal epoch (a graph, or graphs on different chips that run together: `graph` joins their names
+    with "+") and how often the program executes it."""
 
     index: int
     graph: str
@@ -169,16 +172,36 @@ class _Trace:
 
 
 class _TraceListener:
-    def __init__(self) -> None:
+    """Records the temporal epochs a program run executes: each a tuple of graph names (`temporal_epochs` over
+    the consecutive executes of one instruction list), in the trace by the joined name."""
+
+    def __init__(self, nl: nm.Netlist, arch: str) -> None:
+        self.nl, self.arch = nl, arch
         self.stack = [_Trace()]
         self.settings: dict[str, Mapping[str, QueueSetting]] = {}
-        self.order: list[str] = []
+        self.order: list[tuple[str, ...]] = []
+        self.pending: list[str] = []
 
     def execute(self, graph: str, settings: Mapping[str, QueueSetting]) -> None:
-        if graph not in self.settings:
-            self.settings[graph] = settings
-            self.order.append(graph)
-        self.stack[-1].add(graph)
+        if graph not in self.nl.graphs:
+            raise SimulatorError(f"execute: no graph {graph!r}; graphs: {', '.join(self.nl.graphs)}")
+        self.settings.setdefault(graph, settings)
+        self.pending.append(graph)
+        groups = temporal_epochs(self.arch, [frozenset(self.nl.graphs[g].devices) for g in self.pending])
+        if len(groups) > 1:
+            self._flush(self.pending[:-1])
+            self.pending = [graph]
+
+    def _flush(self, graphs: list[str]) -> None:
+        if graphs:
+            unit = tuple(graphs)
+            if unit not in self.order:
+                self.order.append(unit)
+            self.stack[-1].add("+".join(unit))
+
+    def finish(self) -> None:
+        self._flush(self.pending)
+        self.pending = []
 
     def variable_changed(self, name: str, value: int) -> None:
         pass
@@ -187,9 +210,11 @@ class _TraceListener:
         pass
 
     def begin_repeat(self) -> None:
+        self.finish()
         self.stack.append(_Trace())
 
     def end_repeat(self, n: int) -> None:
+        self.finish()
         body = self.stack.pop()
         self.stack[-1].extend(body.repeated(n))
 
@@ -205,20 +230,17 @@ def estimate(netlist: Any, device: str | None = None, *, program: str | None = N
     arch, spec = select_device(nl, device)
     prog = program_of(nl, program)
     name = prog.name
-    listener = _TraceListener()
+    listener = _TraceListener(nl, arch)
     runner = ProgramRunner(prog, listener, params=params, default_param=1, loop_shortcut=True)
     runner.run()
+    listener.finish()
     trace = listener.stack[0]
-    epochs: list[EpochPerf] = []
-    for index, graph in enumerate(listener.order):
-        if graph not in nl.graphs:
-            raise SimulatorError(f"execute: no graph {graph!r}; graphs: {', '.join(nl.graphs)}")
-        epochs.append(_epoch_perf(nl, nl.graphs[graph], listener.settings[graph], arch, spec, index,
-                                  trace.counts[graph]))
+    epochs = [_epoch_perf(nl, [nl.graphs[g] for g in unit], listener.settings, arch, spec, index,
+                          trace.counts["+".join(unit)]) for index, unit in enumerate(listener.order)]
     total_cycles = program_cycles(spec, ((e.epoch_cycles, e.executions) for e in epochs), trace.switches)
     samples = 0
     if trace.first is not None:
-        first = nl.graphs[trace.first]
+        first = nl.graphs[trace.first.split("+")[0]]
         samples = (first.input_count or 1) * len(first.devices) * trace.counts[trace.first]
     seconds = total_cycles / spec.clock_hz
     return PerfReport(
@@ -288,12 +310,19 @@ def _output_info(nl: nm.Netlist, op: nm.Op, queues: list[str], read_by_ops: bool
                       df=op.out_df.value, memory="+".join(kinds) or "L1")
 
 
-def _channels(q: nm.Queue) -> tuple[int, ...]:
-    """DRAM channel of each buffer of a DRAM queue (none for a host queue)."""
-    return tuple(ch for ch, _ in q.allocations) if q.loc == "dram" else ()
+def _channels(q: nm.Queue, spec: DeviceSpec) -> tuple[int, ...]:
+    """DRAM channel of each buffer of a DRAM queue, as `DeviceSpec.system_channel` ids (none for a host queue)."""
+    return tuple(spec.system_channel(q.devices[0], ch) for ch, _ in q.allocations) if q.loc == "dram" else ()
 
 
-def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, written: dict, writer_of: dict) -> OpLoad:
+def _remote(q: nm.Queue, graph: nm.Graph, spec: DeviceSpec) -> bool:
+    """Whether the graph's chip reaches the queue over the chip-to-chip ethernet: a DRAM queue of another chip, a
+    host queue from a chip without the PCIe link."""
+    return graph.devices[0] != (spec.mmio_chip if q.loc == "host" else q.devices[0])
+
+
+def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, written: dict, writer_of: dict,
+             spec: DeviceSpec) -> OpLoad:
     """What one netlist op asks of the hardware per input (the one backend model's OpLoad)."""
     fused = nl.fused_op_of(op) if op.type == "fused_op" else None
     geom = sparse_geometry(op) if fused is None else nl.geometry_of(op)
@@ -316,43 +345,52 @@ def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, writte
         elif q.loc == "host":
             t, rt, ct = q.shape
             reads.append(Transfer(nbytes, "pcie", once=flag(src, "prologue"), source=src,
-                                  source_bytes=t * rt * ct * q.df.tile_bytes))
+                                  source_bytes=t * rt * ct * q.df.tile_bytes, remote=_remote(q, graph, spec)))
         else:
-            reads.append(Transfer(nbytes, "dram", once=flag(src, "prologue"), channels=_channels(q)))
+            reads.append(Transfer(nbytes, "dram", once=flag(src, "prologue"), channels=_channels(q, spec),
+                                  remote=_remote(q, graph, spec)))
             if writer_of.get(src, op.name) != op.name and not q.is_ram:   # a ram is read before it is written back
                 preds.append(writer_of[src])
                 in_buffers.append(float(q.entries))
     writes = [Transfer(geom.tiles_per_core * nl.queues[qn].df.tile_bytes,
                        "pcie" if nl.queues[qn].loc == "host" else "dram", once=flag(qn, "epilogue"),
-                       channels=_channels(nl.queues[qn]))
+                       channels=_channels(nl.queues[qn], spec), remote=_remote(nl.queues[qn], graph, spec))
               for qn in written.get(op.name, [])]
     return OpLoad(op.name, geom.cores, kernel, tuple(reads), tuple(writes), tuple(preds),
                   out_buffer=output_buffer_inputs(geom, op.buf_size_mb), in_buffers=tuple(in_buffers),
                   granules=output_granules(geom))
 
 
-def _epoch_perf(nl: nm.Netlist, graph: nm.Graph, settings: Mapping[str, QueueSetting], arch: str, spec: DeviceSpec,
-                index: int, executions: int) -> EpochPerf:
-    ops = list(graph.ops.values())
-    input_count = graph.input_count or 1
+def _epoch_perf(nl: nm.Netlist, graphs: list[nm.Graph], settings: Mapping[str, Mapping[str, QueueSetting]],
+                arch: str, spec: DeviceSpec, index: int, executions: int) -> EpochPerf:
+    """The timing of one temporal epoch: `graphs` run together (one, or several on different chips)."""
+    name = "+".join(g.name for g in graphs)
+    ops = [op for g in graphs for op in g.ops.values()]
+    graph_of = {op.name: g for g in graphs for op in g.ops.values()}
+    input_count = max(g.input_count or 1 for g in graphs)
     written: dict[str, list[str]] = collections.defaultdict(list)
     for qname, q in nl.queues.items():
-        if q.input in graph.ops:
+        if q.input in graph_of:
             written[q.input].append(qname)
-    writer_of = {qname: q.input for qname, q in nl.queues.items() if q.input in graph.ops}
+    writer_of = {qname: q.input for qname, q in nl.queues.items() if q.input in graph_of}
 
-    def flag(queue: str, field: str) -> bool:
-        s = settings.get(queue)
-        return s is not None and s.flag(field)
+    def flags(graph: nm.Graph):
+        def flag(queue: str, field: str) -> bool:
+            s = settings[graph.name].get(queue)
+            return s is not None and s.flag(field)
+        return flag
 
-    timing: EpochTiming = epoch_timing(spec, [_op_load(nl, graph, op, arch, flag, written, writer_of) for op in ops],
-                                       input_count)
-    device, replicas = graph.devices[0], len(graph.devices)
+    flag_of = {g.name: flags(g) for g in graphs}
+    loads = [_op_load(nl, graph_of[op.name], op, arch, flag_of[graph_of[op.name].name], written, writer_of, spec)
+             for op in ops]
+    timing: EpochTiming = epoch_timing(spec, loads, input_count)
+    device, replicas = graphs[0].devices[0], len(graphs[0].devices)
+    chips = len({d for g in graphs for d in g.devices})
     if not ops:
-        return EpochPerf(index=index, graph=graph.name, input_count=input_count, executions=executions, cores=0,
+        return EpochPerf(index=index, graph=name, input_count=input_count, executions=executions, cores=0,
                          pipeline_cycles=0.0, fill_cycles=0.0, prologue_cycles=0.0, epilogue_cycles=0.0,
                          epoch_cycles=0.0, slowest_op="", limiter="", math_utilization=0.0, ops=[], device=device)
-    read_in_graph = {src for op in ops for src in op.inputs if src in graph.ops}
+    read_in_graph = {src for op in ops for src in op.inputs if src in graph_of[op.name].ops}
     perfs = []
     util_sum = 0.0
     for op, t in zip(ops, timing.ops):
@@ -361,12 +399,13 @@ def _epoch_perf(nl: nm.Netlist, graph: nm.Graph, settings: Mapping[str, QueueSet
             ideal = ideal_math_cycles(arch, op.geometry, op.math_fidelity or MathFidelity.HiFi4)
             util = min(1.0, ideal / timing.pipeline_cycles) if timing.pipeline_cycles > 0 else 0.0
             util_sum += util * op.geometry.cores
+        flag = flag_of[graph_of[op.name].name]
         perfs.append(OpPerf(
-            name=op.name, type=op.type, graph=graph.name, epoch=index, grid=tuple(op.grid_size),
+            name=op.name, type=op.type, graph=graph_of[op.name].name, epoch=index, grid=tuple(op.grid_size),
             cores=op.geometry.cores, kernel_cycles=t.kernel_cycles, bw_cycles=t.bw_cycles,
             limiter_cycles=t.limiter_cycles, limiter=t.limiter, terms=t.terms,
             prologue_bytes_per_core=t.prologue_bytes, epilogue_bytes_per_core=t.epilogue_bytes,
-            math_utilization=util, device=device, input_count=input_count,
+            math_utilization=util, device=graph_of[op.name].devices[0], input_count=input_count,
             math_fidelity=(op.math_fidelity or MathFidelity.HiFi4).value, t=op.t, mblock=tuple(op.mblock),
             ublock=tuple(op.ublock), m_k=op.geometry.m_k, u_kt=op.geometry.u_kt,
             inputs=[_input_info(nl, op, k, flag(src, "prologue")) for k, src in enumerate(op.inputs)],
@@ -374,9 +413,10 @@ def _epoch_perf(nl: nm.Netlist, graph: nm.Graph, settings: Mapping[str, QueueSet
             attributes=dict(op.attrs.items()), fork=t.fork))
     epoch_cycles = timing.epoch_cycles
     return EpochPerf(
-        index=index, graph=graph.name, input_count=input_count, executions=executions,
+        index=index, graph=name, input_count=input_count, executions=executions,
         cores=sum(p.cores for p in perfs), pipeline_cycles=timing.pipeline_cycles, fill_cycles=timing.fill_cycles,
         prologue_cycles=timing.prologue_cycles, epilogue_cycles=timing.epilogue_cycles, epoch_cycles=epoch_cycles,
-        slowest_op=timing.slowest.name, limiter=timing.slowest.limiter, math_utilization=util_sum / spec.cores,
+        slowest_op=timing.slowest.name, limiter=timing.slowest.limiter,
+        math_utilization=util_sum / (spec.cores * chips),
         ops=perfs, device=device, matmul_cores=sum(p.cores for p in perfs if p.type in ("matmul", "depthwise")),
         samples_per_second=input_count * replicas * spec.clock_hz / epoch_cycles if epoch_cycles else 0.0)

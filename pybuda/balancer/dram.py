@@ -51,35 +51,44 @@ class DramFullError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class DramPlacement:
-    """(channel, address) of every buffer of every DRAM queue, and which queues are allocated dynamically."""
+    """(channel, address) of every buffer of every DRAM queue (channels of the queue's chip), which queues are
+    allocated dynamically, and each queue's chip with the device's channels per chip (none: all on chip 0)."""
 
     buffers: dict
     dynamic: frozenset
+    chips: dict = dataclasses.field(default_factory=dict)
+    channels_per_chip: int = 0
 
     def channels(self, queue: str) -> tuple:
-        return tuple(ch for ch, _ in self.buffers[queue])
+        """The `DeviceSpec.system_channel` ids of the queue's buffers."""
+        base = self.chips.get(queue, 0) * self.channels_per_chip
+        return tuple(base + ch for ch, _ in self.buffers[queue])
 
 
 def place_dram(queues: dict[str, QueuePlan], device: DeviceSpec, policy: str, manual: dict[str, int],
                cores: dict[str, list[tuple]]) -> DramPlacement:
-    """Place every DRAM queue of `queues`; `cores`: the (row, col) cores of each op (for CLOSEST and parameters);
-    `manual`: queue -> pinned channel."""
+    """Place every DRAM queue of `queues`, each in the DRAM of its chip; `cores`: the (row, col) cores of each op
+    (for CLOSEST and parameters); `manual`: queue -> pinned channel."""
     dram = [q for q in queues.values() if q.loc == "dram"]
-    _check_capacity(dram, device)
-    chooser = _Chooser(device, policy, cores)
-    space = _Space(device)
+    chips = sorted({q.chip for q in dram})
+    for chip in chips:
+        _check_capacity([q for q in dram if q.chip == chip], device, chip if len(chips) > 1 else None)
+    choosers = {chip: _Chooser(device, policy, cores) for chip in chips}
+    spaces = {chip: _Space(device) for chip in chips}
     buffers: dict[str, tuple] = {}
     for q in sorted(dram, key=lambda q: q.lifetime is not None):        # static first
         placed = []
         for _ in range(q.buffers):
-            preferred = [manual[q.name]] if q.name in manual else chooser.order(q, space, placed)
-            placed.append(space.allocate(q, preferred))
+            preferred = [manual[q.name]] if q.name in manual else choosers[q.chip].order(q, spaces[q.chip], placed)
+            placed.append(spaces[q.chip].allocate(q, preferred))
         buffers[q.name] = tuple(placed)
-    return DramPlacement(buffers, frozenset(q.name for q in dram if q.lifetime is not None))
+    return DramPlacement(buffers, frozenset(q.name for q in dram if q.lifetime is not None),
+                         {q.name: q.chip for q in dram if q.chip}, device.dram_channels)
 
 
-def _check_capacity(dram: list[QueuePlan], device: DeviceSpec) -> None:
-    """DramFullError if the static queues plus the most dynamic bytes live at once exceed the device's DRAM."""
+def _check_capacity(dram: list[QueuePlan], device: DeviceSpec, chip: int | None) -> None:
+    """DramFullError if the static queues plus the most dynamic bytes live at once exceed the DRAM of one chip
+    (`chip`, None on a single-chip plan)."""
     static = sum(q.buffers * _aligned(q.buffer_bytes) for q in dram if q.lifetime is None)
     epochs = {e for q in dram if q.lifetime for e in range(q.lifetime[0], q.lifetime[1] + 1)}
     dynamic = max((sum(q.buffers * _aligned(q.buffer_bytes) for q in dram if q.lifetime and
@@ -88,7 +97,8 @@ def _check_capacity(dram: list[QueuePlan], device: DeviceSpec) -> None:
     if static + dynamic > have:
         raise DramFullError(f"the model's DRAM queues need {static + dynamic:,} bytes ({static:,} static: inputs, "
                             f"parameters, constants, outputs; {dynamic:,} for the epoch-to-epoch queues live at once) "
-                            f"but {device.name} has {have:,} bytes of DRAM for queues: {static + dynamic - have:,} "
+                            f"but {device.name}{'' if chip is None else f' chip {chip}'} has {have:,} bytes of DRAM "
+                            f"for queues: {static + dynamic - have:,} "
                             "bytes too many; a smaller microbatch shrinks the input, output and epoch-to-epoch queues")
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import dataclasses
 
 from ..arch.perf import EpochTiming
+from ..device import DeviceSpec
 from ..ir import Graph
+from .chips import chip_assignment, first_of_entries
 from .dram import DramPlacement, place_dram
 from .fork_join import buffer_fork_joins
 from .op_model import BalancerError, OpModel
@@ -37,7 +39,8 @@ class Bounds:
 class Placement:
     """The balancer's result: per op its model and location, per queue whether it is a prologue, the queues and
     their DRAM placement, the plan's estimated cycles (one run of the program: every epoch once) with each
-    epoch's timing, the lower bounds it is measured against and the policy that made it."""
+    temporal epoch's timing and the epochs it runs (`temporal`: one each, but epochs on different chips of a
+    multi-chip device run together), the lower bounds it is measured against and the policy that made it."""
 
     models: dict[str, OpModel]
     placed: dict[str, PlacedOp]
@@ -50,6 +53,12 @@ class Placement:
     bounds: Bounds | None = None
     policy: str = ""
     queued_edges: frozenset = frozenset()   # (producer, consumer, port) read through a DRAM queue (insert_queues)
+    temporal: tuple = ()
+    chips: dict = dataclasses.field(default_factory=dict)    # op -> chip on a multi-chip plan (`chips.py`)
+
+    def timing_of(self, epoch: int) -> EpochTiming:
+        """The timing of the temporal epoch that runs `epoch`."""
+        return self.epoch_timings[next(k for k, group in enumerate(self.temporal) if epoch in group)]
 
     @property
     def lower_bound_cycles(self) -> int | None:
@@ -66,7 +75,9 @@ class Placement:
 class Constraints:
     """The user's placement constraints: grid sizes, start cores, transposed ops, epoch breaks (the first op,
     in schedule order, of each `set_epoch_break` entry starts an epoch), the DRAM placement algorithm, the
-    queues pinned to a DRAM channel and the ops a balancer override names (their candidates are their own)."""
+    queues pinned to a DRAM channel (and the chips named for them), the ops a balancer override names (their
+    candidates are their own) and the chip of every op (`chips.chip_assignment`: `set_chip_break` entries start
+    a new chip, and an epoch)."""
 
     grids: dict
     starts: dict
@@ -75,9 +86,11 @@ class Constraints:
     dram_algorithm: str = "ROUND_ROBIN"
     dram_channels: dict = dataclasses.field(default_factory=dict)
     overridden: frozenset = frozenset()
+    chips: dict = dataclasses.field(default_factory=dict)
+    dram_chips: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, config, schedule: list[str]) -> "Constraints":
+    def from_config(cls, config, schedule: list[str], device: DeviceSpec) -> "Constraints":
         grids = {op: tuple(o.grid_shape) for op, o in config.balancer_op_overrides.items()
                  if getattr(o, "grid_shape", None)}
         starts, transposed = {}, set()
@@ -86,21 +99,14 @@ class Constraints:
                 starts[op] = tuple(o.start)
             if getattr(o, "transpose_op", False):
                 transposed.add(op)
-        order = {op: i for i, op in enumerate(schedule)}
-        breaks = set()
-        for entry in config.op_names_to_epoch_break:
-            names = [entry] if isinstance(entry, str) else list(entry)
-            present = [n for n in names if n in order]
-            if present:
-                breaks.add(min(present, key=order.get))
+        chip_breaks = first_of_entries(config.op_names_to_chip_break, schedule)
+        chips = chip_assignment(schedule, chip_breaks, device)
+        breaks = {*first_of_entries(config.op_names_to_epoch_break, schedule), *chip_breaks}
         algorithm = getattr(config.dram_placement_algorithm, "value", config.dram_placement_algorithm)
-        for queue, o in config.manual_dram_queue_placement.items():
-            if o.chip_id not in (None, 0):
-                raise BalancerError(f"override_dram_queue_placement({queue!r}, chip_id={o.chip_id}): this compiler "
-                                    "places on one chip; legal chip_id: 0 or None")
         pinned = {q: o.channel for q, o in config.manual_dram_queue_placement.items() if o.channel is not None}
+        pinned_chips = {q: o.chip_id for q, o in config.manual_dram_queue_placement.items() if o.chip_id is not None}
         return cls(grids, starts, frozenset(transposed), frozenset(breaks), algorithm, pinned,
-                   frozenset(config.balancer_op_overrides))
+                   frozenset(config.balancer_op_overrides), chips, pinned_chips)
 
 
 def prologue_choice(graph: Graph, schedule: list[str], models: dict[str, OpModel]) -> dict[str, bool]:
@@ -125,17 +131,19 @@ def finish(graph: Graph, coster: PlanCoster, schedule: list[str], models: dict[s
     epoch_of = {n: p.epoch for n, p in placed.items()}
     models = buffer_fork_joins(graph, coster, schedule, models, epoch_of, prologue)
     queues = plan_queues(graph, models, epoch_of, device, coster.microbatch, coster.links.inputs == "pcie",
-                         coster.links.outputs == "pcie", coster.queued)
-    _check_pinned(constraints.dram_channels, queues, device)
+                         coster.links.outputs == "pcie", coster.queued, constraints.chips)
+    _check_pinned(constraints.dram_channels, constraints.dram_chips, queues, device)
+    _check_host_outputs(queues, device)
     cores = {}
     for name, p in placed.items():
         rows, cols = models[name].grid[::-1] if p.transpose else models[name].grid
         cores[name] = [(p.loc[0] + r, p.loc[1] + c) for r in range(rows) for c in range(cols)]
     dram = place_dram(queues, device, constraints.dram_algorithm, constraints.dram_channels, cores)
     cost = coster.cost(schedule, models, epoch_of, prologue, dram)
-    return Placement(models=models, placed=placed, prologue=prologue, epochs=len(cost.epochs),
+    return Placement(models=models, placed=placed, prologue=prologue, epochs=sum(map(len, cost.temporal)),
                      estimated_cycles=cost.cycles, epoch_timings=cost.epochs, queues=queues, dram=dram, policy=policy,
-                     queued_edges=coster.queued)
+                     queued_edges=coster.queued, temporal=cost.temporal,
+                     chips=dict(constraints.chips))
 
 
 def queued_edges(graph: Graph, insert_queues: list) -> frozenset:
@@ -155,14 +163,31 @@ def queued_edges(graph: Graph, insert_queues: list) -> frozenset:
     return frozenset(edges)
 
 
-def _check_pinned(pinned: dict[str, int], queues: dict[str, QueuePlan], device) -> None:
-    """BalancerError for a `manual_dram_queue_placement` entry naming no DRAM queue of the plan or no channel of
-    the device."""
+def _check_pinned(pinned: dict[str, int], pinned_chips: dict[str, int], queues: dict[str, QueuePlan],
+                  device) -> None:
+    """BalancerError for a `manual_dram_queue_placement` entry naming no DRAM queue of the plan, no channel of
+    the device or another chip than the one the queue sits on (`chips.py`)."""
     dram = sorted(q for q, plan in queues.items() if plan.loc == "dram")
-    for queue, channel in pinned.items():
+    for queue in dict.fromkeys([*pinned, *pinned_chips]):
         if queue not in queues or queues[queue].loc != "dram":
             raise BalancerError(f"override_dram_queue_placement({queue!r}): the plan has no DRAM queue of that name; "
                                 f"its DRAM queues: {', '.join(dram[:12])}{' ...' if len(dram) > 12 else ''}")
+        chip = pinned_chips.get(queue, queues[queue].chip)
+        if chip != queues[queue].chip:
+            raise BalancerError(f"override_dram_queue_placement({queue!r}, chip_id={chip}): the queue sits on chip "
+                                f"{queues[queue].chip}, the chip of its writer (or of its readers when the host "
+                                f"writes it); legal chip_id: {queues[queue].chip} or None")
+    for queue, channel in pinned.items():
         if not 0 <= channel < device.dram_channels:
             raise BalancerError(f"override_dram_queue_placement({queue!r}, channel={channel}): {device.name} has "
                                 f"DRAM channels 0-{device.dram_channels - 1}")
+
+
+def _check_host_outputs(queues: dict[str, QueuePlan], device: DeviceSpec) -> None:
+    """BalancerError for a queue in host memory written by an op on a chip without the PCIe link (the backend
+    writes host queues from that chip only)."""
+    for q in queues.values():
+        if q.loc == "host" and q.writer != "HOST" and q.chip != device.mmio_chip:
+            raise BalancerError(f"op {q.writer!r} writes model output {q.name!r} to the host from chip {q.chip}; "
+                                f"only chip {device.mmio_chip} (the PCIe chip) writes to the host: move the chip "
+                                f"break before {q.writer!r}, or set output_queues_on_host=False")

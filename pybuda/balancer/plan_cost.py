@@ -9,17 +9,24 @@ it, one epoch-to-epoch queue in DRAM. A DRAM queue's buffers (`queues.py`: one p
 up to one per channel for a queue the host writes, one per grid row for sparse operands) sit in the channels the
 DRAM placement gives them (`dram.place_dram`, for a plan's final cost) or, while plans are compared, in the
 channels `dram.assumed_channels` gives. The program runs every epoch once per loop in order.
+
+On a multi-chip device each op runs on its chip (`chips.py`) and each queue sits in the DRAM of its chip: a read
+of another chip's queue, or of a host queue from a chip without the PCIe link, crosses the chip-to-chip ethernet.
+Consecutive epochs on different chips run as one temporal epoch (`pybuda.arch.perf.temporal_epochs`), costed as
+one epoch of all their ops, the later epochs reading the earlier ones' queues as they are written.
 """
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 from ..arch.operands import input_buffer_inputs, output_buffer_inputs, output_granules, tiles_read_per_core
-from ..arch.perf import EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles
+from ..arch.perf import EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles, temporal_epochs
 from ..arch.streaming import replay_factor
 from ..device import DeviceSpec
 from ..ir import Graph, epoch_types
+from .chips import home_chip
 from .dram import DramPlacement, assumed_channels
 from .op_model import (NetlistInput, OpModel, buda_op_type, e2e_queue, geometry, netlist_inputs,
                        op_attributes, operand_inputs, operand_port)
@@ -43,10 +50,12 @@ class IoLinks:
 
 @dataclasses.dataclass(frozen=True)
 class PlanCost:
-    """A plan's estimated cycles for one run of the program (every epoch once) and each epoch's timing."""
+    """A plan's estimated cycles for one run of the program (every epoch once), each temporal epoch's timing and
+    the epochs each runs (one each on a single chip)."""
 
     cycles: int
     epochs: tuple[EpochTiming, ...]
+    temporal: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,9 +92,11 @@ class PlanCoster:
     depend on the plan around an op is computed once per (op, model)."""
 
     def __init__(self, graph: Graph, device: DeviceSpec, links: IoLinks, microbatch: int,
-                 queued: frozenset = frozenset()):
+                 queued: frozenset = frozenset(), chips: dict[str, int] | None = None):
         self.graph, self.device, self.links, self.microbatch = graph, device, links, microbatch
         self.queued = queued   # (producer, consumer, operand port): edges through a DRAM queue (`insert_queues`)
+        self.chips = chips or {}   # op -> chip (`chips.chip_assignment`); none: every op on the PCIe chip
+        self._homes: dict[str, int] = {}
         self._queued_producers = {p for p, _, _ in queued}
         self._types = epoch_types(graph)   # optimizer epochs run one input per step
         self._contexts: dict[tuple, OpContext] = {}
@@ -130,17 +141,19 @@ class PlanCoster:
 
     def op_load(self, name: str, model: OpModel, epoch_of: dict[str, int], prologue: dict[str, bool],
                 later_users: bool, exact: bool = True, models: dict[str, OpModel] | None = None,
-                spread: bool = False, dram: DramPlacement | None = None) -> OpLoad:
+                spread: bool = False, dram: DramPlacement | None = None,
+                temporal: dict[int, int] | None = None) -> OpLoad:
         """What op `name` asks of the hardware per input under `model` in its epoch. `epoch_of` places its
         producers (ops missing from it count as in the same epoch; `models` must hold those in earlier epochs,
         unless `spread`), `later_users`: an op of a later epoch reads it. DRAM queues' buffers sit where `dram`
         places them, else in their assumed channels, or (`spread`) each queue's buffers in as many channels as
         they can be, no two queues sharing one (the least channel contention any placement can give; an
-        earlier epoch's output counted in every channel)."""
+        earlier epoch's output counted in every channel). `temporal`: each epoch's temporal epoch (epochs on other
+        chips that run with the op's: their outputs it reads as they are written)."""
         facts = self._op_facts(name, model, exact)
         epoch = epoch_of.get(name)
-        context = tuple(self._op_context(name, k, i.src, epoch_of.get(i.src, epoch) == epoch) if i.kind == "op"
-                        else prologue.get(i.src, False) for k, i in enumerate(facts.inputs))
+        context = tuple(self._op_context(name, k, i.src, epoch_of.get(i.src, epoch), epoch, temporal)
+                        if i.kind == "op" else prologue.get(i.src, False) for k, i in enumerate(facts.inputs))
         producer_cells = tuple(0 if spread or i.kind != "op" or local is True or not models else models[i.src].cores
                                for i, local in zip(facts.inputs, context))
         key = (name, model, context, producer_cells, later_users, exact, spread)
@@ -149,8 +162,9 @@ class PlanCoster:
             return load
 
         spread_queues: list[str] = []
+        chip = self.chips.get(name, self.device.mmio_chip)
 
-        def on_dram(nbytes: float, queue: str, buffers: int, once: bool = False) -> Transfer:
+        def on_dram(nbytes: float, queue: str, buffers: int, home: int, once: bool = False) -> Transfer:
             if spread:          # channels of its own (no other queue's): its buffers in as many as they can be
                 spread_queues.append(queue)
                 base = len(spread_queues) * self.device.dram_channels
@@ -158,14 +172,16 @@ class PlanCoster:
             elif dram is not None:
                 channels = dram.channels(queue)
             else:
-                channels = assumed_channels(queue, buffers, self.device.dram_channels)
-            return Transfer(nbytes, "dram", once=once, channels=channels)
+                channels = tuple(self.device.system_channel(home, ch)
+                                 for ch in assumed_channels(queue, buffers, self.device.dram_channels))
+            return Transfer(nbytes, "dram", once=once, channels=channels, remote=home != chip)
 
         reads, preds, in_buffers = [], [], []
         for inp, nbytes, local, cells, buffer in zip(facts.inputs, facts.read_bytes, context, producer_cells,
                                                      facts.in_buffers):
             if inp.kind == "op" and local == QUEUED:   # the same epoch, through a DRAM queue of microbatch entries
-                reads.append(on_dram(nbytes, e2e_queue(inp.src), cells or self.device.dram_channels))
+                reads.append(on_dram(nbytes, e2e_queue(inp.src), cells or self.device.dram_channels,
+                                     self.chips.get(inp.src, chip)))
                 preds.append(inp.src)
                 in_buffers.append(float(self.microbatch))
             elif inp.kind == "op" and local:
@@ -173,31 +189,47 @@ class PlanCoster:
                 preds.append(inp.src)
                 in_buffers.append(buffer)
             elif inp.kind == "op":
-                reads.append(on_dram(nbytes, e2e_queue(inp.src), cells or self.device.dram_channels))
+                reads.append(on_dram(nbytes, e2e_queue(inp.src), cells or self.device.dram_channels,
+                                     self.chips.get(inp.src, chip)))
             elif inp.kind == "input" and self.links.inputs == "pcie":
                 t, rt, ct = inp.src_tiles
-                reads.append(Transfer(nbytes, "pcie", source=inp.src, source_bytes=t * rt * ct * inp.df.tile_bytes))
+                reads.append(Transfer(nbytes, "pcie", source=inp.src, source_bytes=t * rt * ct * inp.df.tile_bytes,
+                                      remote=chip != self.device.mmio_chip))
             elif inp.kind == "sparse":
-                reads.append(on_dram(nbytes, inp.src, model.grid[0], once=local))
+                reads.append(on_dram(nbytes, inp.src, model.grid[0], chip, once=local))
             else:
                 buffers = host_queue_grid(self.graph.node(inp.src).shape, self.device)
-                reads.append(on_dram(nbytes, inp.src, buffers[0] * buffers[1], once=local))
-        writes = [Transfer(facts.out_bytes, "pcie") if self.links.outputs == "pcie" and out in self.graph.output_names
-                  else on_dram(facts.out_bytes, out, model.cores) for out in facts.outputs]
+                reads.append(on_dram(nbytes, inp.src, buffers[0] * buffers[1], self._home(inp.src), once=local))
+        writes = [Transfer(facts.out_bytes, "pcie", remote=chip != self.device.mmio_chip)
+                  if self.links.outputs == "pcie" and out in self.graph.output_names
+                  else on_dram(facts.out_bytes, out, model.cores, chip) for out in facts.outputs]
         if later_users:
-            writes.append(on_dram(facts.out_bytes, e2e_queue(name), model.cores))
+            writes.append(on_dram(facts.out_bytes, e2e_queue(name), model.cores, chip))
         load = OpLoad(name, facts.cores, facts.kernel_cycles, tuple(reads), tuple(writes), tuple(preds),
                       out_buffer=facts.out_buffer, in_buffers=tuple(in_buffers), granules=facts.granules)
         if dram is None:
             self._loads[key] = load
         return load
 
-    def _op_context(self, name: str, index: int, src: str, same_epoch: bool) -> bool | str:
+    def _op_context(self, name: str, index: int, src: str, src_epoch: int | None, epoch: int | None,
+                    temporal: dict[int, int] | None) -> bool | str:
         """How op `name` reads op `src` at netlist input `index`: from the producer's cores (True), through a DRAM
-        queue in the same epoch (QUEUED, `insert_queues`) or from an earlier epoch's queue (False)."""
-        if same_epoch and (src, name, operand_port(self.graph, name, index)) in self.queued:
+        queue in the same epoch (QUEUED, `insert_queues`) or in the same temporal epoch (QUEUED: an epoch on
+        another chip that runs with its own), or from an earlier epoch's queue (False)."""
+        if src_epoch == epoch:
+            return QUEUED if (src, name, operand_port(self.graph, name, index)) in self.queued else True
+        if temporal and temporal.get(src_epoch, src_epoch) == temporal.get(epoch, epoch):
             return QUEUED
-        return same_epoch
+        return False
+
+    def _home(self, queue: str) -> int:
+        """The chip of a host-written queue (`chips.home_chip` of its readers)."""
+        home = self._homes.get(queue)
+        if home is None:
+            readers = (self.chips.get(u, self.device.mmio_chip) for u, _ in self.graph.users(queue)
+                       if self.graph.node(u).kind == "op")
+            home = self._homes[queue] = home_chip(readers, self.device)
+        return home
 
     def writes_queue(self, name: str, epoch_of: dict[str, int]) -> bool:
         """Whether op `name` writes an epoch-to-epoch queue: an op of a later epoch reads it, or a consumer reads
@@ -247,14 +279,20 @@ class PlanCoster:
         by_epoch: dict[int, list[str]] = {}
         for name in schedule:
             by_epoch.setdefault(epoch_of[name], []).append(name)
+        groups = []     # temporal epochs, within each program (epoch type)
+        for _, run in itertools.groupby(sorted(by_epoch), key=lambda e: self._types[by_epoch[e][0]]):
+            run = list(run)
+            groups += [tuple(run[k] for k in group) for group in temporal_epochs(
+                self.device.arch, [frozenset({self.chips.get(by_epoch[e][0], 0)}) for e in run])]
+        temporal = {e: k for k, group in enumerate(groups) for e in group} if len(groups) < len(by_epoch) else None
         epochs, spent = [], 0.0
-        for e in sorted(by_epoch):
+        for group in groups:
             epochs.append(self._epoch(tuple(
                 self.op_load(name, models[name], epoch_of, prologue, self.writes_queue(name, epoch_of),
-                             models=models, dram=dram) for name in by_epoch[e])))
+                             models=models, dram=dram, temporal=temporal) for e in group for name in by_epoch[e])))
             spent += epochs[-1].epoch_cycles
             if spent > limit:
                 return None
         programs = len({self._types[by_epoch[e][0]] for e in by_epoch})   # training: run_fwd, run_bwd, run_opt
         cycles = program_cycles(self.device, ((e.epoch_cycles, 1) for e in epochs), max(0, len(epochs) - programs))
-        return PlanCost(cycles, tuple(epochs))
+        return PlanCost(cycles, tuple(epochs), tuple(groups))

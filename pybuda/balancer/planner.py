@@ -37,7 +37,7 @@ from .greedy import greedy_plan
 from .plan import Bounds, Constraints, Placement, finish, prologue_choice
 from .placer import PlacedOp, fit_beside, pack_epoch
 from .plan_cost import PlanCoster
-from .segments import SegmentTable
+from .segments import SegmentTable, Split
 from .streaming import edge_problem
 
 IMPROVE = 1.02     # an epoch whose packed plan could gain more than 2 % towards its pipeline bound goes to the solver
@@ -51,19 +51,21 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
     """The CP-SAT policy's plan (module docstring), with its bounds."""
     table = SegmentTable(schedule, candidates, coster, device, microbatch, constraints.breaks, constraints.overridden)
     solver = _EpochSolver(graph, device, table, candidates, constraints)
-    models, placed, split_bound, epoch = {}, {}, 0.0, 0
+    models, placed, split_bound, epoch = {}, {}, {}, 0
     with ThreadPoolExecutor(max_workers=1) as background:
         # the greedy plan and the split's own bound are computed while CP-SAT searches (it releases the GIL); both
         # are deterministic, and what they share with this thread are caches of pure functions
         greedy = background.submit(greedy_plan, graph, device, schedule, candidates, coster, constraints)
-        segments_bound = background.submit(lambda: table.split(bound=True).cycles)
+        segments_bound = background.submit(table.split, bound=True)
         for segment in table.split(bound=False).segments:
             for first, last, solution in solver.solve(segment.first, segment.last, segment.choice):
                 for offset, name in enumerate(schedule[first:last + 1]):
                     models[name] = candidates[name][solution.choice[offset]].model
                     placed[name] = PlacedOp(epoch, solution.locations[offset], solution.transposed[offset])
-                switch = epoch and first not in table.program_start
-                split_bound += table.inputs[first] * solution.bound + (device.epoch_switch_cycles if switch else 0)
+                chip = constraints.chips.get(schedule[first], 0)
+                switch = chip in split_bound and first not in table.program_start
+                split_bound[chip] = split_bound.get(chip, 0.0) + table.inputs[first] * solution.bound + (
+                    device.epoch_switch_cycles if switch else 0)
                 epoch += 1
         plan = _spread_contended_queues(graph, coster, schedule, candidates, models, placed, constraints,
                                         finish(graph, coster, schedule, models, placed, "CP-SAT", constraints))
@@ -71,7 +73,8 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
         other = _spread_contended_queues(graph, coster, schedule, candidates, other.models, other.placed,
                                          constraints, other)
         best = plan if plan.estimated_cycles <= other.estimated_cycles else other
-        best.bounds = bounds(table, candidates, schedule, device, microbatch, split_bound, segments_bound.result())
+        best.bounds = bounds(table, candidates, schedule, constraints.chips, max(split_bound.values()),
+                             segments_bound.result())
     return best
 
 
@@ -110,7 +113,7 @@ def _widened_writers(graph: Graph, device: DeviceSpec, candidates: dict[str, lis
             epoch = placed[src].epoch
             taken = [(*p.loc, *(models[n].grid[::-1] if p.transpose else models[n].grid))
                      for n, p in placed.items() if p.epoch == epoch and n != src]
-            pipeline = plan.epoch_timings[epoch].pipeline_cycles
+            pipeline = plan.timing_of(epoch).pipeline_cycles
             wider = sorted((c for c in candidates[src] if c.model.t_stream == models[src].t_stream
                             and c.cores > models[src].cores and c.standalone <= pipeline),
                            key=lambda c: (-c.cores, c.standalone, c.model.grid))
@@ -127,22 +130,32 @@ def greedy_bounds(schedule: list[str], candidates: dict[str, list[Candidate]], c
     """The lower bounds of `bounds` for a plan another policy made (no solver bound)."""
     table = SegmentTable(schedule, candidates, coster, coster.device, microbatch, constraints.breaks,
                          constraints.overridden)
-    return bounds(table, candidates, schedule, coster.device, microbatch, None, table.split(bound=True).cycles)
+    return bounds(table, candidates, schedule, constraints.chips, None, table.split(bound=True))
 
 
-def bounds(table: SegmentTable, candidates: dict[str, list[Candidate]], schedule: list[str], device: DeviceSpec,
-           microbatch: int, split: float | None, segments: float) -> Bounds:
+def bounds(table: SegmentTable, candidates: dict[str, list[Candidate]], schedule: list[str], chips: dict[str, int],
+           split: float | None, segments: Split) -> Bounds:
     """The lower bounds of `plan.Bounds` (pybuda-balancer.md §8.6), times each op's inputs (the microbatch; one for
     a training graph's optimizer ops): every op at its most favourable context (the least of its context costs over
-    every epoch start and end); `segments`: the cheapest split's bound (`SegmentTable.split(bound=True)`)."""
-    work, slowest = 0.0, 0.0
+    every epoch start and end); `segments`: the cheapest split's bound (`SegmentTable.split(bound=True)`). On a
+    multi-chip plan (`chips`) each chip runs its own ops' work and epochs one after the other, while the chips
+    may run at once: the work and split bounds are the largest of each chip's."""
+    work: dict[int, float] = {}
+    slowest = 0.0
     n = len(schedule)
     for i, name in enumerate(schedule):
         cycles = [min(c) for c in zip(*(table.context_cycles(i, start, out) for start in (-1, n) for out in (False, True)))]
         cores = [c.cores for c in candidates[name]]
-        work += table.inputs[i] * min(a * c for a, c in zip(cores, cycles))
+        chip = chips.get(name, 0)
+        work[chip] = work.get(chip, 0.0) + table.inputs[i] * min(a * c for a, c in zip(cores, cycles))
         slowest = max(slowest, table.inputs[i] * min(cycles))
-    return Bounds(work=work / device.cores, op=slowest, segments=segments, solver=split)
+    by_chip: dict[int, float] = {}
+    for segment in segments.segments:
+        chip = chips.get(schedule[segment.first], 0)
+        switch = chip in by_chip and segment.first not in table.program_start
+        by_chip[chip] = by_chip.get(chip, 0.0) + segment.cycles + (table.device.epoch_switch_cycles if switch else 0)
+    return Bounds(work=max(work.values()) / table.device.cores, op=slowest, segments=max(by_chip.values()),
+                  solver=split)
 
 
 def _pipeline(cycles: list[list[float]], dram: list[list[float]], choice) -> float:

@@ -28,10 +28,10 @@ def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int)
         raise BalancerError(f"balancer_policy {config.balancer_policy!r} is not implemented by this compiler; "
                             f"legal: {', '.join(POLICIES)}")
     schedule = op_schedule(graph, config.scheduler_constraints)
-    constraints = Constraints.from_config(config, schedule)
+    constraints = Constraints.from_config(config, schedule, device)
     constraints = dataclasses.replace(constraints, breaks=constraints.breaks | epoch_type_breaks(graph, schedule))
     coster = PlanCoster(graph, device, IoLinks.from_config(config), microbatch,
-                        queued_edges(graph, config.insert_queues))
+                        queued_edges(graph, config.insert_queues), constraints.chips)
     table = CandidateTable(graph, device, config, coster, constraints.grids)
     candidates = {name: table(name) for name in schedule}
     if policy == "CP-SAT":

@@ -25,6 +25,7 @@ from ..dataformat import DataFormat
 from ..device import DeviceSpec
 from ..ir import Graph, epoch_types, loopback_writers
 from ..netlist.sizes import QUEUE_HEADER_BYTES
+from .chips import home_chip
 from .op_model import (SPARSE_QUEUES, OpModel, best_ublock, divisors, e2e_queue, sparse_queue_operands,
                        sparse_tiles_df, tiles_of)
 
@@ -38,7 +39,8 @@ GROUPS = {"input": "input", "parameter": "parameter", "constant": "constant", "s
 class QueuePlan:
     """One queue of the plan: its kind (input, parameter, constant, sparse, output, e2e), writer ("HOST" or an
     op) and the writer's epoch (-1 for the host), type, entries, blocking, format, location (dram / host),
-    lifetime (first and last epoch; None: static) and the ops that read it."""
+    lifetime (first and last epoch; None: static), the ops that read it and the chip whose DRAM holds it
+    (`chips.py`)."""
 
     name: str
     kind: str
@@ -54,6 +56,7 @@ class QueuePlan:
     lifetime: tuple | None = None
     readers: tuple = ()
     writer_epoch: int = -1
+    chip: int = 0
 
     @property
     def buffers(self) -> int:
@@ -92,10 +95,22 @@ def _blocking_on(shape: tuple, grid: tuple) -> tuple:
 
 def plan_queues(graph: Graph, models: dict[str, OpModel], epoch_of: dict[str, int], device: DeviceSpec,
                 microbatch: int, inputs_on_host: bool, outputs_on_host: bool,
-                queued: frozenset = frozenset()) -> dict[str, QueuePlan]:
+                queued: frozenset = frozenset(), chips: dict[str, int] | None = None) -> dict[str, QueuePlan]:
     """Every queue of the plan by name, in the netlist's order (inputs, parameters and constants, sparse
     operands, outputs, epoch-to-epoch queues: read by later epochs or, `queued` (producer, consumer, port), by a
-    consumer of the same epoch)."""
+    consumer of the same epoch); `chips`: each op's chip (all on the PCIe chip when None)."""
+    queues = _plan_queues(graph, models, epoch_of, device, microbatch, inputs_on_host, outputs_on_host, queued)
+    if not chips:
+        return queues
+
+    def chip(q: QueuePlan) -> int:
+        return chips[q.writer] if q.writer in chips else home_chip((chips[r] for r in q.readers), device)
+    return {name: dataclasses.replace(q, chip=chip(q)) for name, q in queues.items()}
+
+
+def _plan_queues(graph: Graph, models: dict[str, OpModel], epoch_of: dict[str, int], device: DeviceSpec,
+                 microbatch: int, inputs_on_host: bool, outputs_on_host: bool,
+                 queued: frozenset) -> dict[str, QueuePlan]:
     readers: dict[str, set] = {}
     for name in models:
         for o in graph.operands(name):

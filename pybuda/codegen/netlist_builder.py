@@ -50,7 +50,7 @@ def _queue(plan: QueuePlan, placement: Placement, host: list[int]) -> Queue:
     else:
         buffers = list(placement.dram.buffers[plan.name])
     return Queue(name=plan.name, input=plan.writer, type=plan.type, entries=plan.entries, ublock_order="r",
-                 df=plan.df, target_device=0, loc=plan.loc, dram=buffers if plan.loc == "dram" else None,
+                 df=plan.df, target_device=plan.chip, loc=plan.loc, dram=buffers if plan.loc == "dram" else None,
                  host=buffers if plan.loc == "host" else None, **plan.blocking)
 
 
@@ -75,7 +75,8 @@ def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, confi
         if graph is None:
             # the optimizer runs once per step, not once per sample
             count = 1 if types[name] == "optimizer" else microbatch
-            graph = graphs[gname] = NetlistGraph(name=gname, target_device=0, input_count=count)
+            graph = graphs[gname] = NetlistGraph(name=gname, target_device=placement.chips.get(name, 0),
+                                                 input_count=count)
         op = _op_entry(bgraph, name, placement, e2e, epoch_of, reads.setdefault(placed.epoch, []), gname)
         if op.type == "fused_op":
             op.attributes = dataclasses.replace(op.attributes or Attributes(), fused_op_id=fused.id_of(name))

@@ -33,6 +33,9 @@ class DeviceSpec:
     noc_worker_x: tuple = ()    # NoC x of each logical worker column
     noc_worker_y: tuple = ()    # NoC y of each logical worker row (harvested rows removed)
     noc_dram: tuple = ()        # NoC (x, y) of each DRAM channel
+    ethernet_bw_bytes_per_cycle: float = 0.0   # one chip-to-chip ethernet link
+    chip_links: int = 0         # ethernet links between the chips of a multi-chip device
+    mmio_chip: int = 0          # the chip the host reaches over PCIe (the others through it)
 
     def noc_hops(self, core: tuple, channel: int) -> int:
         """NoC hops between logical worker core (row, col) and DRAM channel `channel`: the shorter of the two
@@ -46,6 +49,15 @@ class DeviceSpec:
     @property
     def cores(self) -> int:
         return self.grid_rows * self.grid_cols
+
+    @property
+    def chip_link_bw_bytes_per_cycle(self) -> float:
+        """Bytes per cycle between the chips over all their ethernet links (0 on a single chip)."""
+        return self.chip_links * self.ethernet_bw_bytes_per_cycle
+
+    def system_channel(self, chip: int, channel: int) -> int:
+        """One id per DRAM channel of the whole device: `channel` of chip `chip` (chip 0's ids are its channels)."""
+        return chip * self.dram_channels + channel
 
     def harvested(self, mask: int) -> "DeviceSpec":
         """This device with the worker rows of `mask` harvested (bit r: NoC row r, see
@@ -80,7 +92,7 @@ def get_device(name: str) -> DeviceSpec:
     arch = {k: tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
             for k, v in arch.items()}
     return DeviceSpec(name=name, arch=dev["arch"], grid_rows=dev["grid"][0], grid_cols=dev["grid"][1],
-                      chips=dev["chips"], clock_hz=float(dev["clock_hz"]), **arch)
+                      chips=dev["chips"], clock_hz=float(dev["clock_hz"]), chip_links=dev.get("chip_links", 0), **arch)
 
 
 def arch_spec(arch: str) -> DeviceSpec:

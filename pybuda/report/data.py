@@ -124,8 +124,7 @@ def _op_view(op: Any, perf: OpPerf) -> OpView:
 
 
 def _epoch_view(netlist: Netlist, epoch: EpochPerf, switch: float) -> EpochView:
-    graph = netlist.graphs[epoch.graph]
-    ops = tuple(_op_view(graph.ops[o.name], o) for o in epoch.ops if o.name in graph.ops)
+    ops = tuple(_op_view(netlist.graphs[o.graph].ops[o.name], o) for o in epoch.ops)
     pipeline = epoch.pipeline_cycles * max(epoch.input_count - 1, 0)
     return EpochView(epoch.index, epoch.graph, epoch.input_count, epoch.cores, switch, epoch.fill_cycles, pipeline,
                      epoch.prologue_cycles, epoch.epilogue_cycles, epoch.epoch_cycles + switch, epoch.slowest_op,
