@@ -73,7 +73,7 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
         other = _spread_contended_queues(graph, coster, schedule, candidates, other.models, other.placed,
                                          constraints, other)
         best = plan if plan.estimated_cycles <= other.estimated_cycles else other
-        best.bounds = bounds(table, candidates, schedule, constraints.chips, max(split_bound.values()),
+        best.bounds = bounds(table, candidates, schedule, constraints.chips, max(split_bound.values(), default=0.0),
                              segments_bound.result())
     return best
 
@@ -154,7 +154,8 @@ def bounds(table: SegmentTable, candidates: dict[str, list[Candidate]], schedule
         chip = chips.get(schedule[segment.first], 0)
         switch = chip in by_chip and segment.first not in table.program_start
         by_chip[chip] = by_chip.get(chip, 0.0) + segment.cycles + (table.device.epoch_switch_cycles if switch else 0)
-    return Bounds(work=max(work.values()) / table.device.cores, op=slowest, segments=max(by_chip.values()),
+    return Bounds(work=max(work.values(), default=0.0) / table.device.cores, op=slowest,
+                  segments=max(by_chip.values(), default=0.0),
                   solver=split)
 
 
