@@ -97,4 +97,4 @@ def test_remote_transfers_share_the_chip_links():
     by_name = {o.name: o for o in timing.ops}
     assert by_name["b"].terms["ethernet"] == pytest.approx(4 * 1000 / (2 * 12.5))   # two links of 12.5 B/cycle
     assert "ethernet" not in by_name["a"].terms
-    assert epoch_timing(get_device("e150"), [remote], 1).ops[0].terms["ethernet"] == 0.0  # no chip links modelled
+    assert "ethernet" not in epoch_timing(get_device("e150"), [remote], 1).ops[0].terms   # no chip links modelled

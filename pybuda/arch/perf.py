@@ -209,14 +209,14 @@ def op_timing(load: OpLoad, links: EpochLinks) -> OpTiming:
                 once_bytes[direction] += int(t.bytes)
                 once_cycles[direction] += cycles
                 once_channel[direction] = max([once_channel[direction], *(links.once_channels[c] for c in t.channels)])
-                if t.remote:
+                if t.remote:    # 0 without chip links
                     once_channel[direction] = max(once_channel[direction], links.once_ethernet)
                 if host:
                     host_prologue = host_reads["prologue_pcie_in"]
                 continue
             term = f"{'noc' if host else t.link}_{direction}"
             terms[term] = max(terms.get(term, 0.0), cycles)
-            if t.remote:
+            if t.remote and links.ethernet:
                 terms["ethernet"] = links.ethernet
             if host:
                 terms["pcie_in"] = host_reads["pcie_in"]

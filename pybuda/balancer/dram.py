@@ -52,17 +52,17 @@ class DramFullError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class DramPlacement:
     """(channel, address) of every buffer of every DRAM queue (channels of the queue's chip), which queues are
-    allocated dynamically, and each queue's chip with the device's channels per chip (none: all on chip 0)."""
+    allocated dynamically, and the chip of each queue not on chip 0 with the device it is on."""
 
     buffers: dict
     dynamic: frozenset
     chips: dict = dataclasses.field(default_factory=dict)
-    channels_per_chip: int = 0
+    device: DeviceSpec | None = None
 
     def channels(self, queue: str) -> tuple:
         """The `DeviceSpec.system_channel` ids of the queue's buffers."""
-        base = self.chips.get(queue, 0) * self.channels_per_chip
-        return tuple(base + ch for ch, _ in self.buffers[queue])
+        chip = self.chips.get(queue, 0)
+        return tuple(self.device.system_channel(chip, ch) if chip else ch for ch, _ in self.buffers[queue])
 
 
 def place_dram(queues: dict[str, QueuePlan], device: DeviceSpec, policy: str, manual: dict[str, int],
@@ -83,7 +83,7 @@ def place_dram(queues: dict[str, QueuePlan], device: DeviceSpec, policy: str, ma
             placed.append(spaces[q.chip].allocate(q, preferred))
         buffers[q.name] = tuple(placed)
     return DramPlacement(buffers, frozenset(q.name for q in dram if q.lifetime is not None),
-                         {q.name: q.chip for q in dram if q.chip}, device.dram_channels)
+                         {q.name: q.chip for q in dram if q.chip}, device)
 
 
 def _check_capacity(dram: list[QueuePlan], device: DeviceSpec, chip: int | None) -> None:

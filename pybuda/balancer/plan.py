@@ -54,7 +54,7 @@ class Placement:
     policy: str = ""
     queued_edges: frozenset = frozenset()   # (producer, consumer, port) read through a DRAM queue (insert_queues)
     temporal: tuple = ()
-    chips: dict = dataclasses.field(default_factory=dict)    # op -> chip on a multi-chip plan (`chips.py`)
+    chips: dict = dataclasses.field(default_factory=dict)    # op -> chip (`chips.py`; 0 on a one-chip device)
 
     def timing_of(self, epoch: int) -> EpochTiming:
         """The timing of the temporal epoch that runs `epoch`."""
