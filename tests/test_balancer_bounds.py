@@ -197,15 +197,10 @@ class _Captured(Exception):
     pass
 
 
-def test_segment_bound_counts_chains_at_their_fewest_compatible_cores(monkeypatch, tmp_path):
-    """The segment bound's chain of a producer and its consumer (`SegmentTable._chained`) is, per grid value and
-    consumer streaming, the fewest cores of the two over every pair of candidates the consumer can read in the
-    epoch (brute force with `edge_problem`); and somewhere that is more than their fewest cores apart, so the
-    streaming constraint is exercised."""
-    import numpy as np
-
+def chain_net_table(monkeypatch, tmp_path) -> tuple:
+    """(schedule, candidates, coster, SegmentTable) of a matmul, GELU, bias, matmul, ReLU net on e150 whose
+    streamed matmuls their consumers cannot always read."""
     from pybuda.balancer.segments import SegmentTable
-    from pybuda.balancer.streaming import edge_problem
 
     spec = {"device": "e150", "microbatch": 2, "seq": 384, "width": 1024, "break_at": None,
             "blocks": [("matmul", 1024), ("gelu",), ("bias",), ("matmul", 1024), ("relu",)]}
@@ -213,6 +208,19 @@ def test_segment_bound_counts_chains_at_their_fewest_compatible_cores(monkeypatc
     got = balancer_inputs(RandomNet(spec), x, "e150", monkeypatch, tmp_path)
     schedule, candidates, coster = got["schedule"], got["candidates"], got["coster"]
     table = SegmentTable(schedule, candidates, coster, coster.device, got["microbatch"])
+    return schedule, candidates, coster, table
+
+
+def test_segment_bound_counts_chains_at_their_fewest_compatible_cores(monkeypatch, tmp_path):
+    """The segment bound's chain of a producer and its consumer (`SegmentTable._chained`) is, per grid value and
+    consumer streaming, the fewest cores of the two over every pair of candidates the consumer can read in the
+    epoch (brute force with `edge_problem`); and somewhere that is more than their fewest cores apart, so the
+    streaming constraint is exercised."""
+    import numpy as np
+
+    from pybuda.balancer.streaming import edge_problem
+
+    schedule, candidates, coster, table = chain_net_table(monkeypatch, tmp_path)
     position = {n: i for i, n in enumerate(schedule)}
     constrained = 0
     for c, name in enumerate(schedule):
@@ -237,6 +245,28 @@ def test_segment_bound_counts_chains_at_their_fewest_compatible_cores(monkeypatc
             apart = table._op_bins(p, start, None).cores + table._op_bins(c, start, None).cores
             constrained += int(np.any(np.minimum(chained.min(axis=1), 1e9) > np.minimum(apart, 1e9)))
     assert constrained > 0
+
+
+def test_plan_split_along_chains_chooses_streamings_each_consumer_can_read(monkeypatch, tmp_path):
+    """The plan's split with chains (`SegmentTable.split(bound=False)`) reads its choice back along the chains:
+    every op of a segment can read its producers in the segment, and the segment fits the grid; each op at its
+    own fewest cores (`chains=False`) is not so on this net (a streamed matmul its consumer cannot read)."""
+    from pybuda.balancer.streaming import edge_problem
+
+    schedule, candidates, coster, table = chain_net_table(monkeypatch, tmp_path)
+
+    def unreadable(chains: bool) -> list[tuple[str, str]]:
+        edges = []
+        for segment in table.split(bound=False, chains=chains).segments:
+            names = schedule[segment.first:segment.last + 1]
+            models = {n: candidates[n][k].model for n, k in zip(names, segment.choice)}
+            assert sum(m.cores for m in models.values()) <= coster.device.cores
+            edges += [(o.src, n) for n in names for k, o in enumerate(coster.graph.operands(n)) if o.src in models
+                      and edge_problem(coster.graph, n, k, models[o.src].t_stream, models[n].t_stream)]
+        return edges
+
+    assert unreadable(chains=True) == []
+    assert unreadable(chains=False)
 
 
 def test_writers_of_contended_queues_are_widened(tmp_path, monkeypatch):

@@ -1,8 +1,10 @@
 """The CP-SAT policy (the default `balancer_policy`): epochs from the segment split, each epoch's candidates and
 core locations, the result checked against the greedy plan, lower bounds computed from the same candidates.
 
-1. The schedule's cheapest split into contiguous epochs (`segments.SegmentTable.split`), each op at its
-   fewest-core candidate within its epoch's pipeline cycles.
+1. The schedule's cheapest split into contiguous epochs (`segments.SegmentTable.split`), twice (`SPLITS`): the
+   ops' cores counted along chains of producer and consumer at streamings each can read (the choice read back
+   along the chains), and each op at its own fewest-core candidate within its epoch's pipeline cycles. Each
+   split is planned (steps 2 and 3) and the cheaper plan kept.
 2. Each epoch: the split's candidates made compatible along the epoch's edges (in schedule order, an op whose
    candidate cannot read its producers' chosen streamings in the epoch takes the fewest-core one that can; where
    none can, its streamed producers move to unstreamed candidates, and failing that the epoch ends before that
@@ -14,10 +16,10 @@ core locations, the result checked against the greedy plan, lower bounds compute
    starts and transposes) warm-started with that plan. An epoch that packs more than SPLIT times slower than
    the split counted on is also planned as two halves, kept when cheaper. Epochs whose ops, contexts and
    overrides are alike (a transformer's layers) are solved once.
-3. The plan gets its queues, their DRAM placement and its exact cost (`plan.finish`); the writers of the DRAM
+3. Each plan gets its queues, their DRAM placement and its exact cost (`plan.finish`); the writers of the DRAM
    queues its channel-bound epochs wait on are widened where that lowers the exact cost
    (`_spread_contended_queues`). So does the greedy policy's plan (`greedy.py`, computed in a second thread
-   meanwhile, then widened the same way), and the cheaper one is kept: the default policy is never worse than
+   meanwhile, then widened the same way), and the cheapest one is kept: the default policy is never worse than
    the greedy.
 4. Lower bounds (`plan.Bounds`): the work over all cores and the slowest op at their best, the cheapest split's
    own bound (`SegmentTable.split(bound=True)`) and, for this split, the epochs' pipeline bounds (the solver's
@@ -44,6 +46,7 @@ IMPROVE = 1.02     # an epoch whose packed plan could gain more than 2 % towards
 STALL = 1.5        # an op a fork-join stall makes this much slower than the epoch's unstalled pipeline starts a new one
 SPLIT = 1.25       # an epoch that packs this much slower than its split's pipeline is also tried as two halves
 SPREAD_ROUNDS = 4  # rounds of widening the writers of contended DRAM queues (`_spread_contended_queues`)
+SPLITS = (True, False)   # the splits planned: ops' cores along streaming chains, and each op at its own fewest
 
 
 def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates: dict[str, list[Candidate]],
@@ -51,31 +54,44 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
     """The CP-SAT policy's plan (module docstring), with its bounds."""
     table = SegmentTable(schedule, candidates, coster, device, microbatch, constraints.breaks, constraints.overridden)
     solver = _EpochSolver(graph, device, table, candidates, constraints)
-    models, placed, split_bound, epoch = {}, {}, {}, 0
     with ThreadPoolExecutor(max_workers=1) as background:
         # the greedy plan and the split's own bound are computed while CP-SAT searches (it releases the GIL); both
         # are deterministic, and what they share with this thread are caches of pure functions
         greedy = background.submit(greedy_plan, graph, device, schedule, candidates, coster, constraints)
         segments_bound = background.submit(table.split, bound=True)
-        for segment in table.split(bound=False).segments:
-            for first, last, solution in solver.solve(segment.first, segment.last, segment.choice):
-                for offset, name in enumerate(schedule[first:last + 1]):
-                    models[name] = candidates[name][solution.choice[offset]].model
-                    placed[name] = PlacedOp(epoch, solution.locations[offset], solution.transposed[offset])
-                chip = constraints.chips.get(schedule[first], 0)
-                switch = chip in split_bound and first not in table.program_start
-                split_bound[chip] = split_bound.get(chip, 0.0) + table.inputs[first] * solution.bound + (
-                    device.epoch_switch_cycles if switch else 0)
-                epoch += 1
-        plan = _spread_contended_queues(graph, coster, schedule, candidates, models, placed, constraints,
-                                        finish(graph, coster, schedule, models, placed, "CP-SAT", constraints))
+        plans = []
+        for chains in SPLITS:
+            models, placed, split_bound = _split_plan(table, solver, table.split(bound=False, chains=chains),
+                                                      candidates, constraints)
+            plan = finish(graph, coster, schedule, models, placed, "CP-SAT", constraints)
+            plans.append((_spread_contended_queues(graph, coster, schedule, candidates, models, placed, constraints,
+                                                   plan), split_bound))
         other = greedy.result()
         other = _spread_contended_queues(graph, coster, schedule, candidates, other.models, other.placed,
                                          constraints, other)
-        best = plan if plan.estimated_cycles <= other.estimated_cycles else other
-        best.bounds = bounds(table, candidates, schedule, constraints.chips, max(split_bound.values(), default=0.0),
-                             segments_bound.result())
+        best, split_bound = min(plans, key=lambda p: p[0].estimated_cycles)
+        best = best if best.estimated_cycles <= other.estimated_cycles else other
+        best.bounds = bounds(table, candidates, schedule, constraints.chips, split_bound, segments_bound.result())
     return best
+
+
+def _split_plan(table: SegmentTable, solver: "_EpochSolver", split: Split, candidates: dict[str, list[Candidate]],
+                constraints: Constraints) -> tuple[dict, dict, float]:
+    """The models and locations of each epoch of `split` (`_EpochSolver.solve`), and the epochs' solver bounds
+    (each chip's sum, the largest)."""
+    schedule, device = table.schedule, table.device
+    models, placed, split_bound, epoch = {}, {}, {}, 0
+    for segment in split.segments:
+        for first, last, solution in solver.solve(segment.first, segment.last, segment.choice):
+            for offset, name in enumerate(schedule[first:last + 1]):
+                models[name] = candidates[name][solution.choice[offset]].model
+                placed[name] = PlacedOp(epoch, solution.locations[offset], solution.transposed[offset])
+            chip = constraints.chips.get(schedule[first], 0)
+            switch = chip in split_bound and first not in table.program_start
+            split_bound[chip] = split_bound.get(chip, 0.0) + table.inputs[first] * solution.bound + (
+                device.epoch_switch_cycles if switch else 0)
+            epoch += 1
+    return models, placed, max(split_bound.values(), default=0.0)
 
 
 def _spread_contended_queues(graph: Graph, coster: PlanCoster, schedule: list[str],
@@ -210,7 +226,7 @@ class _EpochSolver:
     def _solve(self, first: int, last: int, hint: tuple) -> EpochSolution | int:
         """The epoch's solution, or where to cut it: the offset of the first op that cannot join its producers
         (0: it does not pack; cut in the middle)."""
-        key = self._key(first, last)
+        key = (self._key(first, last), hint)
         if key not in self._solved:
             self._solved[key] = self._plan(first, last, hint)
         return self._solved[key]

@@ -19,7 +19,11 @@ An epoch costs fill + (inputs - 1) x pipeline + prologue (+ an epoch switch betw
   are streaming-compatible: it relaxes geometry, the edges between chains, channel placement and fork-join
   stalls.
 - `split(bound=False)`, the plan: the same terms with each op at its plan candidate, at the grid value that
-  makes the segment cheapest; its choice of candidates is the balancer's starting plan.
+  makes the segment cheapest. With `chains` (the default) the ops' cores are counted along the chains too, each
+  op among its candidates that move no more DRAM bytes than its fewest-core one within the grid value (whose
+  bytes the split counts), and the choice of candidates is read back along the chains (`_chain_choice`), so
+  that each op can read its chain's producer in the epoch; without, each op is at its own fewest cores. Its
+  choice of candidates is the balancer's starting plan.
 """
 from __future__ import annotations
 
@@ -170,35 +174,52 @@ class SegmentTable:
                                       float(host.min()), float(prologue.min()))
         return self._bins[key]
 
-    def _stream_cores(self, i: int, start: int) -> tuple[tuple, np.ndarray]:
+    def _stream_cores(self, i: int, start: int, plan: bool = False) -> tuple[tuple, np.ndarray]:
         """Op i's output streamings and, per grid value and streaming, the fewest cores of its candidates that
-        stream so within that grid value in an epoch starting at `start` (either output context; inf: none)."""
-        key = self._context_key(i, start, False)
+        stream so within that grid value in an epoch starting at `start` (either output context; inf: none).
+        `plan`: only candidates that move no more DRAM bytes per input than the op's fewest-core candidate
+        within the grid value (`_op_bins`, whose bytes the plan's split counts)."""
+        key = (self._context_key(i, start, False), plan)
         if key not in self._streams:
             cycles = np.minimum(self._context(i, start, True)[0], self._context(i, start, False)[0])
+            within = cycles[None, :] <= self.grid[:, None]
+            if plan:
+                dram = self._context(i, start, False)[2]
+                within &= dram[None, :] <= self._op_bins(i, start, False).dram[:, None]
             cands = self.candidates[self.schedule[i]]
             streams = tuple(sorted({c.model.t_stream for c in cands}))
             cores = np.full((len(self.grid), len(streams)), np.inf)
-            for c, cyc in zip(cands, cycles):
+            for j, c in enumerate(cands):
                 k = streams.index(c.model.t_stream)
-                cores[:, k] = np.where(cyc <= self.grid, np.minimum(cores[:, k], c.cores), cores[:, k])
+                cores[:, k] = np.where(within[:, j], np.minimum(cores[:, k], c.cores), cores[:, k])
             self._streams[key] = (streams, cores)
         return self._streams[key]
 
-    def _chained(self, p: int, c: int, start: int, tail: np.ndarray, lo: int) -> np.ndarray:
-        """A chain of ops ending at producer p (`tail`: its fewest cores per grid value and streaming of p)
-        extended by consumer c: the fewest cores per grid value and streaming of c, each op streaming so that the
-        next can read it in the epoch (`streaming.edge_problem`); inf below grid value `lo` (the segment does not
-        fit there anyway)."""
+    def _link(self, p: int, c: int, start: int) -> tuple[np.ndarray, tuple]:
+        """Which output streamings of producer p consumer c can read in an epoch starting at `start`
+        (`streaming.edge_problem`): per streaming of p and of c, 0 where it can, else inf; and per streaming of c,
+        the indices of the streamings of p it can read."""
         reads = tuple(k for k, q in self._operand_positions[c] if q == p)
         key = (self._context_key(p, start, False), self._context_key(c, start, False), reads)
-        if key not in self._links:    # per streaming of p and of c: inf where c cannot read p so in the epoch
+        if key not in self._links:
             sp, sc = self._stream_cores(p, start)[0], self._stream_cores(c, start)[0]
-            self._links[key] = np.array([[0.0 if all(self._reads(c, k, a, b) for k in reads) else np.inf for b in sc]
-                                         for a in sp])
-        own = self._stream_cores(c, start)[1]
+            link = np.array([[0.0 if all(self._reads(c, k, a, b) for k in reads) else np.inf for b in sc] for a in sp])
+            self._links[key] = (link, tuple(np.flatnonzero(link[:, b] == 0.0) for b in range(len(sc))))
+        return self._links[key]
+
+    def _chained(self, p: int, c: int, start: int, tail: np.ndarray, lo: int, plan: bool = False) -> np.ndarray:
+        """A chain of ops ending at producer p (`tail`: its fewest cores per grid value and streaming of p)
+        extended by consumer c: the fewest cores per grid value and streaming of c (`_stream_cores`), each op
+        streaming so that the next can read it in the epoch (`_link`); inf below grid value `lo` (the segment
+        does not fit there anyway)."""
+        own = self._stream_cores(c, start, plan)[1]
         chained = np.full(own.shape, np.inf)
-        chained[lo:] = own[lo:] + (tail[lo:, :, None] + self._links[key][None, :, :]).min(axis=1)
+        rows = tail[lo:]
+        for b, readable in enumerate(self._link(p, c, start)[1]):
+            if len(readable) == 1:
+                chained[lo:, b] = own[lo:, b] + rows[:, readable[0]]
+            elif len(readable):
+                chained[lo:, b] = own[lo:, b] + rows[:, readable].min(axis=1)
         return chained
 
     def _reads(self, c: int, k: int, producer_stream: tuple, consumer_stream: tuple) -> bool:
@@ -225,18 +246,20 @@ class SegmentTable:
             (self._context_key(t, s, False), tuple((k, p - s) for k, p in self._operand_positions[t] if s <= p < n),
              self._queued[t], min(self.last_user[t], end) - s, t in self.breaks and t > s) for t in range(s, end)))
 
-    def _segments_from(self, s: int, bound: bool) -> list[tuple[int, int, float, float]]:
+    def _segments_from(self, s: int, bound: bool, chains: bool) -> list[tuple[int, int, float, float]]:
         """For every end t >= s while the ops could fit one grid: (t, grid value index, cost, pipeline) of the
         cheapest grid value for segment s..t (the bound's or the plan's terms, module docstring); computed once
         per window (`_window`)."""
-        key = (bound, self._window(s))
+        key = (bound, chains, self._window(s))
         found = self._windows.get(key)
         if found is None:
-            found = self._windows[key] = [(t - s, b, cost, pipeline) for t, b, cost, pipeline in self._costs(s, bound)]
+            found = self._windows[key] = [(t - s, b, cost, pipeline)
+                                          for t, b, cost, pipeline in self._costs(s, bound, chains)]
         return [(s + dt, b, cost, pipeline) for dt, b, cost, pipeline in found]
 
-    def _costs(self, s: int, bound: bool):
-        """`_segments_from`, computed."""
+    def _costs(self, s: int, bound: bool, chains: bool):
+        """`_segments_from`, computed: the ops' cores counted along streaming chains (the bound always), or
+        each op at its own fewest."""
         n = len(self.schedule)
         mb = self.inputs[s]
         area = np.zeros(len(self.grid))
@@ -254,26 +277,26 @@ class SegmentTable:
                 return
             for i in flips.pop(t, []):      # op i's last reader is now inside: its output stays on chip
                 was, now = self._op_bins(i, s, True), self._op_bins(i, s, False)
-                area = area + now.cores - was.cores
+                area = area if chains else area + now.cores - was.cores
                 dram = dram + now.dram - was.dram
                 prologue = prologue + now.prologue - was.prologue
             out = self.last_user[t] > t
             ob = self._op_bins(t, s, None if bound else out)   # the bound: the op's least over both contexts
             if out and not bound:
                 flips.setdefault(self.last_user[t], []).append(t)
-            if bound:       # the op extends a chain (or starts one): the chain's fewest cores replace the tail's
-                p = self._chain_of(t, s, tails)
-                if p is None:
-                    tails[t] = self._stream_cores(t, s)[1]
-                    area = area + _least(tails[t])
-                else:
-                    tail = tails.pop(p)
-                    tails[t] = self._chained(p, t, s, tail, first)
-                    area = area + _least(tails[t]) - _least(tail)
-            else:
+            p = self._chain_of(t, s, tails)     # the op extends a chain (or starts one): the chain's fewest
+            if not chains:                      # cores replace the tail's
                 area = area + ob.cores
+            elif p is None:
+                tails[t] = self._stream_cores(t, s, not bound)[1]
+                area = area + _least(tails[t])
+            else:                               # (rows below `first` never fit again: left as they are)
+                tail = tails.pop(p)
+                tails[t] = self._chained(p, t, s, tail, first, not bound)
+                area[first:] += _least(tails[t][first:]) - _least(tail[first:])
             if area[-1] > self.cores:
                 return
+            first = int(np.argmax(area <= self.cores))
             host = max(host, ob.least_host)
             preds = [p for p in self.producers[t] if p >= s]
             if bound:
@@ -284,7 +307,6 @@ class SegmentTable:
                 whole[t] = max(ob.least_cycles + before,
                                ob.least_latency + max((whole[p] for p in preds), default=-math.inf))
                 fill = max(fill, whole[t])
-                first = int(np.argmax(area <= self.cores))
                 edge = self.grid[first - 1] if first else 0.0
                 pipeline = max(edge, dram / self.dram_bw, host / self.device.pcie_bw_bytes_per_cycle)
                 yield t, first, (mb - 1) * pipeline + max(pipeline, fill) + prologue / self.dram_bw, pipeline
@@ -303,8 +325,9 @@ class SegmentTable:
                 b = int(np.argmin(cost))
                 yield t, b, float(cost[b]), float(pipeline[b])
 
-    def split(self, bound: bool) -> Split:
-        """The cheapest split into contiguous segments (the lower bound's or the plan's, module docstring)."""
+    def split(self, bound: bool, chains: bool = True) -> Split:
+        """The cheapest split into contiguous segments (the lower bound's or the plan's, module docstring); the
+        plan's with its ops' cores counted along streaming chains (`chains`) or each op at its own fewest."""
         n = len(self.schedule)
         switch = self.device.epoch_switch_cycles
         best = [math.inf] * (n + 1)
@@ -314,7 +337,7 @@ class SegmentTable:
             if not math.isfinite(best[s]):
                 continue
             paid = best[s] + (switch if s and s not in self.program_start else 0)
-            for t, b, cycles, pipeline in self._segments_from(s, bound):
+            for t, b, cycles, pipeline in self._segments_from(s, bound, chains or bound):
                 if paid + cycles < best[t + 1]:
                     best[t + 1] = paid + cycles
                     back[t + 1] = (s, b, pipeline, cycles)
@@ -323,11 +346,52 @@ class SegmentTable:
         segments, t = [], n
         while t > 0:
             s, b, pipeline, cycles = back[t]
-            choice = () if bound else tuple(int(self._op_bins(i, s, self.last_user[i] > t - 1).index[b])
-                                            for i in range(s, t))
+            choice = () if bound else self._chain_choice(s, t - 1, b) if chains else \
+                tuple(int(self._op_bins(i, s, self.last_user[i] > t - 1).index[b]) for i in range(s, t))
             segments.append(Segment(s, t - 1, pipeline, cycles, choice))
             t = s
         return Split(tuple(reversed(segments)), best[n])
+
+    def _chain_choice(self, s: int, t: int, b: int) -> tuple:
+        """The candidates of segment s..t at grid value b: the chains of `_costs` at their fewest cores, each
+        chain's last op at its cheapest streaming and every earlier op at the streaming its successor reads at
+        the fewest cores (back along the chain); each op its fewest-core candidate of that streaming within the
+        grid value (either output context) that moves no more DRAM bytes than the one the split costed it at (its
+        fewest-core one in its context, `_op_bins`). Among equals, the costed streaming and candidate first."""
+        tails: dict[int, np.ndarray] = {}
+        cores: dict[int, np.ndarray] = {}
+        parent: dict[int, int] = {}
+        for u in range(s, t + 1):
+            p = self._chain_of(u, s, tails)
+            if p is None:
+                tails[u] = cores[u] = self._stream_cores(u, s, True)[1]
+            else:
+                parent[u] = p
+                tails[u] = cores[u] = self._chained(p, u, s, tails.pop(p), b, True)
+        costed = {u: int(self._op_bins(u, s, self.last_user[u] > t).index[b]) for u in range(s, t + 1)}
+
+        def tie_break(u: int) -> np.ndarray:    # half a core against the streamings other than the costed one's
+            streams = self._stream_cores(u, s)[0]
+            return np.array([0.0 if x == self.candidates[self.schedule[u]][costed[u]].model.t_stream else 0.5
+                             for x in streams])
+
+        stream: dict[int, int] = {}
+        for u in range(t, s - 1, -1):       # a successor before its chain's producer (schedule order)
+            if u not in stream:
+                stream[u] = int(np.argmin(cores[u][b] + tie_break(u)))
+            if u in parent:
+                p = parent[u]
+                stream[p] = int(np.argmin(cores[p][b] + self._link(p, u, s)[0][:, stream[u]] + tie_break(p)))
+        choice = []
+        for u in range(s, t + 1):
+            wanted = self._stream_cores(u, s)[0][stream[u]]
+            cands = self.candidates[self.schedule[u]]
+            cycles = np.minimum(self._context(u, s, True)[0], self._context(u, s, False)[0])
+            dram = self._context(u, s, False)[2]
+            fit = [j for j, c in enumerate(cands) if c.model.t_stream == wanted and cycles[j] <= self.grid[b]
+                   and dram[j] <= self._op_bins(u, s, False).dram[b]]
+            choice.append(min(fit, key=lambda j: (cands[j].cores, j != costed[u], dram[j], cycles[j])))
+        return tuple(choice)
 
 
 def _least(cores: np.ndarray) -> np.ndarray:
