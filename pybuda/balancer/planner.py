@@ -75,7 +75,7 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
     return best
 
 
-def _split_plan(table: SegmentTable, solver: "_EpochSolver", split: Split, candidates: dict[str, list[Candidate]],
+def _split_plan(table: SegmentTable, solver: _EpochSolver, split: Split, candidates: dict[str, list[Candidate]],
                 constraints: Constraints) -> tuple[dict, dict, float]:
     """The models and locations of each epoch of `split` (`_EpochSolver.solve`), and the epochs' solver bounds
     (each chip's sum, the largest)."""

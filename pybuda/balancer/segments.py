@@ -236,6 +236,18 @@ class SegmentTable:
                 return p
         return None
 
+    def _extend_chain(self, t: int, s: int, tails: dict, lo: int, plan: bool) -> tuple[int | None, np.ndarray | None]:
+        """Op t joins the chains of a segment starting at s (`tails`: each chain's last op -> its fewest cores per
+        grid value and streaming, updated): it extends the chain of producer p (`_chain_of`) or starts one.
+        Returns p and the chain's cores before (None, None: a new chain)."""
+        p = self._chain_of(t, s, tails)
+        if p is None:
+            tails[t] = self._stream_cores(t, s, plan)[1]
+            return None, None
+        tail = tails.pop(p)
+        tails[t] = self._chained(p, t, s, tail, lo, plan)
+        return p, tail
+
     def _window(self, s: int) -> tuple:
         """What the segments starting at s depend on, relative to s: per op that could join them, its context
         key, its producers' and last reader's offsets and whether it starts an epoch. Starts at the same offset
@@ -270,8 +282,8 @@ class SegmentTable:
         whole: dict[int, np.ndarray | float] = {}     # ... one op of the chain at its whole cycles
         fill = 0.0
         flips: dict[int, list[int]] = {}
-        tails: dict[int, np.ndarray] = {}   # the bound's chains: last op -> fewest cores per grid value, streaming
-        first = 0                           # the bound's first grid value the segment fits (it only grows)
+        tails: dict[int, np.ndarray] = {}   # the chains: last op -> fewest cores per grid value and streaming
+        first = 0                           # the first grid value the segment fits (it only grows)
         for t in range(s, min(n, s + self.cores)):
             if t in self.breaks and t > s:
                 return
@@ -284,16 +296,11 @@ class SegmentTable:
             ob = self._op_bins(t, s, None if bound else out)   # the bound: the op's least over both contexts
             if out and not bound:
                 flips.setdefault(self.last_user[t], []).append(t)
-            p = self._chain_of(t, s, tails)     # the op extends a chain (or starts one): the chain's fewest
-            if not chains:                      # cores replace the tail's
+            if not chains:
                 area = area + ob.cores
-            elif p is None:
-                tails[t] = self._stream_cores(t, s, not bound)[1]
-                area = area + _least(tails[t])
-            else:                               # (rows below `first` never fit again: left as they are)
-                tail = tails.pop(p)
-                tails[t] = self._chained(p, t, s, tail, first, not bound)
-                area[first:] += _least(tails[t][first:]) - _least(tail[first:])
+            else:       # the chain's fewest cores replace its tail's (rows below `first` never fit again)
+                _, tail = self._extend_chain(t, s, tails, first, not bound)
+                area[first:] += _least(tails[t][first:]) - (0.0 if tail is None else _least(tail[first:]))
             if area[-1] > self.cores:
                 return
             first = int(np.argmax(area <= self.cores))
@@ -362,12 +369,10 @@ class SegmentTable:
         cores: dict[int, np.ndarray] = {}
         parent: dict[int, int] = {}
         for u in range(s, t + 1):
-            p = self._chain_of(u, s, tails)
-            if p is None:
-                tails[u] = cores[u] = self._stream_cores(u, s, True)[1]
-            else:
+            p, _ = self._extend_chain(u, s, tails, b, True)
+            cores[u] = tails[u]
+            if p is not None:
                 parent[u] = p
-                tails[u] = cores[u] = self._chained(p, u, s, tails.pop(p), b, True)
         costed = {u: int(self._op_bins(u, s, self.last_user[u] > t).index[b]) for u in range(s, t + 1)}
 
         def tie_break(u: int) -> np.ndarray:    # half a core against the streamings other than the costed one's
@@ -388,8 +393,9 @@ class SegmentTable:
             cands = self.candidates[self.schedule[u]]
             cycles = np.minimum(self._context(u, s, True)[0], self._context(u, s, False)[0])
             dram = self._context(u, s, False)[2]
+            lean = self._op_bins(u, s, False).dram[b]
             fit = [j for j, c in enumerate(cands) if c.model.t_stream == wanted and cycles[j] <= self.grid[b]
-                   and dram[j] <= self._op_bins(u, s, False).dram[b]]
+                   and dram[j] <= lean]
             choice.append(min(fit, key=lambda j: (cands[j].cores, j != costed[u], dram[j], cycles[j])))
         return tuple(choice)
 
