@@ -267,28 +267,3 @@ def test_plan_split_along_chains_chooses_streamings_each_consumer_can_read(monke
 
     assert unreadable(chains=True) == []
     assert unreadable(chains=False)
-
-
-def test_writers_of_contended_queues_are_widened(tmp_path, monkeypatch):
-    """A small op that writes an epoch-to-epoch queue two ops of the next epoch read puts that queue in few DRAM
-    channels; the CP-SAT policy widens it (more buffers, more channels) where its epoch has the cores, and keeps
-    the move because the plan's exact cost falls (`planner._spread_contended_queues`)."""
-    import pybuda.balancer.planner as planner
-
-    spec = {"device": "e150", "microbatch": 16, "seq": 384, "width": 768, "break_at": None,
-            "blocks": [("matmul", 768), ("bias",), ("diamond", 768)]}
-
-    def compile_with(rounds: int, out):
-        monkeypatch.setattr(planner, "SPREAD_ROUNDS", rounds)
-        config = pybuda.CompilerConfig()
-        config.place_on_new_epoch("da_mm2")
-        x = torch.randn(16, 384, 768, generator=torch.Generator().manual_seed(1))
-        return pybuda.compile(RandomNet(spec), x, device="e150", config=config, output_dir=out).placement
-
-    rounds = planner.SPREAD_ROUNDS
-    kept, spread = compile_with(0, tmp_path / "kept"), compile_with(rounds, tmp_path / "spread")
-    assert kept.epoch_timings[1].slowest.limiter == "dram_channel"
-    assert spread.policy == "CP-SAT" and spread.estimated_cycles < 0.9 * kept.estimated_cycles
-    assert spread.models["bias1"].cores > kept.models["bias1"].cores
-    assert len(set(spread.dram.channels("e2e_bias1_0"))) > len(set(kept.dram.channels("e2e_bias1_0")))
-    check_bounds(spread)

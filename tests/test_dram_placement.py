@@ -15,7 +15,8 @@ import pybuda
 from pybuda.balancer import BalancerError
 from pybuda.balancer.dram import (ALIGN, DRAM_BASE, DramFullError, DramPlacement, _aligned, assumed_channels,
                                   place_dram)
-from pybuda.balancer.queues import QueuePlan, host_queue_grid, plan_queues
+from pybuda.balancer.op_model import OpModel
+from pybuda.balancer.queues import QueuePlan, e2e_queue_blocking, host_queue_grid, plan_queues
 from pybuda.dataformat import DataFormat
 from pybuda.device import get_device
 
@@ -447,6 +448,30 @@ def test_host_queue_grid(shape, device, grid):
     assert host_queue_grid(shape, device) == grid
 
 
+def tiles(grid: tuple, mblock: tuple, ublock: tuple) -> tuple:
+    """(rows, cols) of tiles per t of a blocking."""
+    return tuple(g * m * u for g, m, u in zip(grid, mblock, ublock))
+
+
+@pytest.mark.parametrize("model, device, grid", [
+    (OpModel((1, 1), 1, (4, 24), (1, 1)), E150, (1, 8)),    # one core: its 4x24 tiles over 8 channels
+    (OpModel((1, 2), 12, (2, 1), (2, 1)), E150, (4, 2)),    # t-streamed: per t 4x2 tiles, 8 buffers
+    (OpModel((1, 1), 1, (4, 24), (1, 1)), N150, (1, 6)),    # 6 channels: 6 buffers, the most columns
+    (OpModel((1, 1), 1, (1, 1), (7, 1)), E150, (7, 1)),     # 7 tile rows, one column: 7 buffers
+    (OpModel((1, 1), 1, (1, 1), (1, 1)), E150, (1, 1)),     # one tile: one buffer
+    (OpModel((2, 4), 1, (2, 3), (1, 2)), E150, (2, 4)),     # 8 cores: the writer's own blocking
+    (OpModel((4, 3), 2, (1, 1), (1, 1)), E150, (4, 3)),
+])
+def test_e2e_queue_of_a_writer_with_few_cores_spreads_over_the_channels(model, device, grid):
+    """An epoch-to-epoch queue holds its writer's output per t (t, RT, CT) in as many buffers as the device has
+    DRAM channels where the tiles allow; a writer with at least that many cores keeps its own blocking."""
+    queue_grid, mblock, ublock = e2e_queue_blocking(model, device)
+    assert queue_grid == grid
+    assert tiles(queue_grid, mblock, ublock) == tiles(model.grid, model.mblock, model.ublock)
+    if model.cores >= device.dram_channels:
+        assert (mblock, ublock) == (model.mblock, model.ublock)
+
+
 class Chain(pybuda.PyBudaModule):
     """matmul -> gelu, `layers` times; epoch breaks make epoch-to-epoch DRAM queues between layers."""
 
@@ -491,7 +516,9 @@ def test_plan_queues_of_a_compiled_model(tmp_path):
     for i in range(2):
         e2e = queues[f"e2e_act{i}_0"]
         assert e2e.lifetime == (i, i + 1) and e2e.writer == f"act{i}" and e2e.writer_epoch == i
-        assert e2e.readers == (f"mm{i + 1}",) and e2e.grid == placement.models[f"act{i}"].grid
+        writer = placement.models[f"act{i}"]
+        assert e2e.readers == (f"mm{i + 1}",) and e2e.t == writer.t
+        assert (e2e.grid, e2e.mblock, e2e.ublock) == e2e_queue_blocking(writer, E150)
     # the same plan again from the graph, and the host/DRAM switches
     epoch_of = {n: p.epoch for n, p in placement.placed.items()}
     again = plan_queues(graph, placement.models, epoch_of, E150, 4, False, True)

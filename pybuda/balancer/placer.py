@@ -111,15 +111,6 @@ def pack_epoch(grids: list[tuple], rows: int, cols: int, starts: list[tuple | No
     return None
 
 
-def fit_beside(taken: list[tuple], rows: int, cols: int, grid: tuple) -> tuple[tuple, bool] | None:
-    """(top-left core, transposed) of the first place, row-major, where `grid` fits (as is, else transposed) on
-    a rows x cols core grid beside the `taken` footprints ((row, col, height, width)); None if it does not."""
-    occ = _Occupancy(rows, cols)
-    for r, c, h, w in taken:
-        occ.take(r, c, h, w)
-    return _take_first_fit(occ, rows, cols, grid, None)
-
-
 def _take_first_fit(occ: _Occupancy, rows: int, cols: int, grid: tuple,
                     transposed: bool | None) -> tuple[tuple, bool] | None:
     """Take the first free window, row-major, for `grid` (as is, else transposed, unless `transposed` forces

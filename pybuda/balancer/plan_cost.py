@@ -30,7 +30,7 @@ from .chips import home_chip
 from .dram import DramPlacement, assumed_channels
 from .op_model import (NetlistInput, OpModel, buda_op_type, e2e_queue, geometry, netlist_inputs,
                        op_attributes, operand_inputs, operand_port)
-from .queues import host_queue_grid
+from .queues import e2e_queue_buffers, host_queue_grid
 
 
 QUEUED = "queued"   # an op input read through a DRAM queue in the same epoch (`insert_queues`)
@@ -154,7 +154,8 @@ class PlanCoster:
         epoch = epoch_of.get(name)
         context = tuple(self._op_context(name, k, i.src, epoch_of.get(i.src, epoch), epoch, temporal)
                         if i.kind == "op" else prologue.get(i.src, False) for k, i in enumerate(facts.inputs))
-        producer_cells = tuple(0 if spread or i.kind != "op" or local is True or not models else models[i.src].cores
+        producer_cells = tuple(0 if spread or i.kind != "op" or local is True or not models
+                               else e2e_queue_buffers(models[i.src], self.device)
                                for i, local in zip(facts.inputs, context))
         key = (name, model, context, producer_cells, later_users, exact, spread)
         load = self._loads.get(key) if dram is None else None
@@ -204,7 +205,7 @@ class PlanCoster:
                   if self.links.outputs == "pcie" and out in self.graph.output_names
                   else on_dram(facts.out_bytes, out, model.cores, chip) for out in facts.outputs]
         if later_users:
-            writes.append(on_dram(facts.out_bytes, e2e_queue(name), model.cores, chip))
+            writes.append(on_dram(facts.out_bytes, e2e_queue(name), e2e_queue_buffers(model, self.device), chip))
         load = OpLoad(name, facts.cores, facts.kernel_cycles, tuple(reads), tuple(writes), tuple(preds),
                       out_buffer=facts.out_buffer, in_buffers=tuple(in_buffers), granules=facts.granules)
         if dram is None:

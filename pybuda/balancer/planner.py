@@ -16,11 +16,9 @@ core locations, the result checked against the greedy plan, lower bounds compute
    starts and transposes) warm-started with that plan. An epoch that packs more than SPLIT times slower than
    the split counted on is also planned as two halves, kept when cheaper. Epochs whose ops, contexts and
    overrides are alike (a transformer's layers) are solved once.
-3. Each plan gets its queues, their DRAM placement and its exact cost (`plan.finish`); the writers of the DRAM
-   queues its channel-bound epochs wait on are widened where that lowers the exact cost
-   (`_spread_contended_queues`). So does the greedy policy's plan (`greedy.py`, computed in a second thread
-   meanwhile, then widened the same way), and the cheapest one is kept: the default policy is never worse than
-   the greedy.
+3. Each plan gets its queues, their DRAM placement and its exact cost (`plan.finish`). So does the greedy
+   policy's plan (`greedy.py`, computed in a second thread meanwhile), and the cheapest one is kept: the default
+   policy is never worse than the greedy.
 4. Lower bounds (`plan.Bounds`): the work over all cores and the slowest op at their best, the cheapest split's
    own bound (`SegmentTable.split(bound=True)`) and, for this split, the epochs' pipeline bounds (the solver's
    where it ran).
@@ -37,7 +35,7 @@ from .epoch_solver import EpochOp, EpochSolution, solve_epoch
 from .fork_join import buffer_fork_joins, pace
 from .greedy import greedy_plan
 from .plan import Bounds, Constraints, Placement, finish, prologue_choice
-from .placer import PlacedOp, fit_beside, pack_epoch
+from .placer import PlacedOp, pack_epoch
 from .plan_cost import PlanCoster
 from .segments import SegmentTable, Split
 from .streaming import edge_problem
@@ -45,7 +43,6 @@ from .streaming import edge_problem
 IMPROVE = 1.02     # an epoch whose packed plan could gain more than 2 % towards its pipeline bound goes to the solver
 STALL = 1.5        # an op a fork-join stall makes this much slower than the epoch's unstalled pipeline starts a new one
 SPLIT = 1.25       # an epoch that packs this much slower than its split's pipeline is also tried as two halves
-SPREAD_ROUNDS = 4  # rounds of widening the writers of contended DRAM queues (`_spread_contended_queues`)
 SPLITS = (True, False)   # the splits planned: ops' cores along streaming chains, and each op at its own fewest
 
 
@@ -63,12 +60,8 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
         for chains in SPLITS:
             models, placed, split_bound = _split_plan(table, solver, table.split(bound=False, chains=chains),
                                                       candidates, constraints)
-            plan = finish(graph, coster, schedule, models, placed, "CP-SAT", constraints)
-            plans.append((_spread_contended_queues(graph, coster, schedule, candidates, models, placed, constraints,
-                                                   plan), split_bound))
+            plans.append((finish(graph, coster, schedule, models, placed, "CP-SAT", constraints), split_bound))
         other = greedy.result()
-        other = _spread_contended_queues(graph, coster, schedule, candidates, other.models, other.placed,
-                                         constraints, other)
         best, split_bound = min(plans, key=lambda p: p[0].estimated_cycles)
         best = best if best.estimated_cycles <= other.estimated_cycles else other
         best.bounds = bounds(table, candidates, schedule, constraints.chips, split_bound, segments_bound.result())
@@ -92,53 +85,6 @@ def _split_plan(table: SegmentTable, solver: _EpochSolver, split: Split, candida
                 device.epoch_switch_cycles if switch else 0)
             epoch += 1
     return models, placed, max(split_bound.values(), default=0.0)
-
-
-def _spread_contended_queues(graph: Graph, coster: PlanCoster, schedule: list[str],
-                             candidates: dict[str, list[Candidate]], models: dict, placed: dict,
-                             constraints: Constraints, plan: Placement) -> Placement:
-    """The plan with the writers of the DRAM queues its channel-bound epochs wait on widened: an epoch-to-epoch
-    queue has one buffer per core of its writer, so a queue a small op writes sits in few DRAM channels and every
-    reader in a later epoch contends there. Each writer an epoch's slowest op (limited by `dram_channel`) reads
-    from an earlier epoch takes its candidate with the most cores that streams alike (its epoch's edges stay
-    legal), fits the free cores of its epoch and is no slower than that epoch's pipeline; a round of such moves
-    is kept if the plan's exact cost falls, and rounds repeat (up to SPREAD_ROUNDS) while it does."""
-    for _ in range(SPREAD_ROUNDS):
-        moved = _widened_writers(graph, coster.device, candidates, dict(models), dict(placed), constraints, plan)
-        if moved is None:
-            return plan
-        widened = finish(graph, coster, schedule, *moved, plan.policy, constraints)
-        if widened.estimated_cycles >= plan.estimated_cycles:
-            return plan
-        plan, (models, placed) = widened, moved
-    return plan
-
-
-def _widened_writers(graph: Graph, device: DeviceSpec, candidates: dict[str, list[Candidate]], models: dict,
-                     placed: dict, constraints: Constraints, plan: Placement) -> tuple[dict, dict] | None:
-    """One round of `_spread_contended_queues`'s moves on (models, placed); None if no writer can move."""
-    moved = False
-    for timing in plan.epoch_timings:
-        if timing.slowest is None or timing.slowest.limiter != "dram_channel":
-            continue
-        reader = timing.slowest.name
-        for src in dict.fromkeys(o.src for o in graph.operands(reader)):
-            if src not in placed or placed[src].epoch >= placed[reader].epoch or src in constraints.starts or \
-                    src in constraints.transposed:
-                continue
-            epoch = placed[src].epoch
-            taken = [(*p.loc, *(models[n].grid[::-1] if p.transpose else models[n].grid))
-                     for n, p in placed.items() if p.epoch == epoch and n != src]
-            pipeline = plan.timing_of(epoch).pipeline_cycles
-            wider = sorted((c for c in candidates[src] if c.model.t_stream == models[src].t_stream
-                            and c.cores > models[src].cores and c.standalone <= pipeline),
-                           key=lambda c: (-c.cores, c.standalone, c.model.grid))
-            for cand in wider:
-                spot = fit_beside(taken, device.grid_rows, device.grid_cols, cand.model.grid)
-                if spot is not None:
-                    models[src], placed[src], moved = cand.model, PlacedOp(epoch, *spot), True
-                    break
-    return (models, placed) if moved else None
 
 
 def greedy_bounds(schedule: list[str], candidates: dict[str, list[Candidate]], coster: PlanCoster,

@@ -7,11 +7,14 @@ Training: a parameter, optimizer state or gradient accumulator that an op writes
 writer's blocking; an epoch-to-epoch queue read by epochs of another type (forward activations the backward
 epochs read) is static, since its writer and readers run in different programs.
 
-Layout: a queue an op writes has the op's blocking (one buffer per core of the writer, as the backend requires); a
-queue the host writes (graph input, parameter, constant) is split into as many buffers as the device has DRAM
-channels where its tiles allow (`host_queue_grid`), so its readers' traffic spreads over the channels (the legacy
-compiler gave a parameter its smallest reader's grid: often one buffer, one channel, for a weight that every core
-streams); a sparse matmul's operands one buffer per grid row of the op. Lifetime: inputs, parameters, constants,
+Layout: a queue the host writes (graph input, parameter, constant) is split into as many buffers as the device has
+DRAM channels where its tiles allow (`host_queue_grid`), so its readers' traffic spreads over the channels (the
+legacy compiler gave a parameter its smallest reader's grid: often one buffer, one channel, for a weight that every
+core streams). So is an epoch-to-epoch queue whose writer has fewer cores than the device has channels
+(`e2e_queue_blocking`; the backend's pipes reblock an op's output into a queue of another grid with the same
+(t, RT, CT), netlist-format.md §3.2): the legacy compiler gave it the writer's grid, so a one-core writer's
+queue sat in one channel and its writes and every later reader's reads contended there. Any other queue an op
+writes has the op's blocking (one buffer per core); a sparse matmul's operands one buffer per grid row of the op. Lifetime: inputs, parameters, constants,
 sparse operands and outputs live for the whole program (static); an epoch-to-epoch queue from its writer's epoch
 to its last reader's epoch (dynamic: the program allocates it before the writer's epoch and frees it after the
 last reader's).
@@ -77,20 +80,48 @@ class QueuePlan:
         return GROUPS[self.kind]
 
 
-@functools.lru_cache(maxsize=None)
-def host_queue_grid(shape: tuple, device: DeviceSpec) -> tuple:
-    """The grid of a host-written queue of a (1, z, R, C) tensor: the most buffers up to the device's DRAM channels
-    (the fewest beyond that, then the most columns) that divide its tile rows and columns and fit the core grid."""
-    _, rt, ct = tiles_of(shape)
+def _spread_grid(rt: int, ct: int, device: DeviceSpec) -> tuple:
+    """The grid of buffers for `rt` x `ct` tiles: the most buffers up to the device's DRAM channels (the fewest
+    beyond that, then the most columns) that divide the tile rows and columns and fit the core grid."""
     grids = [(r, c) for r in divisors(rt) if r <= device.grid_rows for c in divisors(ct) if c <= device.grid_cols]
     return min(grids, key=lambda g: (-min(g[0] * g[1], device.dram_channels), g[0] * g[1], -g[1]))
+
+
+@functools.lru_cache(maxsize=None)
+def host_queue_grid(shape: tuple, device: DeviceSpec) -> tuple:
+    """The grid of a host-written queue of a (1, z, R, C) tensor (`_spread_grid` of its tiles)."""
+    _, rt, ct = tiles_of(shape)
+    return _spread_grid(rt, ct, device)
+
+
+@functools.lru_cache(maxsize=None)
+def e2e_queue_blocking(model: OpModel, device: DeviceSpec) -> tuple:
+    """(grid, mblock, ublock) of the epoch-to-epoch queue an op writes under `model` (its t is the op's): the
+    op's own blocking when it has at least as many cores as the device has DRAM channels, else its output tiles
+    spread like a host queue's (`_spread_grid`)."""
+    if model.cores >= device.dram_channels:
+        return model.grid, model.mblock, model.ublock
+    rt, ct = (g * m * u for g, m, u in zip(model.grid, model.mblock, model.ublock))
+    grid = _spread_grid(rt, ct, device)
+    return grid, *_blocks(rt, ct, grid)
+
+
+def e2e_queue_buffers(model: OpModel, device: DeviceSpec) -> int:
+    """How many DRAM buffers the epoch-to-epoch queue an op writes under `model` has (`e2e_queue_blocking`)."""
+    grid = e2e_queue_blocking(model, device)[0]
+    return grid[0] * grid[1]
 
 
 def _blocking_on(shape: tuple, grid: tuple) -> tuple:
     """(t, mblock, ublock) of a (1, z, R, C) tensor split over `grid` buffers."""
     t, rt, ct = tiles_of(shape)
+    return t, *_blocks(rt, ct, grid)
+
+
+def _blocks(rt: int, ct: int, grid: tuple) -> tuple:
+    """(mblock, ublock) of `rt` x `ct` tiles split over `grid` buffers."""
     ub = best_ublock(rt // grid[0], ct // grid[1], 8)
-    return t, (rt // grid[0] // ub[0], ct // grid[1] // ub[1]), tuple(ub)
+    return (rt // grid[0] // ub[0], ct // grid[1] // ub[1]), tuple(ub)
 
 
 def plan_queues(graph: Graph, models: dict[str, OpModel], epoch_of: dict[str, int], device: DeviceSpec,
@@ -163,6 +194,7 @@ def _plan_queues(graph: Graph, models: dict[str, OpModel], epoch_of: dict[str, i
             lifetime = (epoch_of[name], max(epoch_of[u] for u in later))
             if any(types[u] != types[name] for u in later):
                 lifetime = None
-            queues[queue] = QueuePlan(queue, "e2e", name, "queue", microbatch, m.grid, m.t, m.mblock, m.ublock,
+            grid, mblock, ublock = e2e_queue_blocking(m, device)
+            queues[queue] = QueuePlan(queue, "e2e", name, "queue", microbatch, grid, m.t, mblock, ublock,
                                       graph.node(name).df, "dram", lifetime, tuple(later), epoch_of[name])
     return queues

@@ -10,14 +10,15 @@ cores sum to at most the grid's.
 
 An epoch costs fill + (inputs - 1) x pipeline + prologue (+ an epoch switch between epochs of one program,
 `pybuda.arch.perf`); inputs is the microbatch, one for a training graph's optimizer epochs. For a segment:
-- `split(bound=True)`, the lower bound: the pipeline is at least the lower edge of the first bin its ops fit in,
-  the ops' cores counted along disjoint chains of producer and consumer at their fewest over the streamings that
-  let each op of a chain read the one before it in the epoch (`_chained`); its DRAM bytes (each op's fewest) over
-  all channels' bandwidth and its largest host input over PCIe; the fill at least the pipeline and the longest
-  dependency chain of the ops' least latencies (one op at its least cycles); the prologue at least the ops' fewest
-  prologue bytes over all channels' bandwidth. Valid for any plan with contiguous epochs whose in-epoch edges
-  are streaming-compatible: it relaxes geometry, the edges between chains, channel placement and fork-join
-  stalls.
+- `split(bound=True)`, the lower bound: the cheapest over the grid values P_b from the first bin its ops fit in
+  (the ops' cores counted along disjoint chains of producer and consumer at their fewest over the streamings that
+  let each op of a chain read the one before it in the epoch, `_chained`) of: the pipeline at least the lower
+  edge of P_b's bin, the ops' DRAM bytes over all channels' bandwidth and the largest host input over PCIe; the
+  fill at least the pipeline and the longest dependency chain of the ops' least latencies (one op at its least
+  cycles); the prologue bytes over all channels' bandwidth; each op's DRAM and prologue bytes its fewest among
+  its candidates within P_b. A plan's epoch whose pipeline lies in P_b's bin has every op at a candidate within
+  P_b, so the bound is valid for any plan with contiguous epochs whose in-epoch edges are streaming-compatible:
+  it relaxes geometry, the edges between chains, channel placement and fork-join stalls.
 - `split(bound=False)`, the plan: the same terms with each op at its plan candidate, at the grid value that
   makes the segment cheapest. With `chains` (the default) the ops' cores are counted along the chains too, each
   op among its candidates that move no more DRAM bytes than its fewest-core one within the grid value (whose
@@ -66,7 +67,8 @@ class Split:
 @dataclasses.dataclass(frozen=True)
 class _OpBins:
     """One op in one context: per grid value its plan candidate's cores (UNFIT: none), index, cycles, latency,
-    DRAM and prologue bytes; and the least of each over all its candidates."""
+    DRAM and prologue bytes; the least of each over all its candidates; and per grid value the fewest DRAM and
+    prologue bytes of its candidates within it (`UNFIT_COST`: none)."""
 
     cores: np.ndarray
     index: np.ndarray
@@ -76,9 +78,9 @@ class _OpBins:
     prologue: np.ndarray
     least_cycles: float
     least_latency: float
-    least_dram: float
     least_host: float
-    least_prologue: float
+    lean_dram: np.ndarray
+    lean_prologue: np.ndarray
 
 
 class SegmentTable:
@@ -122,6 +124,7 @@ class SegmentTable:
         hi = max(self._context(i, n, True)[0].max() for i in range(n))
         lo, hi = max(lo, 1.0), max(hi, lo * RATIO)
         self.grid = lo * RATIO ** np.arange(int(math.ceil(math.log(hi / lo) / math.log(RATIO))) + 2)
+        self._edges = np.concatenate(([0.0], self.grid[:-1]))   # the lower edge of each grid value's bin
 
     def _context_key(self, i: int, start: int, out: bool) -> tuple:
         """What op i's costs in an epoch starting at `start` depend on: its kind, which of its operands come from
@@ -159,8 +162,9 @@ class SegmentTable:
                 a, b = self._op_bins(i, start, True), self._op_bins(i, start, False)
                 self._bins[key] = dataclasses.replace(
                     a, cores=np.minimum(a.cores, b.cores), least_cycles=min(a.least_cycles, b.least_cycles),
-                    least_latency=min(a.least_latency, b.least_latency), least_dram=min(a.least_dram, b.least_dram),
-                    least_prologue=min(a.least_prologue, b.least_prologue))
+                    least_latency=min(a.least_latency, b.least_latency),
+                    lean_dram=np.minimum(a.lean_dram, b.lean_dram),
+                    lean_prologue=np.minimum(a.lean_prologue, b.lean_prologue))
                 return self._bins[key]
             cycles, latency, dram, host, prologue = self._context(i, start, out)
             cores = np.array([c.cores for c in self.candidates[self.schedule[i]]], dtype=float)
@@ -170,9 +174,17 @@ class SegmentTable:
             unfit = fits >= UNFIT
             pick = lambda values: np.where(unfit, UNFIT_COST, values[index])  # noqa: E731
             self._bins[key] = _OpBins(fits, np.where(unfit, -1, index), pick(cycles), pick(latency), pick(dram),
-                                      pick(prologue), float(cycles.min()), float(latency.min()), float(dram.min()),
-                                      float(host.min()), float(prologue.min()))
+                                      pick(prologue), float(cycles.min()), float(latency.min()), float(host.min()),
+                                      self._leanest(cycles, dram), self._leanest(cycles, prologue))
         return self._bins[key]
+
+    def _leanest(self, cycles: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Per grid value, the least of `values` over the candidates whose `cycles` are within it (`UNFIT_COST`:
+        none)."""
+        order = np.argsort(cycles, kind="stable")
+        least = np.minimum.accumulate(values[order])
+        last = np.searchsorted(cycles[order], self.grid, side="right") - 1
+        return np.where(last >= 0, least[np.maximum(last, 0)], UNFIT_COST)
 
     def _stream_cores(self, i: int, start: int, plan: bool = False) -> tuple[tuple, np.ndarray]:
         """Op i's output streamings and, per grid value and streaming, the fewest cores of its candidates that
@@ -275,8 +287,8 @@ class SegmentTable:
         n = len(self.schedule)
         mb = self.inputs[s]
         area = np.zeros(len(self.grid))
-        dram = np.zeros(len(self.grid)) if not bound else 0.0
-        prologue = np.zeros(len(self.grid)) if not bound else 0.0
+        dram = np.zeros(len(self.grid))
+        prologue = np.zeros(len(self.grid))
         host = 0.0
         partial: dict[int, np.ndarray | float] = {}   # dependency chains ending at an op, every op at its latency
         whole: dict[int, np.ndarray | float] = {}     # ... one op of the chain at its whole cycles
@@ -307,16 +319,18 @@ class SegmentTable:
             host = max(host, ob.least_host)
             preds = [p for p in self.producers[t] if p >= s]
             if bound:
-                dram += ob.least_dram
-                prologue += ob.least_prologue
+                dram = dram + ob.lean_dram
+                prologue = prologue + ob.lean_prologue
                 before = max((partial[p] for p in preds), default=0.0)
                 partial[t] = ob.least_latency + before
                 whole[t] = max(ob.least_cycles + before,
                                ob.least_latency + max((whole[p] for p in preds), default=-math.inf))
                 fill = max(fill, whole[t])
-                edge = self.grid[first - 1] if first else 0.0
-                pipeline = max(edge, dram / self.dram_bw, host / self.device.pcie_bw_bytes_per_cycle)
-                yield t, first, (mb - 1) * pipeline + max(pipeline, fill) + prologue / self.dram_bw, pipeline
+                pipeline = np.maximum(self._edges[first:], np.maximum(dram[first:] / self.dram_bw,
+                                                                       host / self.device.pcie_bw_bytes_per_cycle))
+                cost = (mb - 1) * pipeline + np.maximum(pipeline, fill) + prologue[first:] / self.dram_bw
+                b = int(np.argmin(cost))
+                yield t, first + b, float(cost[b]), float(pipeline[b])
             else:
                 dram = dram + ob.dram
                 prologue = prologue + ob.prologue
