@@ -267,3 +267,26 @@ def test_plan_split_along_chains_chooses_streamings_each_consumer_can_read(monke
 
     assert unreadable(chains=True) == []
     assert unreadable(chains=False)
+
+
+def test_segment_bound_counts_each_ops_fewest_bytes_within_the_pipeline(monkeypatch, tmp_path):
+    """The segment bound's DRAM and prologue bytes of an op at a grid value are the fewest of its candidates whose
+    cycles are within it (brute force), so they fall as the pipeline grows, down to the fewest of all; and
+    somewhere a faster pipeline costs more prologue bytes than the slowest (the bound gains from it)."""
+    import numpy as np
+
+    from pybuda.balancer.segments import UNFIT_COST
+
+    schedule, candidates, coster, table = chain_net_table(monkeypatch, tmp_path)
+    dearer = 0
+    for i in range(len(schedule)):
+        for out in (True, False):
+            bins = table._op_bins(i, 0, out)
+            cycles, _, dram, _, prologue = table._context(i, 0, out)
+            for values, lean in ((dram, bins.lean_dram), (prologue, bins.lean_prologue)):
+                brute = [min((v for v, c in zip(values, cycles) if c <= g), default=UNFIT_COST) for g in table.grid]
+                assert np.array_equal(lean, np.array(brute))
+                assert lean[-1] == values.min() and np.all(np.diff(lean) <= 0)
+            fits = bins.lean_prologue < UNFIT_COST
+            dearer += bins.lean_prologue[fits][0] > bins.lean_prologue[-1]
+    assert dearer
