@@ -14,10 +14,10 @@ core streams). So is an epoch-to-epoch queue whose writer has fewer cores than t
 (`e2e_queue_blocking`; the backend's pipes reblock an op's output into a queue of another grid with the same
 (t, RT, CT), netlist-format.md §3.2): the legacy compiler gave it the writer's grid, so a one-core writer's
 queue sat in one channel and its writes and every later reader's reads contended there. Any other queue an op
-writes has the op's blocking (one buffer per core); a sparse matmul's operands one buffer per grid row of the op. Lifetime: inputs, parameters, constants,
-sparse operands and outputs live for the whole program (static); an epoch-to-epoch queue from its writer's epoch
-to its last reader's epoch (dynamic: the program allocates it before the writer's epoch and frees it after the
-last reader's).
+writes has the op's blocking (one buffer per core); a sparse matmul's operands one buffer per grid row of the op.
+Lifetime: inputs, parameters, constants, sparse operands and outputs live for the whole program (static); an
+epoch-to-epoch queue from its writer's epoch to its last reader's epoch (dynamic: the program allocates it before
+the writer's epoch and frees it after the last reader's).
 """
 from __future__ import annotations
 
