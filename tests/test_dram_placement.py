@@ -519,6 +519,7 @@ def test_plan_queues_of_a_compiled_model(tmp_path):
         writer = placement.models[f"act{i}"]
         assert e2e.readers == (f"mm{i + 1}",) and e2e.t == writer.t
         assert (e2e.grid, e2e.mblock, e2e.ublock) == e2e_queue_blocking(writer, E150)
+        assert e2e.grid == (2, 2)      # a 64x64 activation: its 4 tiles over 4 channels, whatever the writer's grid
     # the same plan again from the graph, and the host/DRAM switches
     epoch_of = {n: p.epoch for n, p in placement.placed.items()}
     again = plan_queues(graph, placement.models, epoch_of, E150, 4, False, True)
