@@ -16,9 +16,11 @@ core locations, the result checked against the greedy plan, lower bounds compute
    starts and transposes) warm-started with that plan. An epoch that packs more than SPLIT times slower than
    the split counted on is also planned as two halves, kept when cheaper. Epochs whose ops, contexts and
    overrides are alike (a transformer's layers) are solved once.
-3. Each plan gets its queues, their DRAM placement and its exact cost (`plan.finish`). So does the greedy
-   policy's plan (`greedy.py`, computed in a second thread meanwhile), and the cheapest one is kept: the default
-   policy is never worse than the greedy.
+3. Each plan gets its queues, their DRAM placement and its exact cost (`plan.finish`). Where the cheaper one
+   still has a fork-join stall that sets an epoch's pace, its split is planned again with an epoch ending at each
+   such fork, and kept when cheaper (`_cut_forks`). The greedy policy's plan (`greedy.py`, computed in a second
+   thread meanwhile) is finished too, and the cheapest one is kept: the default policy is never worse than the
+   greedy.
 4. Lower bounds (`plan.Bounds`): the work over all cores and the slowest op at their best, the cheapest split's
    own bound (`SegmentTable.split(bound=True)`) and, for this split, the epochs' pipeline bounds (the solver's
    where it ran).
@@ -26,7 +28,7 @@ core locations, the result checked against the greedy plan, lower bounds compute
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from ..device import DeviceSpec
 from ..ir import Graph
@@ -44,6 +46,7 @@ IMPROVE = 1.02     # an epoch whose packed plan could gain more than 2 % towards
 STALL = 1.5        # an op a fork-join stall makes this much slower than the epoch's unstalled pipeline starts a new one
 SPLIT = 1.25       # an epoch that packs this much slower than its split's pipeline is also tried as two halves
 SPLITS = (True, False)   # the splits planned: ops' cores along streaming chains, and each op at its own fewest
+FORK_CUT_ROUNDS = 2      # re-plannings with epochs cut after the forks of fork-join stalls (`_cut_forks`)
 
 
 def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates: dict[str, list[Candidate]],
@@ -56,16 +59,61 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
         # are deterministic, and what they share with this thread are caches of pure functions
         greedy = background.submit(greedy_plan, graph, device, schedule, candidates, coster, constraints)
         segments_bound = background.submit(table.split, bound=True)
-        plans = []
-        for chains in SPLITS:
-            models, placed, split_bound = _split_plan(table, solver, table.split(bound=False, chains=chains),
-                                                      candidates, constraints)
-            plans.append((finish(graph, coster, schedule, models, placed, "CP-SAT", constraints), split_bound))
+        plan = min((_planned(graph, coster, solver, chains, frozenset()) for chains in SPLITS),
+                   key=lambda p: p.placement.estimated_cycles)
+        plan = _cut_forks(graph, coster, solver, plan)
         other = greedy.result()
-        best, split_bound = min(plans, key=lambda p: p[0].estimated_cycles)
-        best = best if best.estimated_cycles <= other.estimated_cycles else other
-        best.bounds = bounds(table, candidates, schedule, constraints.chips, split_bound, segments_bound.result())
+        best = plan.placement if plan.placement.estimated_cycles <= other.estimated_cycles else other
+        best.bounds = bounds(table, candidates, schedule, constraints.chips, plan.split_bound,
+                             segments_bound.result())
     return best
+
+
+class _Plan(NamedTuple):
+    """A finished plan of the segment split (`chains`: which of SPLITS, `cuts`: the planner's own epoch starts)
+    and its epochs' solver bound."""
+
+    placement: Placement
+    split_bound: float
+    chains: bool
+    cuts: frozenset
+
+
+def _planned(graph: Graph, coster: PlanCoster, solver: _EpochSolver, chains: bool, cuts: frozenset) -> _Plan:
+    """The split's plan (steps 2 and 3 of the module docstring), epochs also starting at `cuts`."""
+    table = solver.table
+    models, placed, split_bound = _split_plan(table, solver, table.split(bound=False, chains=chains, cuts=cuts),
+                                              solver.candidates, solver.constraints)
+    placement = finish(graph, coster, table.schedule, models, placed, "CP-SAT", solver.constraints)
+    return _Plan(placement, split_bound, chains, cuts)
+
+
+def _cut_forks(graph: Graph, coster: PlanCoster, solver: _EpochSolver, plan: _Plan) -> _Plan:
+    """`plan`, or the split planned again with an epoch starting right after each fork whose fork-join still
+    slows its epoch after buffering (`_stalled_forks`) when that is cheaper, repeated while it gains (at most
+    FORK_CUT_ROUNDS times). The cut makes the fork the last op of its epoch: the join, in a later epoch, reads the
+    short path from a DRAM queue that holds the whole microbatch (the legacy fork-join pass's buffering queue)."""
+    for _ in range(FORK_CUT_ROUNDS):
+        cuts = plan.cuts | _stalled_forks(solver.table, plan.placement)
+        if cuts == plan.cuts:
+            break
+        tried = _planned(graph, coster, solver, plan.chains, cuts)
+        if tried.placement.estimated_cycles >= plan.placement.estimated_cycles:
+            break
+        plan = tried
+    return plan
+
+
+def _stalled_forks(table: SegmentTable, placement: Placement) -> frozenset:
+    """The schedule positions right after the fork of each join whose fork-join stall sets its epoch's pipeline
+    (slower than the epoch's slowest op without stalls, `fork_join.pace`)."""
+    cuts = set()
+    for timing in placement.epoch_timings:
+        limit = pace(timing) if timing.ops else 0.0
+        for op in timing.ops:
+            if op.limiter == "fork_join" and op.limiter_cycles > limit:
+                cuts.add(table.position[op.fork] + 1)
+    return frozenset(c for c in cuts if c < len(table.schedule))
 
 
 def _split_plan(table: SegmentTable, solver: _EpochSolver, split: Split, candidates: dict[str, list[Candidate]],

@@ -260,28 +260,29 @@ class SegmentTable:
         tails[t] = self._chained(p, t, s, tail, lo, plan)
         return p, tail
 
-    def _window(self, s: int) -> tuple:
+    def _window(self, s: int, breaks: frozenset) -> tuple:
         """What the segments starting at s depend on, relative to s: per op that could join them, its context
-        key, its producers' and last reader's offsets and whether it starts an epoch. Starts at the same offset
-        in repeated blocks (a transformer's layers) share it."""
+        key, its producers' and last reader's offsets and whether it starts an epoch (`breaks`: the positions
+        that do). Starts at the same offset in repeated blocks (a transformer's layers) share it."""
         n = len(self.schedule)
         end = min(n, s + self.cores)
         return (self.inputs[s], tuple(
             (self._context_key(t, s, False), tuple((k, p - s) for k, p in self._operand_positions[t] if s <= p < n),
-             self._queued[t], min(self.last_user[t], end) - s, t in self.breaks and t > s) for t in range(s, end)))
+             self._queued[t], min(self.last_user[t], end) - s, t in breaks and t > s) for t in range(s, end)))
 
-    def _segments_from(self, s: int, bound: bool, chains: bool) -> list[tuple[int, int, float, float]]:
-        """For every end t >= s while the ops could fit one grid: (t, grid value index, cost, pipeline) of the
-        cheapest grid value for segment s..t (the bound's or the plan's terms, module docstring); computed once
-        per window (`_window`)."""
-        key = (bound, chains, self._window(s))
+    def _segments_from(self, s: int, bound: bool, chains: bool,
+                       breaks: frozenset) -> list[tuple[int, int, float, float]]:
+        """For every end t >= s while the ops could fit one grid and no position of `breaks` starts an epoch
+        within: (t, grid value index, cost, pipeline) of the cheapest grid value for segment s..t (the bound's or
+        the plan's terms, module docstring); computed once per window (`_window`)."""
+        key = (bound, chains, self._window(s, breaks))
         found = self._windows.get(key)
         if found is None:
             found = self._windows[key] = [(t - s, b, cost, pipeline)
-                                          for t, b, cost, pipeline in self._costs(s, bound, chains)]
+                                          for t, b, cost, pipeline in self._costs(s, bound, chains, breaks)]
         return [(s + dt, b, cost, pipeline) for dt, b, cost, pipeline in found]
 
-    def _costs(self, s: int, bound: bool, chains: bool):
+    def _costs(self, s: int, bound: bool, chains: bool, breaks: frozenset):
         """`_segments_from`, computed: the ops' cores counted along streaming chains (the bound always), or
         each op at its own fewest."""
         n = len(self.schedule)
@@ -297,7 +298,7 @@ class SegmentTable:
         tails: dict[int, np.ndarray] = {}   # the chains: last op -> fewest cores per grid value and streaming
         first = 0                           # the first grid value the segment fits (it only grows)
         for t in range(s, min(n, s + self.cores)):
-            if t in self.breaks and t > s:
+            if t in breaks and t > s:
                 return
             for i in flips.pop(t, []):      # op i's last reader is now inside: its output stays on chip
                 was, now = self._op_bins(i, s, True), self._op_bins(i, s, False)
@@ -346,10 +347,12 @@ class SegmentTable:
                 b = int(np.argmin(cost))
                 yield t, b, float(cost[b]), float(pipeline[b])
 
-    def split(self, bound: bool, chains: bool = True) -> Split:
+    def split(self, bound: bool, chains: bool = True, cuts: frozenset = frozenset()) -> Split:
         """The cheapest split into contiguous segments (the lower bound's or the plan's, module docstring); the
-        plan's with its ops' cores counted along streaming chains (`chains`) or each op at its own fewest."""
+        plan's with its ops' cores counted along streaming chains (`chains`) or each op at its own fewest. Every
+        user break starts a segment, and so does every position in `cuts` (the planner's own)."""
         n = len(self.schedule)
+        breaks = frozenset(self.breaks | cuts)
         switch = self.device.epoch_switch_cycles
         best = [math.inf] * (n + 1)
         back: list = [None] * (n + 1)
@@ -358,7 +361,7 @@ class SegmentTable:
             if not math.isfinite(best[s]):
                 continue
             paid = best[s] + (switch if s and s not in self.program_start else 0)
-            for t, b, cycles, pipeline in self._segments_from(s, bound, chains or bound):
+            for t, b, cycles, pipeline in self._segments_from(s, bound, chains or bound, breaks):
                 if paid + cycles < best[t + 1]:
                     best[t + 1] = paid + cycles
                     back[t + 1] = (s, b, pipeline, cycles)
