@@ -345,6 +345,24 @@ def test_two_graph_program_with_e2e_queue_and_loop():
         sim.run(p_loop_count=1)  # no more inputs pushed
 
 
+def test_deallocated_queue_drops_its_contents_and_cannot_be_read():
+    """deallocate_queue frees the queue's DRAM: its entries are dropped (the simulator's memory stays bounded by
+    the live queues), and a graph that reads it before the next allocate_queue is an error, not stale data."""
+    rng = np.random.default_rng(7)
+    sim = Simulator(E2E_YAML)
+    sim.push("x", rng.uniform(-2, 2, (2, 1, 32, 64)))
+    sim.push("y", rng.uniform(-2, 2, (2, 1, 32, 64)))
+    sim.run(p_loop_count=1)
+    assert sim._queues["e2e"].slots == [None, None]
+    early = E2E_YAML.replace("    -   deallocate_queue: [e2e]\n", "").replace(
+        "    -   execute: {graph_name: g1,", "    -   deallocate_queue: [e2e]\n    -   execute: {graph_name: g1,")
+    sim = Simulator(early)
+    sim.push("x", rng.uniform(-2, 2, (2, 1, 32, 64)))
+    sim.push("y", rng.uniform(-2, 2, (2, 1, 32, 64)))
+    with pytest.raises(SimulatorError, match=r"op 'sum' \(graph 'g1'\) reads queue 'e2e' after deallocate_queue"):
+        sim.run(p_loop_count=1)
+
+
 def test_missing_param_is_an_error():
     with pytest.raises(SimulatorError, match=r"p_loop_count"):
         Simulator(E2E_YAML).run()

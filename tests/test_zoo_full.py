@@ -27,3 +27,19 @@ def test_full_size_model(tmp_path, name, device):
     out = compiled(*inputs)
     out = out[0].numpy()   # the same ModelOutput type as the torch model's
     assert pcc(out, expected) >= 0.99
+
+
+@pytest.mark.zoo
+def test_bert_large_384_at_microbatch_128(tmp_path):
+    """BERT-Large at sequence 384 and microbatch 128 on e150 (default formats): compiles, its netlist validates,
+    and the simulator runs the whole microbatch with outputs that match PyTorch (about 20 minutes)."""
+    entry = ZOO["bert_large_384"]
+    model, inputs = entry.build(), entry.inputs(128)
+    compiled = pybuda.compile(model, *inputs, device="e150", output_dir=tmp_path)
+    validate(compiled.netlist)
+    assert compiled.netlist.programs and compiled.perf.samples == 128
+    with torch.no_grad():
+        expected = model(*inputs)[0].numpy()
+    out = compiled(*inputs)[0].numpy()
+    assert out.shape == expected.shape == (128, 384, 1024)
+    assert pcc(out, expected) >= 0.99

@@ -115,6 +115,19 @@ class _QueueState:
         while self.pending and self.occupancy < self.entries:
             self.put(self.pending.popleft())
 
+    def set_allocated(self, allocated: bool) -> None:
+        """`allocate_queue` / `deallocate_queue`: a deallocated queue's DRAM is free for others, so its contents
+        are dropped (its pointers persist, as the program's variables do)."""
+        self.allocated = allocated
+        if not allocated:
+            self.slots = [None] * self.entries
+
+    def check_allocated(self, what: str) -> None:
+        """SimulatorError for `what` (an op's read or write) of a queue that `deallocate_queue` freed."""
+        if not self.allocated:
+            raise SimulatorError(f"{what} queue {self.q.name!r} after deallocate_queue freed it (and before an "
+                                 f"allocate_queue): on the device it would read or overwrite another queue's DRAM")
+
 
 @dataclasses.dataclass
 class _OpPlan:
@@ -390,6 +403,7 @@ class Simulator:
     def _read_queue(self, name: str, idx: range, graph: Graph, op: Op) -> np.ndarray:
         """Entries an op reads from a queue for the inputs `idx`: (len(idx) or 1, t, R, C)."""
         st = self._queues[name]
+        st.check_allocated(f"op {op.name!r} (graph {graph.name!r}) reads")
         if st.q.is_ram:
             entries = [(st.rd + i * st.global_rd_autoinc) % st.entries for i in idx]
             for e in entries:
@@ -443,6 +457,7 @@ class Simulator:
 
     def _write(self, name: str, op: Op, value: np.ndarray, idx: range) -> None:
         st = self._queues[name]
+        st.check_allocated(f"op {op.name!r} writes")
         q = st.q
         x = apply_edge_tms(value, q.input_tms, f"queue {name!r} input_tms") if q.input_tms else value
         if _tiles(x.shape) != q.shape:
@@ -527,7 +542,7 @@ class _Listener:
 
     def allocate(self, queues: list[str], allocate: bool) -> None:
         for name in queues:
-            self.sim._state(name).allocated = allocate
+            self.sim._state(name).set_allocated(allocate)
 
 
 def topo_order(graph: Graph, netlist: Netlist) -> list[Op]:

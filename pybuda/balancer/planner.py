@@ -109,7 +109,7 @@ def _stalled_forks(table: SegmentTable, placement: Placement) -> frozenset:
     (slower than the epoch's slowest op without stalls, `fork_join.pace`)."""
     cuts = set()
     for timing in placement.epoch_timings:
-        limit = pace(timing) if timing.ops else 0.0
+        limit = pace(timing)
         for op in timing.ops:
             if op.limiter == "fork_join" and op.limiter_cycles > limit:
                 cuts.add(table.position[op.fork] + 1)
