@@ -3,11 +3,11 @@
 
 The estimate is deterministic (same model and config, same plan), so any change is a change of the compiler: a
 plan more than `TOLERANCE` slower than its baseline is a regression (exit status 1); a faster one is reported as
-an improvement to record with `--update`. Compile time is recorded too, in seconds and in units of a fixed
-reference workload timed just before each compile (`reference_seconds`: this machine's speed at that moment, which
-tempers, not removes, the effect of other tenants); a compile more than `COMPILE_TOLERANCE` slower
-in those units is a regression as well (compiles the baseline took less than `MIN_COMPILE_S` for are not
-compared: on a shared machine they vary more than that).
+an improvement to record with `--update`; a netlist whose bytes changed (sha256) is reported. Compile time is
+recorded too, in seconds and in units of a fixed reference workload timed just before each compile
+(`reference_seconds`: this machine's speed at that moment, which tempers, not removes, the effect of other
+tenants); a compile more than `COMPILE_TOLERANCE` slower in those units is a regression as well (compiles the
+baseline took less than `MIN_COMPILE_S` for are not compared: on a shared machine they vary more than that).
 
     python -m pybuda.tools.perf_regression                  # the fast tier (tiny zoo models, e150 and n150)
     python -m pybuda.tools.perf_regression --tier full      # the full-size BENCHMARKS configurations (slow)
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import sys
 import time
@@ -91,7 +92,8 @@ def measure(case: PerfCase, policy: str = "default") -> dict:
             "bound_ratio": round(placement.estimated_cycles / placement.lower_bound_cycles, 3),
             "policy": placement.policy,
             "compile_s": round(seconds, 2),
-            "compile_units": round(seconds / reference, 1)}
+            "compile_units": round(seconds / reference, 1),
+            "netlist_sha256": hashlib.sha256("".join(compiled.runtime.netlist_texts).encode()).hexdigest()}
 
 
 def compare(baseline: dict, measured: dict, compile_time: bool = True) -> tuple[list[str], list[str]]:
@@ -110,6 +112,9 @@ def compare(baseline: dict, measured: dict, compile_time: bool = True) -> tuple[
             regressions.append(line)
         elif ratio != 1:
             notes.append(line + (" improved: record it with --update" if ratio < 1 else ""))
+        if was.get("netlist_sha256") not in (None, now["netlist_sha256"]):
+            notes.append(f"{key}: the netlist's bytes changed (sha256 {was['netlist_sha256'][:12]} -> "
+                         f"{now['netlist_sha256'][:12]})")
         if compile_time and "compile_units" in was and "compile_units" in now and was["compile_s"] >= MIN_COMPILE_S:
             growth = now["compile_units"] / was["compile_units"]
             line = (f"{key}: compile {was['compile_units']} -> {now['compile_units']} reference units "
