@@ -33,6 +33,13 @@ def test_compare_flags_compiles_slower_in_reference_units():
     assert pr.compare(baseline, measured, compile_time=False)[0] == []
 
 
+def test_compare_notes_a_netlist_whose_bytes_changed():
+    baseline = {"a": {**_figures(1000), "netlist_sha256": "a" * 64}, "b": {**_figures(1000), "netlist_sha256": "b" * 64}}
+    measured = {"a": {**_figures(1000), "netlist_sha256": "a" * 64}, "b": {**_figures(1000), "netlist_sha256": "c" * 64}}
+    regressions, notes = pr.compare(baseline, measured)
+    assert regressions == [] and notes == ["b: the netlist's bytes changed (sha256 bbbbbbbbbbbb -> cccccccccccc)"]
+
+
 def test_unknown_tier_is_refused():
     with pytest.raises(ValueError, match="legal: fast, full"):
         pr.cases("medium")

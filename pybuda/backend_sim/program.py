@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Protocol
 
-from pybuda.netlist import (EndLoop, Execute, Loop, Param, Program, QueueAlloc, QueueSettings, Var, VarInst)
+from pybuda.netlist import EndLoop, Execute, Loop, Param, Program, QueueAlloc, QueueSettings, Var, VarInst
 from pybuda.netlist.model import VARINST_OPCODES
+from pybuda.netlist.schema import record_items
 
 from .errors import SimulatorError
 
@@ -173,8 +174,7 @@ class ProgramRunner:
         if isinstance(ins, Execute):
             settings = {}
             for queue, written in ins.queue_settings.items():
-                values = {f: self.resolve(v) for f in QueueSettings.FIELDS
-                          if (v := getattr(written, f)) is not None}
+                values = {key: self.resolve(v) for key, v in record_items(written)}
                 settings[queue] = QueueSetting(queue=queue, written=written, values=values)
             self.listener.execute(ins.graph_name, settings)
         elif isinstance(ins, VarInst):

@@ -250,8 +250,7 @@ class SubOpLayout:
 
 def dest_tiles(device: DeviceSpec, acc_df: DataFormat | None) -> int:
     """Tiles the dest register holds for one ublock with accumulation format `acc_df`."""
-    acc = DataFormat.parse(acc_df or DataFormat.Float16_b)
-    return device.dest_tiles_32b if acc in (DataFormat.Float32, DataFormat.Int32) else device.dest_tiles_16b
+    return device.dest_tiles(DataFormat.parse(acc_df) if acc_df is not None else None)
 
 
 def fused_roles(group: FusedGroup) -> tuple:

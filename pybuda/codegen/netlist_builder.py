@@ -98,7 +98,7 @@ def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, confi
         by_type = {t: [e for e in epochs if types[_first_op(placement, e)] == t] for t in ("forward", "backward",
                                                                                            "optimizer")}
         programs = builder.training(by_type, sorted(written[op] for op in grads))
-    return Netlist(devices=Devices(device.arch), queues=queues, graphs=graphs, programs=programs,
+    return Netlist(devices=Devices(arch=device.arch), queues=queues, graphs=graphs, programs=programs,
                    fused_ops=fused.definitions or None, queue_groups=groups)
 
 

@@ -7,6 +7,8 @@ from importlib import resources
 
 import yaml
 
+from ..dataformat import DataFormat
+
 
 @dataclasses.dataclass(frozen=True)
 class DeviceSpec:
@@ -29,6 +31,7 @@ class DeviceSpec:
     dest_tiles_16b: int
     dest_tiles_32b: int
     epoch_switch_cycles: int
+    l1_data_buffer_base: int = 0x33000   # L1 below this holds firmware, kernels, tile headers and the overlay blob
     noc_size: tuple = ()        # (x, y) of the NoC torus
     noc_worker_x: tuple = ()    # NoC x of each logical worker column
     noc_worker_y: tuple = ()    # NoC y of each logical worker row (harvested rows removed)
@@ -45,6 +48,15 @@ class DeviceSpec:
         w, h = self.noc_size
         forward = (dx - x) % w + (dy - y) % h
         return min(forward, (x - dx) % w + (y - dy) % h)
+
+    def dest_tiles(self, acc_df: DataFormat | None) -> int:
+        """Tiles the dest register holds for one ublock accumulated in `acc_df` (16-bit when not given)."""
+        return self.dest_tiles_32b if acc_df in (DataFormat.Float32, DataFormat.Int32) else self.dest_tiles_16b
+
+    @property
+    def l1_data_buffer_bytes(self) -> int:
+        """L1 bytes per core the backend can give op buffers: everything above `l1_data_buffer_base`."""
+        return self.l1_size - self.l1_data_buffer_base
 
     @property
     def cores(self) -> int:

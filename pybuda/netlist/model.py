@@ -1,9 +1,11 @@
-"""The Buda netlist as typed dataclasses (netlist-format.md §1, §2).
+"""The Buda netlist as typed dataclasses (netlist-format.md §1, §2), each record declared once.
 
-Every field of the backend's schema has a typed attribute, in the legacy writer's order. Optional fields are
-`None` when the netlist leaves them out (so a read -> write -> read round trip is exact); the `effective_*`
-helpers give the backend's defaults. Shapes are in tiles: `(t, RT, CT)` with `RT = grid_r*mblock_m*ublock_rt`
-and `CT = grid_c*mblock_n*ublock_ct`.
+Every field of the backend's schema is a typed attribute declared with `schema.spec`: its YAML key, its kind
+(parser, legal values, plain-data form), whether it is required, the op types it applies to; declaration order is
+the legacy writer's order. The reader and the writer walk these declarations (`schema.record_schema`). Optional
+fields are `None` when the netlist leaves them out (so a read -> write -> read round trip is exact); the
+`effective_*` helpers give the backend's defaults. Shapes are in tiles: `(t, RT, CT)` with
+`RT = grid_r*mblock_m*ublock_rt` and `CT = grid_c*mblock_n*ublock_ct`.
 
 TMs are tuples, the same form `pybuda.arch.tms` uses: `("transpose",)`, `("broadcast", "r"|"c"|"z", n)`,
 `("hslice", n)`, `("hstack", n)`, `("vslice", n)`, `("vstack", n)`, `("pad", rt, ct, value)` and, in fused-op
@@ -18,12 +20,18 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Union
 
+from yaml.nodes import SequenceNode
+
 from ..arch.cycles import FusedStep
 from ..arch.fused import SubBlock
 from ..arch.fused import input_roles as fused_input_roles
 from ..arch.operands import OpGeometry
-from ..arch.optypes import NON_TENSIX_OPS
+from ..arch.optypes import NON_TENSIX_OPS, SFPU_OPS
 from ..dataformat import DataFormat, MathFidelity
+from .schema import (ANY, BOOL, DF, DF_LIST, DRAM, FIDELITY, FLOAT, FORKED, FUSED_ID, GRID_LOC, HOST, INT,
+                     INT_LIST, INT_OR_LIST, KERNEL_BROADCAST, NOT_IN_SUB_OPS, PAIR, SCALAR, SPLICE, STR, STR_LIST,
+                     TMS, Bad, Kind, Noun, enum, read_str, record_data, record_items, record_kind, spec,
+                     tile_dim_kind)
 
 Pair = tuple  # (int, int)
 TM = tuple
@@ -31,17 +39,11 @@ Scalar = Union[bool, int, float, str]
 
 ARCHS = ("grayskull", "wormhole", "wormhole_b0", "blackhole")
 SUPPORTED_ARCHS = ("grayskull", "wormhole_b0")   # archs this project has device descriptions for
-
-QUEUE_TYPES = ("queue", "ram")
-QUEUE_LOCS = ("dram", "host")
-LAYOUTS = ("tilized", "flat")
-UBLOCK_ORDERS = ("r", "c")
 TILE_DIMS = ((32, 32), (16, 32), (8, 32), (4, 32), (2, 32), (1, 32), (32, 16))
-TM_KINDS = ("transpose", "broadcast", "hslice", "hstack", "vslice", "vstack", "pad", "tile_broadcast")
+TILE_DIM = tile_dim_kind(TILE_DIMS)
+UBLOCK_ORDER = enum(("r", "c"))
 
-# Program instruction opcodes (§2.2) and varinst opcodes with their operand counts (excluding the output)
-OPCODES = ("var", "staticvar", "param", "varinst", "loop", "endloop", "execute", "allocate_queue",
-           "deallocate_queue", "endprogram")
+# varinst opcodes with their operand counts (excluding the output)
 VARINST_OPCODES = {"set": 1, "add": 2, "mul": 2, "inc": 1, "incwrap": 2}
 
 
@@ -56,11 +58,26 @@ def elements_of(shape: tuple, tile_dim: Pair) -> tuple:
     return (t, rt * tile_dim[0], ct * tile_dim[1])
 
 
-@dataclass(slots=True)
+def _read_arch(n):
+    names = [read_str(x) for x in n.value] if n.__class__ is SequenceNode else [read_str(n)]
+    for a in names:
+        if a not in ARCHS:
+            raise Bad(f"unknown arch {a!r}", "one of " + ", ".join(ARCHS), a, rule="schema.value", whole=True)
+    if not names:
+        raise Bad("the arch list is empty", "an arch", "[]", rule="schema.value", whole=True)
+    return names if n.__class__ is SequenceNode else names[0]
+
+
+ARCH = Kind("arch", _read_arch, lambda v: list(v) if isinstance(v, list) else v, ARCHS)
+
+
+@dataclass(slots=True, kw_only=True)
 class Devices:
     """`devices: {arch: name | [names]}`; a list means the netlist is valid for any of them (§1.1)."""
 
-    arch: Union[str, list]
+    NOUN = Noun("devices", "devices")
+
+    arch: Union[str, list] = spec(ARCH)
     line: int = field(default=0, compare=False, repr=False)
 
     @property
@@ -70,33 +87,31 @@ class Devices:
 
 @dataclass(slots=True, kw_only=True)
 class Queue:
-    """A DRAM or host queue / ram (§1.2). Fields in the legacy writer's order."""
+    """A DRAM or host queue / ram (§1.2). Fields in the legacy writer's order (`BudaQueue::as_string`)."""
+
+    NOUN = Noun("queues", "a queue")
 
     name: str
-    input: str
-    alias: str | None = None
-    type: str
-    entries: int
-    grid_size: Pair
-    t: int
-    mblock: Pair
-    ublock: Pair
-    ublock_order: str | None = None
-    tile_dim: Pair | None = None
-    df: DataFormat
-    layout: str | None = None
-    target_device: Union[int, list, None] = None
-    loc: str
-    dram: list | None = None          # [(channel, address), ...] one per buffer, row-major over the grid
-    host: list | None = None          # [address | (channel, address), ...]
-    read_ports: list | None = None
-    write_ports: list | None = None
-    input_tms: list | None = None
+    input: str = spec(STR)
+    alias: str | None = spec(STR, default=None)
+    type: str = spec(enum(("queue", "ram")))
+    entries: int = spec(INT)
+    grid_size: Pair = spec(PAIR)
+    t: int = spec(INT)
+    mblock: Pair = spec(PAIR)
+    ublock: Pair = spec(PAIR)
+    ublock_order: str | None = spec(UBLOCK_ORDER, default=None)
+    tile_dim: Pair | None = spec(TILE_DIM, default=None)
+    df: DataFormat = spec(DF)
+    layout: str | None = spec(enum(("tilized", "flat")), default=None)
+    target_device: Union[int, list, None] = spec(INT_OR_LIST, default=None)
+    loc: str = spec(enum(("dram", "host")), names_required=True)   # and the field it names is required
+    dram: list | None = spec(DRAM, default=None)   # [(channel, address), ...] one per buffer, row-major over the grid
+    host: list | None = spec(HOST, default=None)   # [address | (channel, address), ...]
+    read_ports: list | None = spec(INT_LIST, default=None)
+    write_ports: list | None = spec(INT_LIST, default=None)
+    input_tms: list | None = spec(TMS, default=None)
     line: int = field(default=0, compare=False, repr=False)
-
-    FIELDS = ("input", "alias", "type", "entries", "grid_size", "t", "mblock", "ublock", "ublock_order", "tile_dim",
-              "df", "layout", "target_device", "loc", "dram", "host", "read_ports", "write_ports", "input_tms")
-    REQUIRED = ("input", "type", "entries", "grid_size", "t", "mblock", "ublock", "df", "loc")
 
     @property
     def shape(self) -> tuple:
@@ -148,84 +163,91 @@ class Queue:
         return self.t * self.mblock[0] * self.mblock[1] * self.ublock[0] * self.ublock[1]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Pad:
     """`input_N_pad: {rt, ct, pad_value}` / `input_N_unpad: {rt, ct}`."""
 
-    rt: int | None = None
-    ct: int | None = None
-    pad_value: float | None = None
+    rt: int | None = spec(INT, default=None)
+    ct: int | None = spec(INT, default=None)
+    pad_value: float | None = spec(FLOAT, default=None)
+
+
+PAD = record_kind(Pad, ("rt", "ct", "pad_value"))
+UNPAD = record_kind(Pad, ("rt", "ct"))
+
+_FUSED = "fused_op"
+_MATMUL = frozenset({"matmul", _FUSED})
+_SPARSE = frozenset({"matmul", _FUSED, "buffer"})
+
+
+def _attr(kind: Kind, on=ANY, sub_on=NOT_IN_SUB_OPS, **kw):
+    """An op attribute: legal on the op types `on` (ANY: all), in fused sub-ops of the types `sub_on`."""
+    return spec(kind, default=None, on=on, sub_on=sub_on, **kw)
 
 
 @dataclass(slots=True, kw_only=True)
 class Attributes:
-    """Op attributes (§1.3); `None` = not set. Written in alphabetical order, as the legacy compiler does."""
+    """Op attributes (§1.3, netlist_parser.cpp `parse_op` / `parse_scheduled_op_fields`); `None` = not set.
+    Written in alphabetical order, as the legacy compiler does."""
 
-    accumulate: bool | None = None
-    act_t: int | None = None
-    approximate_mode: bool | None = None
-    bias: bool | None = None
-    dequant: bool | None = None
-    dest_device: int | None = None
-    dim: str | None = None
-    egress_channels: list | None = None
-    exp: int | None = None
-    fracture_factor: int | None = None
-    fused_op_id: str | None = None
-    granularity: str | None = None
-    identity: bool | None = None
-    indices_len: int | None = None
-    ingress_channels: list | None = None
-    k: int | None = None
-    kernel_broadcast: dict | None = None          # {input index: tiles}
-    kernel_broadcast_per_t: dict | None = None    # {input index: tiles}
-    l1_acc: bool | None = None
-    m_k: int | None = None
-    min_buffer_input: int | None = None
-    num_columns: int | None = None
-    num_index_tiles: int | None = None
-    num_indices: int | None = None
-    num_nz_strips: list | None = None
-    num_sparse_tiles: int | None = None
-    p: float | None = None
-    relu_en: bool | None = None
-    relu_mode: str | None = None
-    relu_threshold: float | None = None
-    requant: bool | None = None
-    seed: int | None = None
-    sfpu_execution_thread: str | None = None
-    sfpu_op: str | None = None
-    single_tile: list | None = None
-    slope: float | None = None
-    sort: str | None = None
-    sparse_nz_strips: int | None = None           # this compiler's: the busiest core's encoded strips
-    sparse_nz_ublocks: int | None = None          # ... and ublocks (with indices_len, its tiles)
-    sparse_tile_ptr_bits: int | None = None
-    sparse_ublock_idx_bits: int | None = None
-    splice: dict | None = None                    # {input index: (index, length, stride)}  (`inputN: [...]`)
-    srnd_fpu_en: bool | None = None
-    starting_row: int | None = None
-    stoch_rnd_mode: str | None = None
-    type: str | None = None
-    u_kt: int | None = None
-    vector: str | None = None
-    z: int | None = None
-    zero_point: float | None = None
+    accumulate: bool | None = _attr(BOOL)
+    act_t: int | None = _attr(INT, _MATMUL)
+    approximate_mode: bool | None = _attr(BOOL)
+    bias: bool | None = _attr(BOOL)
+    dequant: bool | None = _attr(BOOL, frozenset({"matmul"}))
+    dest_device: int | None = _attr(INT)
+    dim: str | None = _attr(enum(("r", "c", "z"), "attr.reduce_dim"), frozenset({"reduce", _FUSED}),
+                            frozenset({"reduce"}))
+    egress_channels: list | None = _attr(INT_LIST)
+    exp: int | None = _attr(INT, frozenset({"power", _FUSED}), frozenset({"power"}))
+    fracture_factor: int | None = _attr(INT, _MATMUL)
+    fused_op_id: str | None = _attr(FUSED_ID, frozenset({_FUSED}))
+    granularity: str | None = _attr(enum(("ublock", "t"), "attr.splice_granularity"), frozenset({"splice"}))
+    identity: bool | None = _attr(BOOL, _MATMUL)
+    indices_len: int | None = _attr(INT, _MATMUL)
+    ingress_channels: list | None = _attr(INT_LIST)
+    k: int | None = _attr(INT, frozenset({"topk"}))
+    kernel_broadcast: dict | None = _attr(KERNEL_BROADCAST)          # {input index: tiles}
+    kernel_broadcast_per_t: dict | None = _attr(KERNEL_BROADCAST)    # {input index: tiles}
+    l1_acc: bool | None = _attr(BOOL, frozenset({"matmul", "depthwise"}))
+    m_k: int | None = _attr(INT, sub_on=ANY)
+    min_buffer_input: int | None = _attr(INT, _SPARSE | {"depthwise"})
+    num_columns: int | None = _attr(INT, _MATMUL)
+    num_index_tiles: int | None = _attr(INT, _SPARSE)
+    num_indices: int | None = _attr(INT, frozenset({"embedding"}))
+    num_nz_strips: list | None = _attr(INT_LIST, _SPARSE)
+    num_sparse_tiles: int | None = _attr(INT, _MATMUL)
+    p: float | None = _attr(FLOAT, frozenset({"dropout", _FUSED}), frozenset({"dropout"}))
+    relu_en: bool | None = _attr(BOOL, sub_on=ANY)
+    relu_mode: str | None = _attr(enum(("min", "max"), "attr.relu_mode"), sub_on=ANY)
+    relu_threshold: float | None = _attr(FLOAT, sub_on=ANY)
+    requant: bool | None = _attr(BOOL, frozenset({"matmul"}))
+    seed: int | None = _attr(INT, frozenset({"dropout", _FUSED}), frozenset({"dropout"}))
+    sfpu_execution_thread: str | None = _attr(enum(("math", "pack"), "attr.sfpu_execution_thread"),
+                                              frozenset({"matmul"}) | SFPU_OPS)
+    sfpu_op: str | None = _attr(STR)
+    single_tile: list | None = _attr(INT_LIST)
+    slope: float | None = _attr(FLOAT, frozenset({"lrelu", _FUSED}), frozenset({"lrelu"}))
+    sort: str | None = _attr(enum(("max", "argmax"), "attr.topk_sort"), frozenset({"topk"}))
+    sparse_nz_strips: int | None = _attr(INT, _MATMUL)       # this compiler's: the busiest core's encoded strips
+    sparse_nz_ublocks: int | None = _attr(INT, _MATMUL)      # ... and ublocks (with indices_len, its tiles)
+    sparse_tile_ptr_bits: int | None = _attr(INT, _SPARSE)
+    sparse_ublock_idx_bits: int | None = _attr(INT, _SPARSE)
+    splice: dict | None = _attr(SPLICE, frozenset({"splice"}), key="input{}", indexed=True)   # {input: (index,
+    #                                                                            length, stride)} (`inputN: [...]`)
+    srnd_fpu_en: bool | None = _attr(BOOL)
+    starting_row: int | None = _attr(INT, _MATMUL)
+    stoch_rnd_mode: str | None = _attr(enum(("none", "fpu", "pack", "all"), "attr.stoch_rnd_mode"))
+    type: str | None = _attr(enum(("max",), "attr.reduce_type"), frozenset({"reduce", _FUSED}), frozenset({"reduce"}))
+    u_kt: int | None = _attr(INT, sub_on=ANY)
+    vector: str | None = _attr(enum(("r", "c", "rc"), "attr.vector"), sub_on=ANY)
+    z: int | None = _attr(INT, frozenset({"reduce", _FUSED, "matmul"}))
+    zero_point: float | None = _attr(FLOAT)
 
     def items(self) -> list:
-        """(key, value) of the attributes that are set, in the netlist's spelling."""
-        out = []
-        for f in _ATTR_FIELDS:
-            v = getattr(self, f)
-            if v is None:
-                continue
-            if f == "splice":
-                out.extend((f"input{i}", list(s)) for i, s in sorted(v.items()))
-            elif f in ("kernel_broadcast", "kernel_broadcast_per_t"):
-                out.append((f, {f"input_{i}": n for i, n in v.items()}))
-            else:
-                out.append((f, v))
-        return sorted(out)
+        """(key, value) of the attributes that are set, in the netlist's spelling and plain-data form, sorted
+        by key."""
+        return sorted(record_items(self))
 
     def kernel_broadcast_tiles(self, index: int) -> int:
         """Tiles of input `index` kept in L1 by kernel broadcast (0 = none)."""
@@ -237,49 +259,46 @@ class Attributes:
         return 0
 
 
-_ATTR_FIELDS = tuple(f.name for f in dataclasses.fields(Attributes))
+_NO_ATTRS = Attributes()
+ATTRIBUTES = Kind("attributes", None, lambda a: dict(a.items()))
 
 
 @dataclass(slots=True, kw_only=True)
 class Op:
-    """An op of a graph (§1.3). Fields in the legacy writer's order (`op.cpp: operator<<(BudaOp)`)."""
+    """An op of a graph (§1.3). Fields in the legacy writer's order (`op.cpp: operator<<(BudaOp)`), on its three
+    lines (`group`): placement and inputs / blocking, buffers and formats / edges and attributes."""
+
+    NOUN = Noun("ops", "an op", "op")
 
     name: str
-    type: str
-    grid_loc: Pair | None = None
-    grid_size: Pair
-    inputs: list
-    forked_dram_inputs: list | None = None        # [(queue, op), ...]
-    gradient_op: bool | None = None
-    untilize_output: bool | None = None
-    grid_transpose: bool | None = None
-    overlay_size: int | None = None
-    t: int
-    mblock: Pair
-    ublock: Pair
-    tile_dim: Pair | None = None
-    buf_size_mb: int
-    input_buf_min_size_tiles: list | None = None
-    input_dram_io_buf_size_tiles: list | None = None
-    ublock_order: str
-    in_df: list
-    out_df: DataFormat
-    intermed_df: DataFormat
-    acc_df: DataFormat | None = None
-    math_fidelity: MathFidelity
-    input_unpad: dict = field(default_factory=dict)   # {input index: Pad}
-    input_tms: dict = field(default_factory=dict)     # {input index: [TM, ...]}
-    input_pad: dict = field(default_factory=dict)     # {input index: Pad}
-    attributes: Attributes | None = None
+    type: str = spec(STR)
+    grid_loc: Pair | None = spec(GRID_LOC, default=None, required_unless_type=("ethernet_datacopy",))
+    grid_size: Pair = spec(PAIR)
+    inputs: list = spec(STR_LIST)
+    forked_dram_inputs: list | None = spec(FORKED, default=None)        # [(queue, op), ...]
+    gradient_op: bool | None = spec(BOOL, default=None)
+    untilize_output: bool | None = spec(BOOL, default=None)
+    grid_transpose: bool | None = spec(BOOL, default=None)
+    overlay_size: int | None = spec(INT, default=None)
+    t: int = spec(INT, group=1)
+    mblock: Pair = spec(PAIR, group=1)
+    ublock: Pair = spec(PAIR, group=1)
+    tile_dim: Pair | None = spec(TILE_DIM, default=None, group=1)
+    buf_size_mb: int = spec(INT, group=1)
+    input_buf_min_size_tiles: list | None = spec(INT_LIST, default=None, group=1)
+    input_dram_io_buf_size_tiles: list | None = spec(INT_LIST, default=None, group=1)
+    ublock_order: str = spec(UBLOCK_ORDER, group=1)
+    in_df: list = spec(DF_LIST, group=1)
+    out_df: DataFormat = spec(DF, group=1)
+    intermed_df: DataFormat = spec(DF, group=1)
+    acc_df: DataFormat | None = spec(DF, default=None, group=1)
+    math_fidelity: MathFidelity = spec(FIDELITY, group=1)
+    input_unpad: dict = spec(UNPAD, key="input_{}_unpad", indexed=True, default_factory=dict, group=2)  # {i: Pad}
+    input_tms: dict = spec(TMS, key="input_{}_tms", indexed=True, default_factory=dict, group=2)    # {i: [TM]}
+    input_pad: dict = spec(PAD, key="input_{}_pad", indexed=True, default_factory=dict, group=2)    # {i: Pad}
+    attributes: Attributes | None = spec(ATTRIBUTES, nested=Attributes, default=None, group=2)
     graph: str = field(default="", compare=False, repr=False)
     line: int = field(default=0, compare=False, repr=False)
-
-    FIELDS = ("type", "grid_loc", "grid_size", "inputs", "forked_dram_inputs", "gradient_op", "untilize_output",
-              "grid_transpose", "overlay_size", "t", "mblock", "ublock", "tile_dim", "buf_size_mb",
-              "input_buf_min_size_tiles", "input_dram_io_buf_size_tiles", "ublock_order", "in_df", "out_df",
-              "intermed_df", "acc_df", "math_fidelity", "attributes")
-    REQUIRED = ("type", "grid_size", "inputs", "t", "mblock", "ublock", "buf_size_mb", "ublock_order", "in_df",
-                "out_df", "intermed_df", "math_fidelity")
 
     @property
     def shape(self) -> tuple:
@@ -326,16 +345,17 @@ class Op:
         return OpGeometry(self.type, tuple(self.grid_size), self.t, tuple(self.mblock), tuple(self.ublock), self.attrs)
 
 
-_NO_ATTRS = Attributes()
 
 
 @dataclass(slots=True, kw_only=True)
 class Graph:
-    """One graph = one epoch on `target_device` (§1.3, §2.4)."""
+    """One graph = one epoch on `target_device` (§1.3, §2.4); every other key of its map is an op."""
+
+    NOUN = Noun("graphs", "a graph")
 
     name: str
-    target_device: Union[int, list, None] = None
-    input_count: int | None = None
+    target_device: Union[int, list, None] = spec(INT_OR_LIST, default=None)
+    input_count: int | None = spec(INT, default=None)
     ops: dict = field(default_factory=dict)   # name -> Op, in file order
     line: int = field(default=0, compare=False, repr=False)
 
@@ -356,38 +376,42 @@ class Graph:
 
 @dataclass(slots=True, kw_only=True)
 class FusedSubOp:
-    """One scheduled op of a fused op (§1.7)."""
+    """One scheduled op of a fused op (§1.7), fields in the legacy writer's order."""
+
+    NOUN = Noun("fused sub-ops", "a scheduled op", "sub-op")
 
     name: str
-    type: str
-    inputs: list
-    output: str
-    mblock: Pair
-    ublock: Pair
-    pop: list | None = None
-    pop_last: list | None = None
-    zero_point: float | None = None
-    input_tms: dict = field(default_factory=dict)
-    attributes: Attributes | None = None
+    type: str = spec(STR)
+    inputs: list = spec(STR_LIST)
+    input_tms: dict = spec(TMS, key="input_{}_tms", indexed=True, default_factory=dict)
+    mblock: Pair = spec(PAIR)
+    ublock: Pair = spec(PAIR)
+    pop: list | None = spec(STR_LIST, default=None)
+    pop_last: list | None = spec(STR_LIST, default=None)
+    zero_point: float | None = spec(FLOAT, default=None)
+    attributes: Attributes | None = spec(ATTRIBUTES, nested=Attributes, default=None)
+    output: str = spec(STR)
     line: int = field(default=0, compare=False, repr=False)
-
-    FIELDS = ("type", "inputs", "mblock", "ublock", "output", "pop", "pop_last", "zero_point", "attributes")
-    REQUIRED = ("type", "inputs", "output", "mblock", "ublock")
 
     @property
     def attrs(self) -> Attributes:
         return self.attributes if self.attributes is not None else _NO_ATTRS
 
 
+SCHEDULES = Kind("schedules", None, lambda scheds: [[{s.name: record_data(s)} for s in sched] for sched in scheds])
+
+
 @dataclass(slots=True, kw_only=True)
 class FusedOp:
-    """`fused_ops: {id: {inputs, intermediates, schedules, custom_kernel_path?}}` (§1.7)."""
+    """`fused_ops: {id: {inputs, intermediates, custom_kernel_path?, schedules}}` (§1.7)."""
+
+    NOUN = Noun("fused_ops", "a fused op")
 
     id: str
-    inputs: int
-    intermediates: int
-    schedules: list             # [[FusedSubOp, ...], ...]
-    custom_kernel_path: str | None = None
+    inputs: int = spec(INT)
+    intermediates: int = spec(INT)
+    custom_kernel_path: str | None = spec(STR, default=None)
+    schedules: list = spec(SCHEDULES, nested=FusedSubOp)      # [[FusedSubOp, ...], ...]
     line: int = field(default=0, compare=False, repr=False)
 
     @property
@@ -397,8 +421,8 @@ class FusedOp:
 
     def input_roles(self) -> tuple:
         """How each input is split over the op's cores (`pybuda.arch.fused.input_roles`)."""
-        return fused_input_roles((int(name[5:]), s.type, pos) for s in self.sub_ops
-                                 for pos, name in enumerate(s.inputs) if name.startswith("input") and name[5:].isdigit())
+        return fused_input_roles((int(name[5:]), s.type, pos) for s in self.sub_ops for pos, name in enumerate(s.inputs)
+                                 if name.startswith("input") and name[5:].isdigit())
 
     def sub_blocks(self) -> list:
         """The sub-ops as `pybuda.arch.fused.intermediate_tiles` sizes their buffers."""
@@ -420,42 +444,53 @@ class FusedOp:
 class QueueSettings:
     """Per-queue settings of an `execute` (§2.3). Values are kept as written: bool, int or a `$variable`."""
 
-    prologue: Scalar | None = None
-    epilogue: Scalar | None = None
-    zero: Scalar | None = None
-    rd_ptr_local: Scalar | None = None
-    rd_ptr_global: Scalar | None = None
-    wr_ptr_global: Scalar | None = None
-    rd_ptr_autoinc: Scalar | None = None
-    global_rdptr_autoinc: Scalar | None = None
-    global_wrptr_autoinc: Scalar | None = None
-    read_only: Scalar | None = None
-    line: int = field(default=0, compare=False, repr=False)
+    NOUN = Noun("queue_settings", "queue settings")
 
-    FIELDS = ("prologue", "epilogue", "zero", "rd_ptr_local", "rd_ptr_global", "wr_ptr_global", "rd_ptr_autoinc",
-              "global_rdptr_autoinc", "global_wrptr_autoinc", "read_only")
+    prologue: Scalar | None = spec(SCALAR, default=None)
+    epilogue: Scalar | None = spec(SCALAR, default=None)
+    zero: Scalar | None = spec(SCALAR, default=None)
+    rd_ptr_local: Scalar | None = spec(SCALAR, default=None)
+    rd_ptr_global: Scalar | None = spec(SCALAR, default=None)
+    wr_ptr_global: Scalar | None = spec(SCALAR, default=None)
+    rd_ptr_autoinc: Scalar | None = spec(SCALAR, default=None)
+    global_rdptr_autoinc: Scalar | None = spec(SCALAR, default=None)
+    global_wrptr_autoinc: Scalar | None = spec(SCALAR, default=None)
+    read_only: Scalar | None = spec(SCALAR, default=None)
+    line: int = field(default=0, compare=False, repr=False)
 
 
 @dataclass(slots=True, kw_only=True)
 class Var:
     """`var` / `staticvar`: `{$a: 1, ...}`, or a list of names (all 0) when `as_list`."""
 
+    OPCODES = ("var", "staticvar")
+
     opcode: str
     vars: dict
     as_list: bool = False
     line: int = field(default=0, compare=False, repr=False)
 
+    def data(self):
+        return {self.opcode: list(self.vars) if self.as_list else dict(self.vars)}
+
 
 @dataclass(slots=True, kw_only=True)
 class Param:
+    OPCODES = ("param",)
+
     names: list
     opcode: str = "param"
     line: int = field(default=0, compare=False, repr=False)
+
+    def data(self):
+        return {"param": list(self.names)}
 
 
 @dataclass(slots=True, kw_only=True)
 class VarInst:
     """`varinst: [$out, opcode, operands...]`."""
+
+    OPCODES = ("varinst",)
 
     dst: str
     op: str
@@ -463,44 +498,75 @@ class VarInst:
     opcode: str = "varinst"
     line: int = field(default=0, compare=False, repr=False)
 
+    def data(self):
+        return {"varinst": [self.dst, self.op, *self.args]}
+
 
 @dataclass(slots=True, kw_only=True)
 class Loop:
+    OPCODES = ("loop",)
+
     count: Scalar
     opcode: str = "loop"
     line: int = field(default=0, compare=False, repr=False)
 
+    def data(self):
+        return {"loop": self.count}
+
 
 @dataclass(slots=True, kw_only=True)
 class EndLoop:
+    OPCODES = ("endloop",)
+
     opcode: str = "endloop"
     line: int = field(default=0, compare=False, repr=False)
 
-
-@dataclass(slots=True, kw_only=True)
-class EndProgram:
-    opcode: str = "endprogram"
-    line: int = field(default=0, compare=False, repr=False)
+    def data(self):
+        return "endloop"
 
 
 @dataclass(slots=True, kw_only=True)
 class Execute:
+    OPCODES = ("execute",)
+
     graph_name: str
     queue_settings: dict = field(default_factory=dict)   # queue name -> QueueSettings
     opcode: str = "execute"
     line: int = field(default=0, compare=False, repr=False)
+
+    def data(self):
+        return {"execute": {"graph_name": self.graph_name,
+                            "queue_settings": {q: record_data(s) for q, s in self.queue_settings.items()}}}
 
 
 @dataclass(slots=True, kw_only=True)
 class QueueAlloc:
     """`allocate_queue` / `deallocate_queue: [q, ...]`."""
 
+    OPCODES = ("allocate_queue", "deallocate_queue")
+
     opcode: str
     queues: list
     line: int = field(default=0, compare=False, repr=False)
 
+    def data(self):
+        return {self.opcode: list(self.queues)}
 
-Instruction = Union[Var, Param, VarInst, Loop, EndLoop, EndProgram, Execute, QueueAlloc]
+
+@dataclass(slots=True, kw_only=True)
+class EndProgram:
+    OPCODES = ("endprogram",)
+
+    opcode: str = "endprogram"
+    line: int = field(default=0, compare=False, repr=False)
+
+    def data(self):
+        return "endprogram"
+
+
+INSTRUCTIONS = (Var, Param, VarInst, Loop, EndLoop, Execute, QueueAlloc, EndProgram)   # the legacy opcode order
+Instruction = Union[INSTRUCTIONS]
+OPCODES = tuple(op for cls in INSTRUCTIONS for op in cls.OPCODES)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -20,12 +20,8 @@ from yaml.resolver import Resolver
 
 from ..dataformat import DataFormat, MathFidelity
 from ..files import write_atomically
-from .model import (Attributes, EndLoop, EndProgram, Execute, FusedOp, FusedSubOp, Loop, Netlist, Op, Param, Queue,
-                    QueueAlloc, QueueSettings, Var, VarInst)
-
-
-class HexInt(int):
-    """An int written in hex (DRAM/host addresses)."""
+from .model import Execute, FusedOp, Loop, Netlist, Op, Queue
+from .schema import HexInt, fused_id_data, record_data, record_items, record_schema
 
 
 def _hex(value: int) -> str:
@@ -100,165 +96,41 @@ def flow(v) -> str:
 
 # --- model -> data -------------------------------------------------------------------------------------------------
 
-def tm_data(tm: tuple):
-    kind = tm[0]
-    if kind == "transpose":
-        return "transpose"
-    if kind == "broadcast":
-        return {"broadcast": {tm[1]: tm[2]}}
-    if kind == "pad":
-        return {"pad": [tm[1], tm[2], float(tm[3])]}
-    return {kind: tm[1]}
-
-
-def _pair(p) -> list:
-    return list(p)
-
-
 def queue_data(q: Queue) -> dict:
-    d: dict = {}
-    for f in Queue.FIELDS:
-        v = getattr(q, f)
-        if v is None:
-            continue
-        if f in ("grid_size", "mblock", "ublock", "tile_dim"):
-            v = list(v)
-        elif f == "dram":
-            v = [[c, HexInt(a)] for c, a in v]
-        elif f == "host":
-            v = [[h[0], HexInt(h[1])] if isinstance(h, (list, tuple)) else HexInt(h) for h in v]
-        elif f == "input_tms":
-            v = [tm_data(t) for t in v]
-        elif f == "df":
-            v = v.value
-        elif f == "target_device" and isinstance(v, list):
-            v = list(v)
-        d[f] = v
-    return d
-
-
-def _fused_id(fid):
-    """Fused-op ids are strings in the model; the legacy files write numeric ones bare (`0:`, `fused_op_id: 0`)."""
-    return int(fid) if isinstance(fid, str) and fid.isdigit() and str(int(fid)) == fid else fid
-
-
-def attributes_data(a: Attributes) -> dict:
-    return {k: (list(v) if isinstance(v, tuple) else _fused_id(v) if k == "fused_op_id" else v) for k, v in a.items()}
-
-
-def _pad_data(p) -> dict:
-    return {k: getattr(p, k) for k in ("rt", "ct", "pad_value") if getattr(p, k) is not None}
+    return record_data(q)
 
 
 def op_lines(op: Op) -> list:
     """The op's fields as three groups of (key, value): placement and inputs, blocking and formats, edges."""
-    first, second, third = [], [], []
-    first.append(("type", op.type))
-    if op.grid_loc is not None:
-        first.append(("grid_loc", list(op.grid_loc)))
-    first.append(("grid_size", list(op.grid_size)))
-    first.append(("inputs", list(op.inputs)))
-    if op.forked_dram_inputs is not None:
-        first.append(("forked_dram_inputs", [{q: o} for q, o in op.forked_dram_inputs]))
-    for f in ("gradient_op", "untilize_output", "grid_transpose", "overlay_size"):
-        v = getattr(op, f)
-        if v is not None:
-            first.append((f, v))
-    second += [("t", op.t), ("mblock", list(op.mblock)), ("ublock", list(op.ublock))]
-    if op.tile_dim is not None:
-        second.append(("tile_dim", list(op.tile_dim)))
-    second.append(("buf_size_mb", op.buf_size_mb))
-    for f in ("input_buf_min_size_tiles", "input_dram_io_buf_size_tiles"):
-        v = getattr(op, f)
-        if v is not None:
-            second.append((f, list(v)))
-    second += [("ublock_order", op.ublock_order), ("in_df", [d.value for d in op.in_df]),
-               ("out_df", op.out_df.value), ("intermed_df", op.intermed_df.value)]
-    if op.acc_df is not None:
-        second.append(("acc_df", op.acc_df.value))
-    second.append(("math_fidelity", op.math_fidelity.value))
-    for i in sorted(op.input_unpad):
-        third.append((f"input_{i}_unpad", _pad_data(op.input_unpad[i])))
-    for i in sorted(op.input_tms):
-        third.append((f"input_{i}_tms", [tm_data(t) for t in op.input_tms[i]]))
-    for i in sorted(op.input_pad):
-        third.append((f"input_{i}_pad", _pad_data(op.input_pad[i])))
-    if op.attributes is not None:
-        third.append(("attributes", attributes_data(op.attributes)))
-    return [first, second, third]
+    group_of = {f.key: f.group for f in record_schema(Op).fields}
+    groups: list = [[], [], []]
+    for key, value in record_items(op):
+        groups[group_of.get(key, 2)].append((key, value))
+    return groups
 
 
 def op_data(op: Op) -> dict:
-    return {k: v for group in op_lines(op) for k, v in group}
-
-
-def sub_op_data(s: FusedSubOp) -> dict:
-    d: dict = {"type": s.type, "inputs": list(s.inputs)}
-    for i in sorted(s.input_tms):
-        d[f"input_{i}_tms"] = [tm_data(t) for t in s.input_tms[i]]
-    d["mblock"] = list(s.mblock)
-    d["ublock"] = list(s.ublock)
-    for f in ("pop", "pop_last", "zero_point"):
-        v = getattr(s, f)
-        if v is not None:
-            d[f] = list(v) if isinstance(v, list) else v
-    if s.attributes is not None:
-        d["attributes"] = attributes_data(s.attributes)
-    d["output"] = s.output
-    return d
+    return record_data(op)
 
 
 def fused_op_data(f: FusedOp) -> dict:
-    d: dict = {"inputs": f.inputs, "intermediates": f.intermediates}
-    if f.custom_kernel_path is not None:
-        d["custom_kernel_path"] = f.custom_kernel_path
-    d["schedules"] = [[{s.name: sub_op_data(s)} for s in sched] for sched in f.schedules]
-    return d
-
-
-def queue_settings_data(qs: QueueSettings) -> dict:
-    return {f: getattr(qs, f) for f in QueueSettings.FIELDS if getattr(qs, f) is not None}
+    return record_data(f)
 
 
 def instruction_data(ins):
-    if isinstance(ins, EndLoop):
-        return "endloop"
-    if isinstance(ins, EndProgram):
-        return "endprogram"
-    if isinstance(ins, Var):
-        return {ins.opcode: list(ins.vars) if ins.as_list else dict(ins.vars)}
-    if isinstance(ins, Param):
-        return {"param": list(ins.names)}
-    if isinstance(ins, VarInst):
-        return {"varinst": [ins.dst, ins.op, *ins.args]}
-    if isinstance(ins, Loop):
-        return {"loop": ins.count}
-    if isinstance(ins, Execute):
-        return {"execute": {"graph_name": ins.graph_name,
-                            "queue_settings": {q: queue_settings_data(s) for q, s in ins.queue_settings.items()}}}
-    if isinstance(ins, QueueAlloc):
-        return {ins.opcode: list(ins.queues)}
-    raise TypeError(f"not an instruction: {ins!r}")
+    return ins.data()
 
 
 def netlist_to_data(n: Netlist) -> dict:
     """The netlist as plain data (ints, strings, lists, dicts) in the legacy key order."""
-    graphs = {}
-    for gname, g in n.graphs.items():
-        gd: dict = {}
-        if g.target_device is not None:
-            gd["target_device"] = g.target_device
-        if g.input_count is not None:
-            gd["input_count"] = g.input_count
-        for name, op in g.ops.items():
-            gd[name] = op_data(op)
-        graphs[gname] = gd
-    d = {"devices": {"arch": n.devices.arch},
+    graphs = {gname: {**record_data(g), **{name: op_data(op) for name, op in g.ops.items()}}
+              for gname, g in n.graphs.items()}
+    d = {"devices": record_data(n.devices),
          "queues": {name: queue_data(q) for name, q in n.queues.items()},
          "graphs": graphs,
          "programs": [{p.name: [instruction_data(i) for i in p.instructions]} for p in n.programs]}
     if n.fused_ops is not None:
-        d["fused_ops"] = {_fused_id(fid): fused_op_data(f) for fid, f in n.fused_ops.items()}
+        d["fused_ops"] = {fused_id_data(fid): fused_op_data(f) for fid, f in n.fused_ops.items()}
     d.update(n.extra_sections)
     return d
 
@@ -269,7 +141,7 @@ def _program_lines(p) -> list:
     lines = [f"  - {scalar(p.name)}:"]
     depth = 0
     for ins in p.instructions:
-        if isinstance(ins, EndLoop):
+        if ins.opcode == "endloop":
             depth = max(0, depth - 1)
         pad = "  " * depth
         data = instruction_data(ins)
@@ -281,7 +153,7 @@ def _program_lines(p) -> list:
                 lines.append(head + "}}")
             else:
                 lines.append(head)
-                items = [f"{' ' * 15}{scalar(q)}: {flow(queue_settings_data(s))}"
+                items = [f"{' ' * 15}{scalar(q)}: {flow(record_data(s))}"
                          for q, s in ins.queue_settings.items()]
                 lines.append(",\n".join(items) + "} }")
         else:
@@ -296,8 +168,7 @@ def _program_lines(p) -> list:
 
 def dump_netlist(n: Netlist) -> str:
     """The netlist as YAML text in the legacy layout."""
-    arch = n.devices.arch
-    lines = ["devices:", f"  arch: {flow(arch)}", "", "queues:"]
+    lines = ["devices:", *(f"  {key}: {flow(value)}" for key, value in record_items(n.devices)), "", "queues:"]
     group = None
     for name, q in n.queues.items():
         g = n.queue_groups.get(name)
@@ -310,10 +181,7 @@ def dump_netlist(n: Netlist) -> str:
     lines += ["", "graphs:"]
     for gname, g in n.graphs.items():
         lines.append(f"  {scalar(gname)}:")
-        if g.target_device is not None:
-            lines.append(f"    target_device: {flow(g.target_device)}")
-        if g.input_count is not None:
-            lines.append(f"    input_count: {g.input_count}")
+        lines += [f"    {key}: {flow(value)}" for key, value in record_items(g)]
         for name, op in g.ops.items():
             groups = [", ".join(f"{k}: {flow(v)}" for k, v in grp) for grp in op_lines(op) if grp]
             lines.append(f"    {scalar(name)}: {{" + ",\n         ".join(groups) + "}")
@@ -330,16 +198,14 @@ def dump_netlist(n: Netlist) -> str:
     if n.fused_ops is not None:
         lines += ["", "fused_ops:" + ("" if n.fused_ops else " {}")]
         for fid, f in n.fused_ops.items():
-            lines.append(f"  {scalar(_fused_id(fid))}:")
-            lines.append(f"    inputs: {f.inputs}")
-            lines.append(f"    intermediates: {f.intermediates}")
-            if f.custom_kernel_path is not None:
-                lines.append(f"    custom_kernel_path: {scalar(f.custom_kernel_path)}")
+            lines.append(f"  {scalar(fused_id_data(fid))}:")
+            lines += [f"    {spec.key}: {flow(getattr(f, spec.name))}" for spec in record_schema(FusedOp).fields
+                      if spec.nested is None and getattr(f, spec.name) is not None]
             lines.append("    schedules:" + ("" if f.schedules else " []"))
             for sched in f.schedules:
                 lines.append("      -" + ("" if sched else " []"))
                 for s in sched:
-                    lines.append(f"        - {scalar(s.name)}: {flow(sub_op_data(s))}")
+                    lines.append(f"        - {scalar(s.name)}: {flow(record_data(s))}")
     if n.extra_sections:
         lines.append("")
         lines.append(yaml.safe_dump(n.extra_sections, sort_keys=False, default_flow_style=False).rstrip("\n"))

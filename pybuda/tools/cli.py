@@ -5,6 +5,7 @@
     pybuda netlist epochs FILE...                  one row per epoch
     pybuda netlist grid FILE... [--epoch N]        each epoch's core grid with op labels
     pybuda netlist diff OLD NEW                    ops and queues added, removed and changed field by field
+    pybuda netlist rules                           the validator's rules (the table of docs/netlist.md)
     pybuda sim run|perf NETLIST                    the backend simulator (pybuda.tools.cli_sim)
     pybuda perf FILE [--vs OTHER]                  perf-analyzer views, and a comparison (pybuda.tools.cli_perf)
     pybuda report FILE [-o OUT.html]               the HTML report of a netlist or TTI image (pybuda.tools.cli_report)
@@ -189,6 +190,12 @@ def _diff(args, console: Console) -> int:
     return 1 if args.exit_code else 0
 
 
+def _rules(args, console: Console) -> int:
+    from ..netlist.rules import rule_table
+    sys.stdout.write(rule_table())
+    return 0
+
+
 def add_netlist_commands(subparsers) -> None:
     p = subparsers.add_parser("netlist", help="validate, summarise, draw and diff Buda netlists")
     sub = p.add_subparsers(dest="command", required=True)
@@ -217,6 +224,8 @@ def add_netlist_commands(subparsers) -> None:
     sp.add_argument("new", metavar="NEW")
     sp.add_argument("--exit-code", action="store_true", help="exit status 1 when the netlists differ")
     sp.set_defaults(handler=_diff)
+    sp = sub.add_parser("rules", help="the validator's rules as a markdown table (docs/netlist.md)")
+    sp.set_defaults(handler=_rules)
 
 
 # --- entry point ----------------------------------------------------------------------------------------------

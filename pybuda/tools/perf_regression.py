@@ -112,7 +112,8 @@ def compare(baseline: dict, measured: dict, compile_time: bool = True) -> tuple[
             regressions.append(line)
         elif ratio != 1:
             notes.append(line + (" improved: record it with --update" if ratio < 1 else ""))
-        if was.get("netlist_sha256") not in (None, now["netlist_sha256"]):
+        if None not in (was.get("netlist_sha256"), now.get("netlist_sha256")) and \
+                was["netlist_sha256"] != now["netlist_sha256"]:
             notes.append(f"{key}: the netlist's bytes changed (sha256 {was['netlist_sha256'][:12]} -> "
                          f"{now['netlist_sha256'][:12]})")
         if compile_time and "compile_units" in was and "compile_units" in now and was["compile_s"] >= MIN_COMPILE_S:
