@@ -14,12 +14,14 @@ from .config import (CompileDepth, CompilerConfig, DeviceMode, IneffectiveOption
                      override_t_stream_dir, override_t_stream_shape, override_u_kt, reset_configuration,
                      set_chip_break, set_configuration_options, set_epoch_break)
 from .dataformat import DataFormat, MathFidelity
+from .errors import InternalError, PyBudaError, UsageError, UserInputError, UserTypeError
 from .files import OutputDirError
 from .frontend.microbatch import MicrobatchError
 from .module import Parameter, PyBudaModule, Tensor
 from .runtime import InputError, RuntimeModel, TTIError, load
 
 __all__ = [
+    "PyBudaError", "UserInputError", "UserTypeError", "UsageError", "InternalError",
     "compile", "CompiledModel", "VerificationError", "MicrobatchError", "InputError", "OutputDirError",
     "IneffectiveOptionWarning", "load", "RuntimeModel", "TTIError", "op", "PyBudaModule",
     "Parameter", "Tensor",

@@ -19,6 +19,7 @@ import torch
 from . import config as cfg
 from .config import CompileDepth, DeviceMode
 from .dataformat import DataFormat
+from .errors import InternalError, UsageError, UserInputError, UserTypeError
 from .progress import StageProgress
 from .device import get_device
 from .files import safe_file_stem, usable_output_dir
@@ -37,7 +38,7 @@ from .verify import GRAPH_PCC_THRESHOLD, golden_gradients, netlist_pcc_threshold
 DEFAULT_DEVICE = "e150"
 
 
-class VerificationError(AssertionError):
+class VerificationError(InternalError, AssertionError):
     """A stage's golden outputs diverge from the framework's; the message names the first such stage."""
 
 
@@ -117,8 +118,8 @@ class CompiledModel:
 
     def _require_training(self) -> TrainingRuntime:
         if self.training is None:
-            raise RuntimeError(f"model {self.name!r} was compiled for inference; compile with loss=, optimizer= "
-                               "and sample_targets= to train it")
+            raise UsageError(f"model {self.name!r} was compiled for inference; compile with loss=, optimizer= "
+                             "and sample_targets= to train it")
         return self.training
 
     def train_step(self, *inputs, targets, accumulation_steps: int = 1) -> float:
@@ -145,17 +146,17 @@ class CompiledModel:
         targets[k] (each `accumulation_steps` microbatches); returns every step's loss."""
         steps = len(inputs) if steps is None else steps
         if steps > len(inputs) or len(inputs) != len(targets):
-            raise ValueError(f"run_training: {steps} steps need as many inputs and targets; got {len(inputs)} inputs "
-                             f"and {len(targets)} targets")
+            raise UserInputError(f"run_training: {steps} steps need as many inputs and targets; got {len(inputs)} "
+                                 f"inputs and {len(targets)} targets")
         return [self.train_step(*inputs[k], targets=targets[k], accumulation_steps=accumulation_steps)
                 for _ in range(epochs) for k in range(steps)]
 
     def _require_runtime(self) -> RuntimeModel:
         if self.runtime is None:
             depth = self.config.compile_depth
-            raise RuntimeError(f"model {self.name!r} was compiled to depth "
-                               f"{depth.name if isinstance(depth, CompileDepth) else depth}; there is no netlist to "
-                               "run (compile with compile_depth=FULL)")
+            raise UsageError(f"model {self.name!r} was compiled to depth "
+                             f"{depth.name if isinstance(depth, CompileDepth) else depth}; there is no netlist to "
+                             "run (compile with compile_depth=FULL)")
         return self.runtime
 
     def __call__(self, *inputs):
@@ -163,9 +164,9 @@ class CompiledModel:
         tensors; returns torch tensors."""
         runtime = self._require_runtime()
         if self.config.device_mode is DeviceMode.CompileOnly:
-            raise RuntimeError(f"model {self.name!r} was compiled with device_mode CompileOnly: it was saved to "
-                               f"{self.tti_path} and does not run here; run it with pybuda.load({str(self.tti_path)!r})"
-                               " or compile with device_mode RunOnly")
+            raise UsageError(f"model {self.name!r} was compiled with device_mode CompileOnly: it was saved to "
+                             f"{self.tti_path} and does not run here; run it with pybuda.load({str(self.tti_path)!r})"
+                             " or compile with device_mode RunOnly")
         return runtime(*inputs)
 
     def save(self, path: str | Path) -> Path:
@@ -325,8 +326,8 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
     out_dir = Path(output_dir or config.backend_output_dir).expanduser()
     if config.device_mode is DeviceMode.RunOnly:
         if model is None and tti_path is None:
-            raise ValueError("device_mode RunOnly loads a TTI image: give tti_path= (or the model, whose name gives "
-                             "the default path <output_dir>/<model name>.tti)")
+            raise UserInputError("device_mode RunOnly loads a TTI image: give tti_path= (or the model, whose name "
+                                 "gives the default path <output_dir>/<model name>.tti)")
         return _load_precompiled(model, sample_inputs, device, tti_path or _default_tti_path(out_dir, model))
     if tti_path is not None and config.device_mode is not DeviceMode.CompileOnly:
         warnings.warn(f"tti_path={str(tti_path)!r} has no effect with device_mode {config.device_mode.name}: "
@@ -335,15 +336,15 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
     device = device or DEFAULT_DEVICE
     spec = get_device(device).harvested(config.harvesting_mask)
     if not sample_inputs:
-        raise ValueError("compile needs sample inputs (a microbatch of each model input)")
+        raise UserInputError("compile needs sample inputs (a microbatch of each model input)")
     sample_inputs = tuple(x if isinstance(x, torch.Tensor) else torch.as_tensor(x) for x in sample_inputs)
     stages = STAGES if stages is None else tuple(stages)
     check_stages(stages)
     stop = stop_stage(config.compile_depth, stages)
     reached = next(s.ensures for s in stages if s.name == stop)
     if config.device_mode is DeviceMode.CompileOnly and reached != "netlist":
-        raise ValueError(f"device_mode CompileOnly saves a TTI image, which needs the netlist, but compile_depth "
-                         f"stops after stage {stop!r} (level {reached!r})")
+        raise UserInputError(f"device_mode CompileOnly saves a TTI image, which needs the netlist, but compile_depth "
+                             f"stops after stage {stop!r} (level {reached!r})")
     if reached == "netlist":
         out_dir = usable_output_dir(out_dir)   # before any work: the netlist is written there
     training = check_training(model, sample_inputs, loss, optimizer, sample_targets)
@@ -434,7 +435,7 @@ def _model_name(model) -> str:
         return model.get_name()
     if isinstance(model, torch.nn.Module):
         return type(model).__name__
-    raise TypeError(f"compile takes a torch.nn.Module or a PyBudaModule, got {type(model).__name__}")
+    raise UserTypeError(f"compile takes a torch.nn.Module or a PyBudaModule, got {type(model).__name__}")
 
 
 def _load_precompiled(model, sample_inputs, device: str | None, path: str | Path) -> RuntimeModel:
@@ -451,8 +452,8 @@ def _load_precompiled(model, sample_inputs, device: str | None, path: str | Path
         if shapes != loaded.input_shapes:
             problems.append(f"it takes inputs of shapes {loaded.input_shapes}, the sample inputs have {shapes}")
     if problems:
-        raise ValueError(f"device_mode RunOnly: the TTI image {path} does not match this compile call: "
-                         + "; ".join(problems))
+        raise UserInputError(f"device_mode RunOnly: the TTI image {path} does not match this compile call: "
+                             + "; ".join(problems))
     return loaded
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from .dataformat import DataFormat, MathFidelity
+from .errors import UserInputError
 
 __all__ = [
     "CompileDepth", "PerfTraceLevel", "DeviceMode", "DRAMPlacementAlgorithm", "TTIDumpFormat",
@@ -1173,7 +1174,7 @@ class OpNameRef(str):
         return f"{self.kind}({str(self)!r})"
 
 
-class OverrideError(ValueError):
+class OverrideError(UserInputError):
     """An override names ops that are not in the graph; `unknown` holds the offending references."""
 
     def __init__(self, message: str, unknown: list[OpNameRef]):

@@ -4,6 +4,8 @@ from __future__ import annotations
 import enum
 import functools
 
+from .errors import UserInputError
+
 
 class DataFormat(enum.Enum):
     """Tensor storage formats; values are the netlist spellings."""
@@ -36,7 +38,7 @@ class DataFormat(enum.Enum):
             return cls(value)
         except ValueError:
             legal = ", ".join(f.value for f in cls)
-            raise ValueError(f"unknown data format {value!r}; legal: {legal}") from None
+            raise UserInputError(f"unknown data format {value!r}; legal: {legal}") from None
 
     @property
     def is_bfp(self) -> bool:
@@ -118,7 +120,7 @@ class MathFidelity(enum.Enum):
             return cls(value)
         except ValueError:
             legal = ", ".join(f.value for f in cls)
-            raise ValueError(f"unknown math fidelity {value!r}; legal: {legal}") from None
+            raise UserInputError(f"unknown math fidelity {value!r}; legal: {legal}") from None
 
     @property
     def phases(self) -> int:

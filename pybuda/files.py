@@ -9,10 +9,12 @@ import tempfile
 from pathlib import Path
 from typing import IO, Callable
 
+from .errors import UserInputError
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
-class OutputDirError(ValueError):
+class OutputDirError(UserInputError):
     """An output directory that cannot hold the compile's files; the message names it and the problem."""
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .errors import UserInputError, UserTypeError
 from .ir import Graph
 from .ops import add_op
 
@@ -36,7 +37,7 @@ class Parameter:
     def set_value(self, value) -> None:
         value = to_numpy(value)
         if value.shape != self._value.shape:
-            raise ValueError(f"parameter {self.name!r}: new value shape {value.shape} != {self._value.shape}")
+            raise UserInputError(f"parameter {self.name!r}: new value shape {value.shape} != {self._value.shape}")
         self._value = value
 
     def numpy(self) -> np.ndarray:
@@ -95,7 +96,7 @@ class PyBudaModule:
     def add_parameter(self, name: str, parameter: Parameter, prepend_name: bool = False) -> None:
         full = f"{self.name}.{name}" if prepend_name else name
         if full in self._parameters and self._parameters[full] is not parameter:
-            raise ValueError(f"module {self.name!r}: parameter {full!r} already exists")
+            raise UserInputError(f"module {self.name!r}: parameter {full!r} already exists")
         parameter.name = full
         self._parameters[full] = parameter
 
@@ -129,7 +130,7 @@ def _graph_of(operands):
     for o in operands:
         if isinstance(o, Tensor):
             return o.graph
-    raise TypeError("an op needs at least one traced Tensor operand (an activation or the output of an op)")
+    raise UserTypeError("an op needs at least one traced Tensor operand (an activation or the output of an op)")
 
 
 def _node(graph, value) -> str:
@@ -141,7 +142,7 @@ def _node(graph, value) -> str:
         return value.name
     if isinstance(value, (int, float)):
         return graph.add_constant(graph.unique_name("constant"), np.array(float(value), dtype=np.float32))
-    raise TypeError(f"unsupported operand {value!r}: expected a Tensor, a Parameter or a number")
+    raise UserTypeError(f"unsupported operand {value!r}: expected a Tensor, a Parameter or a number")
 
 
 def traced_op(op_type: str, name: str, operands: list, attrs: dict | None = None) -> Tensor:

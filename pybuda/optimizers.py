@@ -8,6 +8,8 @@ from __future__ import annotations
 import abc
 import math
 
+from .errors import UserInputError
+
 
 class Optimizer(abc.ABC):
     """Base class: `build` adds one parameter's update ops (through a pybuda.passes.autograd.OptimizerContext);
@@ -15,9 +17,9 @@ class Optimizer(abc.ABC):
 
     def __init__(self, learning_rate: float, weight_decay: float = 0.0):
         if not learning_rate > 0:
-            raise ValueError(f"{type(self).__name__}: learning_rate must be > 0, got {learning_rate}")
+            raise UserInputError(f"{type(self).__name__}: learning_rate must be > 0, got {learning_rate}")
         if weight_decay < 0:
-            raise ValueError(f"{type(self).__name__}: weight_decay must be >= 0, got {weight_decay}")
+            raise UserInputError(f"{type(self).__name__}: weight_decay must be >= 0, got {weight_decay}")
         self.learning_rate = float(learning_rate)
         self.weight_decay = float(weight_decay)
 
@@ -49,9 +51,9 @@ class SGD(Optimizer):
                  weight_decay: float = 0.0):
         super().__init__(learning_rate, weight_decay)
         if momentum < 0:
-            raise ValueError(f"SGD: momentum must be >= 0, got {momentum}")
+            raise UserInputError(f"SGD: momentum must be >= 0, got {momentum}")
         if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("SGD: Nesterov momentum needs momentum > 0 and dampening 0 (as torch.optim.SGD)")
+            raise UserInputError("SGD: Nesterov momentum needs momentum > 0 and dampening 0 (as torch.optim.SGD)")
         self.momentum, self.dampening, self.nesterov = float(momentum), float(dampening), bool(nesterov)
 
     def step_scalars(self, step: int) -> dict[str, float]:
@@ -89,9 +91,9 @@ class Adam(Optimizer):
         super().__init__(learning_rate, weight_decay)
         b1, b2 = (float(b) for b in betas)
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
-            raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got {betas}")
+            raise UserInputError(f"{type(self).__name__}: betas must be in [0, 1), got {betas}")
         if not eps > 0:
-            raise ValueError(f"{type(self).__name__}: eps must be > 0, got {eps}")
+            raise UserInputError(f"{type(self).__name__}: eps must be > 0, got {eps}")
         self.betas, self.eps = (b1, b2), float(eps)
 
     def step_scalars(self, step: int) -> dict[str, float]:

@@ -30,11 +30,12 @@ from .balancer.schedule import check_orderings
 from .codegen import ModelInput, RunManifest, build_manifest, build_netlist
 from .config import CompileDepth
 from .device import DeviceSpec
+from .errors import InternalError, PyBudaError, UserInputError, UserTypeError
 from .files import safe_file_stem, write_atomically
 from .frontend.pybuda_trace import trace_module
 from .ir import Graph
 from .module import PyBudaModule
-from .netlist import Netlist, NetlistError, check, netlist_text
+from .netlist import CompiledNetlistError, Netlist, check, netlist_text
 from .netlist import load as load_netlist
 from .passes.autograd import recompute, training_graph
 from .passes.cpu_fallback import DEVICE, Segment, partition
@@ -51,7 +52,7 @@ LEVELS = ("model", "framework", "buda", "placed", "netlist")
 GRAPH_LEVELS = ("framework", "buda")   # a stage that ensures one of these produces a graph (kept, verified)
 
 
-class StageError(ValueError):
+class StageError(UserInputError):
     """A malformed stage list, or a compile_depth that names no stage of it."""
 
 
@@ -133,7 +134,7 @@ def initial_graph_stage(state: CompileState) -> CompileState:
         structure = output_structure(program.call_spec.out_spec)
         graph = cached_import(program, model, state.config, lambda: import_program(program, name=state.name))
     else:
-        raise TypeError(f"compile takes a torch.nn.Module or a PyBudaModule, got {type(model).__name__}")
+        raise UserTypeError(f"compile takes a torch.nn.Module or a PyBudaModule, got {type(model).__name__}")
     if state.optimizer is not None:
         for node in graph.nodes("parameter"):
             if node.requires_grad:
@@ -240,8 +241,7 @@ def netlist_stage(state: CompileState) -> CompileState:
         nl = build_netlist(graph, placement, state.device, state.config, state.microbatch)
         errors = check(nl, device=state.device)
         if errors:
-            raise NetlistError(errors, header=f"the compiled netlist breaks {len(errors)} backend rule(s) "
-                                              "(compiler bug):")
+            raise CompiledNetlistError(errors, state.name)
         netlists.append(nl)
         text = netlist_text(nl, header)
         digest = hashlib.sha256(text.encode()).hexdigest()[:10]
@@ -319,7 +319,8 @@ def run_stages(stages: list[Stage] | tuple[Stage, ...], state: CompileState, sto
                on_start: Callable[[str], None] | None = None) -> Iterator[tuple[Stage, CompileState, float]]:
     """Check the list, then run its stages in order (through `stop_after`), yielding each stage, the state it
     returned and the seconds it took (`on_start(stage name)` is called before each). An error raised by a stage
-    keeps its type and gets a note naming the stage and the model (shown with its traceback)."""
+    keeps its type and gets a note naming the stage and the model (shown with its traceback); an exception that
+    is not a PyBudaError also gets a note asking for a report, since pybuda did not expect it."""
     check_stages(stages)
     for stage in stages:
         if on_start is not None:
@@ -327,8 +328,12 @@ def run_stages(stages: list[Stage] | tuple[Stage, ...], state: CompileState, sto
         start = time.perf_counter()
         try:
             state = stage.run(state)
-        except Exception as e:
+        except PyBudaError as e:
             e.add_note(f"raised in compile stage {stage.name!r} of model {state.name!r}")
+            raise
+        except Exception as e:
+            e.add_note(f"raised in compile stage {stage.name!r} of model {state.name!r}; pybuda did not expect it: "
+                       f"unless the model's own code raised it, {InternalError.REPORT}")
             raise
         yield stage, state, time.perf_counter() - start
         if stage.name == stop_after:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dataformat import DataFormat, MathFidelity
+from .errors import UserInputError
 from .ir import Graph, accumulated_parameter, apply_tms
 from .netlist import Netlist
 from .ops import registry
@@ -47,7 +48,7 @@ def pcc(a: np.ndarray, b: np.ndarray) -> float:
     a = np.asarray(a, dtype=np.float64).ravel()
     b = np.asarray(b, dtype=np.float64).ravel()
     if a.shape != b.shape:
-        raise ValueError(f"pcc of arrays with different sizes {a.shape} and {b.shape}")
+        raise UserInputError(f"pcc of arrays with different sizes {a.shape} and {b.shape}")
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
         return float("nan")
     sa, sb = a.std(), b.std()

@@ -15,6 +15,7 @@ import numpy as np
 import yaml
 
 from ..dataformat import DataFormat, MathFidelity
+from ..errors import UserInputError
 from .operands import OpGeometry
 from .optypes import family_of
 
@@ -45,7 +46,7 @@ class SparseNz:
 @functools.lru_cache(maxsize=None)
 def _load_yaml(arch: str) -> dict:
     if arch not in ARCHS:
-        raise ValueError(f"no op-cycle parameters for arch {arch!r}; legal: {', '.join(ARCHS)}")
+        raise UserInputError(f"no op-cycle parameters for arch {arch!r}; legal: {', '.join(ARCHS)}")
     with open(_PARAMS_DIR / f"{arch}.yaml") as f:
         return yaml.safe_load(f)
 
@@ -142,8 +143,8 @@ def kernel_cycles(arch: str, op: OpGeometry, out_df: "DataFormat | str", math_fi
     urt, uct = int(op.ublock[0]), int(op.ublock[1])
     t, m_k, u_kt = int(op.t), op.m_k, op.u_kt
     if min(t, mm, mn, urt, uct, m_k, u_kt) <= 0:
-        raise ValueError(f"{op.type}: t, mblock, ublock, m_k, u_kt must be positive "
-                         f"(t={t}, mblock={[mm, mn]}, ublock={[urt, uct]}, m_k={m_k}, u_kt={u_kt})")
+        raise UserInputError(f"{op.type}: t, mblock, ublock, m_k, u_kt must be positive "
+                             f"(t={t}, mblock={[mm, mn]}, ublock={[urt, uct]}, m_k={m_k}, u_kt={u_kt})")
     params = param_set(arch, op, DataFormat.parse(in_df) if in_df is not None and op.type in _QUANT_OPS else df)
     phases = fidelity.phases
     n_ublocks = mm * mn

@@ -14,6 +14,7 @@ import dataclasses
 import re
 from pathlib import Path
 
+from ..errors import UserInputError
 from .cycles import SparseNz, kernel_cycles
 from .operands import OpGeometry
 
@@ -84,7 +85,7 @@ def file_op(path: Path) -> tuple[str, frozenset]:
     """(op type, flags) from a sweep file name: flags are 'approx', 'l1-acc' and the reduce dim ('r'/'c'/'z')."""
     m = _NAME.match(path.name)
     if not m:
-        raise ValueError(f"not a sweep file name: {path.name}")
+        raise UserInputError(f"not a sweep file name: {path.name}")
     words = m["op"].split("-")
     flags = set()
     while words[-1] in _FORMAT_SUFFIXES or words[-1] == "approx":

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import UserInputError
+
 TM = tuple
 TILE = 32
 
 TM_NAMES = ("transpose", "broadcast", "hslice", "hstack", "vslice", "vstack", "pad", "tile_broadcast")
 
 
-class TMError(ValueError):
+class TMError(UserInputError):
     """A TM that does not apply to a shape; `rule` names the backend rule (tm.divide, tm.factor,
     tm.broadcast_z_t, tm.kind), `expected`/`actual` say what would be legal and what was found."""
 
@@ -51,7 +53,7 @@ def apply_tm(x: np.ndarray, tm: TM) -> np.ndarray:
         return x.reshape(*lead, z * n, r // n, c)
     if kind == "vstack":
         return x.reshape(*lead, z // n, r * n, c)
-    raise ValueError(f"unknown TM {tm!r}; legal: {', '.join(TM_NAMES)}")
+    raise UserInputError(f"unknown TM {tm!r}; legal: {', '.join(TM_NAMES)}")
 
 
 def tile_broadcast(x: np.ndarray, axis: str) -> np.ndarray:
@@ -64,7 +66,7 @@ def tile_broadcast(x: np.ndarray, axis: str) -> np.ndarray:
     elif axis == "c":
         v = np.broadcast_to(v[..., :, :, :, 0:1], v.shape)
     else:
-        raise ValueError(f"tile_broadcast axis must be r or c, got {axis!r}")
+        raise UserInputError(f"tile_broadcast axis must be r or c, got {axis!r}")
     return np.ascontiguousarray(v).reshape(x.shape)
 
 

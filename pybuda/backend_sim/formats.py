@@ -9,6 +9,7 @@ import ml_dtypes
 import numpy as np
 
 from pybuda.dataformat import DataFormat, MathFidelity
+from pybuda.errors import InternalError
 
 BFP_BLOCK = 16  # values sharing one exponent: 16 consecutive values of a tile row (one face row)
 
@@ -92,7 +93,7 @@ def quantize(x: np.ndarray, df: "DataFormat | str") -> np.ndarray:
         if df in _INT_RANGES:
             lo, hi = _INT_RANGES[df]
             return np.clip(np.rint(arr), lo, hi).astype(np.float32)
-    raise ValueError(f"no numeric model for data format {df.value}")  # pragma: no cover - every enum member is handled
+    raise InternalError(f"no numeric model for data format {df.value}")  # pragma: no cover (every format is handled)
 
 
 def _via_torch(arr: np.ndarray, dtype: str) -> np.ndarray:

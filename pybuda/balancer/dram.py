@@ -32,6 +32,7 @@ import dataclasses
 import zlib
 
 from ..device import DeviceSpec
+from ..errors import UserInputError
 from .queues import QueuePlan
 
 DRAM_BASE = 0x10000000     # first DRAM byte the allocator hands out on every channel
@@ -45,7 +46,7 @@ def assumed_channels(queue: str, buffers: int, channels: int) -> tuple[int, ...]
     return tuple((first + i) % channels for i in range(buffers))
 
 
-class DramFullError(ValueError):
+class DramFullError(UserInputError):
     """The device's DRAM cannot hold the model's queues; the message says what they need and what there is."""
 
 

@@ -20,6 +20,7 @@ from ..arch.l1 import InputBuffer, footprint
 from ..arch.operands import OpGeometry, inner_dim, prologue_tiles_per_core, tiles_read_per_core
 from ..dataformat import DataFormat, MathFidelity
 from ..device import DeviceSpec
+from ..errors import UserInputError
 from ..ir import Graph
 from ..netlist.model import Attributes
 from ..ops.fused import DEST, FusedGroup, SubOp
@@ -36,7 +37,7 @@ def e2e_queue(op: str) -> str:
     return f"e2e_{op}_0"
 
 
-class BalancerError(ValueError):
+class BalancerError(UserInputError):
     """No legal op model (or an override that cannot be honoured); the message names the op."""
 
 

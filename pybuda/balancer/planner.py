@@ -36,6 +36,7 @@ from .candidates import Candidate, op_signature
 from .epoch_solver import EpochOp, EpochSolution, solve_epoch
 from .fork_join import buffer_fork_joins, pace
 from .greedy import greedy_plan
+from .op_model import BalancerError
 from .plan import Bounds, Constraints, Placement, finish, prologue_choice
 from .placer import PlacedOp, pack_epoch
 from .plan_cost import PlanCoster
@@ -201,7 +202,7 @@ class _EpochSolver:
             return halves if self._cycles(halves) < self._cycles(whole) else whole
         if first == last:
             name = self.table.schedule[first]
-            raise ValueError(f"op {name!r} fits no epoch of {self.device.name} alone with its constraints")
+            raise BalancerError(f"op {name!r} fits no epoch of {self.device.name} alone with its constraints")
         middle = first + solution - 1 if solution else (first + last) // 2
         return self.solve(first, middle, hint[:middle - first + 1]) + self.solve(middle + 1, last,
                                                                                  hint[middle - first + 1:])

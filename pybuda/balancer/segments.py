@@ -36,6 +36,7 @@ import numpy as np
 from ..device import DeviceSpec
 from ..ir import epoch_types
 from .candidates import Candidate, op_signature
+from .op_model import BalancerError
 from .plan_cost import PlanCoster
 from .streaming import edge_problem
 
@@ -366,7 +367,7 @@ class SegmentTable:
                     best[t + 1] = paid + cycles
                     back[t + 1] = (s, b, pipeline, cycles)
         if not math.isfinite(best[n]):
-            raise ValueError("no split of the schedule fits the device (an op fits no epoch alone)")
+            raise BalancerError("no split of the schedule fits the device (an op fits no epoch alone)")
         segments, t = [], n
         while t > 0:
             s, b, pipeline, cycles = back[t]

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..balancer.policy import Placement
+from ..errors import InternalError, UserInputError
 from ..ir import GRADIENT_OUTPUT, Graph, loss_gradient_output
 from ..netlist import Netlist
 from ..passes.cpu_fallback import Segment
@@ -48,7 +49,7 @@ FEED_KINDS = ARRAY_KINDS + ("input", "output", "loss_gradient", "gradient")
 HOST_ARRAY_PREFIX = "host:"   # arrays of the host program's parameters and constants
 
 
-class ManifestError(ValueError):
+class ManifestError(UserInputError):
     """A run manifest that cannot be written, read or does not match its netlist; the message names the field."""
 
 
@@ -241,7 +242,7 @@ def _device_part(k: int, bgraph: Graph, placement: Placement, netlist: Netlist,
                                     logical_shape=tuple(out.logical_shape), device_shape=out.shape)
     missing = [q for q, queue in netlist.queues.items() if queue.input == "HOST" and q not in feeds]
     if missing:
-        raise ManifestError(f"netlist queues fed by the host with no known data (compiler bug): {', '.join(missing)}")
+        raise InternalError(f"netlist queues fed by the host with no known data: {', '.join(missing)}")
     return DevicePart(k, {q: feeds[q] for q in netlist.queues if q in feeds})
 
 

@@ -8,6 +8,7 @@ from importlib import resources
 import yaml
 
 from ..dataformat import DataFormat
+from ..errors import UserInputError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,8 +78,8 @@ class DeviceSpec:
         harvested row (the runtime maps the others around them)."""
         rows = bin(mask).count("1")
         if rows >= self.grid_rows:
-            raise ValueError(f"harvesting_mask {mask:#x} harvests {rows} rows; device {self.name} has "
-                             f"{self.grid_rows} worker rows, so at most {self.grid_rows - 1} can be harvested")
+            raise UserInputError(f"harvesting_mask {mask:#x} harvests {rows} rows; device {self.name} has "
+                                 f"{self.grid_rows} worker rows, so at most {self.grid_rows - 1} can be harvested")
         if not rows:
             return self
         kept = tuple(y for y in self.noc_worker_y if not (mask >> y) & 1)[:self.grid_rows - rows]
@@ -98,7 +99,7 @@ def get_device(name: str) -> DeviceSpec:
     """DeviceSpec for "e75", "e150", "n150" or "n300"; ValueError naming the legal devices otherwise."""
     table = _table()
     if name not in table["devices"]:
-        raise ValueError(f"unknown device {name!r}; legal devices: {', '.join(device_names())}")
+        raise UserInputError(f"unknown device {name!r}; legal devices: {', '.join(device_names())}")
     dev = table["devices"][name]
     arch = table["archs"][dev["arch"]]
     arch = {k: tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
@@ -113,4 +114,4 @@ def arch_spec(arch: str) -> DeviceSpec:
         spec = get_device(name)
         if spec.arch == arch:
             return spec
-    raise ValueError(f"unknown arch {arch!r}; legal: grayskull, wormhole_b0")
+    raise UserInputError(f"unknown arch {arch!r}; legal: grayskull, wormhole_b0")

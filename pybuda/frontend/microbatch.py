@@ -14,12 +14,14 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
+from ..errors import UserInputError
+
 RTOL, ATOL = 1e-3, 1e-4   # batched and per-sample kernels may round differently; mixing samples is far larger
 REMEDY = ("compile with a microbatch of 1 (sample inputs with a leading dim of 1), or make the model treat dim 0 "
           "as independent samples")
 
 
-class MicrobatchError(ValueError):
+class MicrobatchError(UserInputError):
     """The model mixes the samples of its leading (microbatch) dim; the message names where and what to do."""
 
 

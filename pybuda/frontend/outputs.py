@@ -9,6 +9,8 @@ from typing import Any, Iterator
 
 from torch.utils import _pytree as pytree
 
+from ..errors import UserTypeError
+
 
 def output_structure(spec: pytree.TreeSpec) -> dict:
     """The structure of `spec` (an ExportedProgram's `call_spec.out_spec`):
@@ -31,9 +33,9 @@ def _encode(spec: pytree.TreeSpec, leaves: Iterator[int]) -> dict:
         return {"class": f"{cls.__module__}:{cls.__qualname__}", "items": children}
     keys = _keys(spec)
     if keys is None:
-        raise TypeError(f"model outputs of type {getattr(spec.type, '__name__', spec.type)} (keys {spec.context!r}) "
-                        "are not supported; return tensors in a tuple, list, dict with str or int keys, namedtuple "
-                        "or transformers ModelOutput")
+        kind = getattr(spec.type, '__name__', spec.type)
+        raise UserTypeError(f"model outputs of type {kind} (keys {spec.context!r}) are not supported; return tensors "
+                            "in a tuple, list, dict with str or int keys, namedtuple or transformers ModelOutput")
     fields = [[k, c] for k, c in zip(keys, children)]
     if spec.type in (dict, collections.OrderedDict, collections.defaultdict):
         return {"dict": fields}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import inspect
 
+from ..errors import UserTypeError
 from ..ir import Graph
 from ..module import PyBudaModule, Tensor
 
@@ -18,6 +19,6 @@ def trace_module(module: PyBudaModule, sample_inputs: tuple) -> Graph:
     outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
     for i, out in enumerate(outputs):
         if not isinstance(out, Tensor):
-            raise TypeError(f"{type(module).__name__}.forward must return traced Tensors, got {type(out).__name__}")
+            raise UserTypeError(f"{type(module).__name__}.forward must return traced Tensors, got {type(out).__name__}")
         graph.add_output(f"output_{i}", out.name)
     return graph

@@ -20,6 +20,7 @@ import tvm
 from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
+from ..errors import InternalError, UserInputError
 from ..ir import Graph
 from ..ops import add_op
 from . import relax_cnn
@@ -32,7 +33,7 @@ REMEDY = ("it has no pybuda op, so it can run neither on the device nor on the h
 Value = Union[str, tuple, None]  # a graph node name, a Relax tuple of values, or an unavailable output
 
 
-class UnsupportedOpError(ValueError):
+class UnsupportedOpError(UserInputError):
     """A model op that has no mapping to a pybuda op."""
 
 
@@ -51,7 +52,13 @@ def export_model(model: torch.nn.Module, sample_inputs: tuple[torch.Tensor, ...]
     model.eval()
     args = tuple(x[:1] for x in sample_inputs)
     with torch.no_grad():
-        return torch.export.export(model, args)
+        try:
+            return torch.export.export(model, args)
+        except Exception as e:  # noqa: BLE001  (torch.export raises many kinds; all mean the same to the user)
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise UnsupportedOpError(f"torch.export cannot capture {type(model).__name__} on one sample of the sample "
+                                     f"inputs ({type(e).__name__}: {first}); pybuda compiles what torch.export "
+                                     "captures: static shapes, no data-dependent Python control flow") from e
 
 
 def import_program(program: torch.export.ExportedProgram, *, name: str = "model") -> Graph:
@@ -166,7 +173,7 @@ class _Importer:
         elif out is not None:
             got, want = self.graph.node(out).shape, _type_shape(ty, op)
             if got != want:
-                raise ValueError(f"import mapping bug: {op} emitted {out!r} of shape {got}, Relax says {want}")
+                raise InternalError(f"import mapping bug: {op} emitted {out!r} of shape {got}, Relax says {want}")
 
     # -- emission helpers for the handlers -------------------------------------------------------
     def arg(self, call: relax.Call, i: int) -> str:
@@ -493,7 +500,7 @@ def _type_shape(ty, what: str) -> tuple:
     """Static shape of a Relax tensor type."""
     values = getattr(getattr(ty, "shape", None), "values", None)
     if values is None or not all(isinstance(d, tvm.tirx.IntImm) for d in values):
-        raise ValueError(f"{what}: only static tensor shapes are supported, got {ty}")
+        raise UnsupportedOpError(f"{what}: only static tensor shapes are supported, got {ty}")
     return tuple(int(d) for d in values)
 
 

@@ -19,6 +19,7 @@ from typing import Callable
 
 import torch
 
+from ..errors import UserInputError
 from ..files import write_atomically
 from ..ir import Graph
 
@@ -30,7 +31,8 @@ def cache_mode() -> int:
     """The PYBUDA_ENABLE_TVM_CACHE setting: 1 on, 0 off, -1 clear."""
     raw = os.environ.get("PYBUDA_ENABLE_TVM_CACHE", "0").strip() or "0"
     if raw not in ("1", "0", "-1"):
-        raise ValueError(f"PYBUDA_ENABLE_TVM_CACHE={raw!r}; legal: 1 (use the cache), 0 (off), -1 (clear and rebuild)")
+        raise UserInputError(f"PYBUDA_ENABLE_TVM_CACHE={raw!r}; legal: 1 (use the cache), 0 (off), -1 (clear and "
+                             "rebuild)")
     return int(raw)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..arch.tms import tm_shape
 from ..dataformat import DataFormat, MathFidelity
+from ..errors import UserInputError
 
 KINDS = ("input", "parameter", "constant", "op", "output")
 
@@ -28,7 +29,7 @@ ROLES = ("loss_gradient", "trained", "optimizer_state", "optimizer_parameter", "
          "parameter_residual", "gradient")
 
 
-class GraphError(ValueError):
+class GraphError(UserInputError):
     """A malformed graph operation (unknown node, duplicate name, bad operand)."""
 
 

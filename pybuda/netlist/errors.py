@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import InternalError, UserInputError
+
 
 @dataclass(frozen=True)
 class NetlistViolation:
@@ -31,27 +33,47 @@ def _fmt(v: Any) -> str:
     return repr(v)
 
 
-class NetlistError(ValueError):
+def violations_text(errors: list, header: str | None = None) -> str:
+    """A header line and one line per violation (the first 200)."""
+    n = len(errors)
+    lines = [header or f"netlist is invalid: {n} violation{'s' if n != 1 else ''}"]
+    lines += [f"  {e}" for e in errors[:200]]
+    if n > 200:
+        lines.append(f"  ... and {n - 200} more")
+    return "\n".join(lines)
+
+
+class NetlistError(UserInputError):
     """A netlist breaks the backend's rules; `.errors` lists every violation found."""
 
     def __init__(self, errors: list[NetlistViolation], header: str | None = None):
         self.errors = list(errors)
         self.header = header
-        super().__init__(self._text())
+        super().__init__(violations_text(self.errors, header))
 
     @property
     def rules(self) -> set[str]:
         return {e.rule for e in self.errors}
 
-    def _text(self) -> str:
-        n = len(self.errors)
-        head = self.header or f"netlist is invalid: {n} violation{'s' if n != 1 else ''}"
-        lines = [head]
-        shown = self.errors[:200]
-        lines += [f"  {e}" for e in shown]
-        if n > len(shown):
-            lines.append(f"  ... and {n - len(shown)} more")
-        return "\n".join(lines)
-
     def __str__(self) -> str:
-        return self._text()
+        return violations_text(self.errors, self.header)
+
+    def __reduce__(self):
+        return (type(self), (self.errors, self.header))
+
+
+class CompiledNetlistError(InternalError):
+    """A netlist pybuda compiled breaks the backend's rules (a compiler bug); `.errors` lists the violations."""
+
+    def __init__(self, errors: list[NetlistViolation], model: str = ""):
+        self.errors = list(errors)
+        self.model = model
+        super().__init__(violations_text(self.errors, f"the netlist compiled for model {model!r} breaks "
+                                                      f"{len(self.errors)} backend rule(s)"))
+
+    @property
+    def rules(self) -> set[str]:
+        return {e.rule for e in self.errors}
+
+    def __reduce__(self):
+        return (type(self), (self.errors, self.model))

@@ -17,6 +17,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
+from ..errors import UserTypeError
 from .errors import NetlistError, NetlistViolation
 from .model import (OPCODES, Attributes, Devices, EndLoop, Execute, FusedOp, FusedSubOp, Graph, Loop, Netlist, Op,
                     Param, Program, Queue, QueueAlloc, QueueSettings, Var, VarInst)
@@ -464,7 +465,7 @@ def _source(source) -> tuple[str, str | None]:
         if "\n" not in source and (source.endswith((".yaml", ".yml")) or os.path.exists(source)):
             return _read(source)
         return source, None
-    raise TypeError(f"load takes a path or YAML text, got {type(source).__name__}")
+    raise UserTypeError(f"load takes a path or YAML text, got {type(source).__name__}")
 
 
 def _complex_keys(node):

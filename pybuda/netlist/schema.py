@@ -18,6 +18,7 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from ..dataformat import DataFormat, MathFidelity
+from ..errors import InternalError, UserInputError
 
 NULL_TAG = "tag:yaml.org,2002:null"
 _INT_TAG = "tag:yaml.org,2002:int"
@@ -27,7 +28,7 @@ _BOOLS = {"yes": True, "true": True, "on": True, "no": False, "false": False, "o
 _constructor = SafeConstructor()
 
 
-class Bad(Exception):
+class Bad(UserInputError):
     """A field value of the wrong type or outside its legal set. The reader reports it as "field <key>
     <message>" (`whole`: the message alone) under `rule`."""
 
@@ -431,7 +432,7 @@ def record_schema(cls: type) -> RecordSchema:
         # input_{}_tms | input_{}_pad -> input_(\d+)_(?:(tms)|(pad))$ with one group per field
         prefix, _ = indexed[0].key.split("{}")
         if any(not f.key.startswith(prefix + "{}") for f in indexed):
-            raise TypeError(f"{cls.__name__}: indexed keys must share their prefix")
+            raise InternalError(f"{cls.__name__}: indexed keys must share their prefix")
         alts = "|".join(f"({re.escape(f.key.split('{}')[1])})" for f in indexed)
         pattern = re.compile(rf"{re.escape(prefix)}(\d+)(?:{alts})$")
     by_key = {f.key: f for f in fields if not f.indexed}

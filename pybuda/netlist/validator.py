@@ -11,6 +11,7 @@ tiles, DRAM channels and capacity, L1) are read from that arch's device descript
 from __future__ import annotations
 
 from ..device import DeviceSpec, arch_spec
+from ..errors import UserInputError
 from .errors import NetlistError, NetlistViolation
 from .model import SUPPORTED_ARCHS, Netlist
 from .rules import RULES, Context, run
@@ -56,7 +57,7 @@ def check(netlist, arch: str | None = None, chips: int | None = None,
 def _known(rules) -> list:
     unknown = sorted(set(rules) - set(RULES))
     if unknown:
-        raise ValueError(f"unknown netlist rule id(s) {', '.join(unknown)}; see pybuda.netlist.rules.RULES")
+        raise UserInputError(f"unknown netlist rule id(s) {', '.join(unknown)}; see pybuda.netlist.rules.RULES")
     return sorted(set(rules), key=list(RULES).index)
 
 

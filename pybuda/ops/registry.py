@@ -13,10 +13,11 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..errors import InternalError, UserInputError
 from ..ir import Graph, GraphError, as_operand
 
 
-class OpError(ValueError):
+class OpError(UserInputError):
     """An op used with bad operands or attributes; the message names the op."""
 
 
@@ -45,7 +46,7 @@ _REGISTRY: dict[str, OpDef] = {}
 
 def register(opdef: OpDef) -> OpDef:
     if opdef.name in _REGISTRY:
-        raise ValueError(f"op {opdef.name!r} registered twice")
+        raise InternalError(f"op {opdef.name!r} registered twice")
     _REGISTRY[opdef.name] = opdef
     return opdef
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from ..dataformat import DataFormat, MathFidelity
+from ..errors import UserInputError
 from ..ir import Graph, epoch_types, gradient_ops
 
 BFP_ACC_FORBIDDEN = (DataFormat.Bfp2, DataFormat.Bfp2_b, DataFormat.Bfp4, DataFormat.Bfp4_b)
@@ -40,7 +41,8 @@ def _amp(bgraph: Graph, level: int) -> None:
     """Legacy AMP levels: 1 = matmuls Bfp8_b (HiFi2, Float16_b accumulation), softmax/layernorm Float16_b;
     2 = the same in A formats (Bfp8 matmuls, Float16 elsewhere)."""
     if level not in (1, 2):
-        raise ValueError(f"amp_level={level} is not defined; legal: 0 (off), 1 (mixed B formats), 2 (mixed A formats)")
+        raise UserInputError(f"amp_level={level} is not defined; legal: 0 (off), 1 (mixed B formats), 2 (mixed A "
+                             "formats)")
     low, high = (DataFormat.Bfp8_b, DataFormat.Float16_b) if level == 1 else (DataFormat.Bfp8, DataFormat.Float16)
     for node in bgraph.nodes("op"):
         origin = node.framework_op_type
@@ -98,8 +100,8 @@ def _legalize(bgraph: Graph, arch: str) -> None:
     for node in bgraph.nodes("op"):
         acc = node.acc_df
         if arch == "grayskull" and acc in (DataFormat.Float32, DataFormat.Int32):
-            raise ValueError(f"op {node.name!r}: accumulate format {acc.value} is not supported on grayskull (no "
-                             "32-bit dest); legal: Float16, Float16_b")
+            raise UserInputError(f"op {node.name!r}: accumulate format {acc.value} is not supported on grayskull (no "
+                                 "32-bit dest); legal: Float16, Float16_b")
         if node.op_type in ("matmul", "sparse_matmul"):
             if node.intermed_df in BFP_ACC_FORBIDDEN:
                 node.intermed_df = acc

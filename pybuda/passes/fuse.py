@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..arch.optypes import SFPU_OPS
+from ..errors import InternalError
 from ..ir import Graph, Operand, gradient_ops
 from ..ops.fused import DEST, OUTPUT, FusedGroup, Ref, SubOp
 
@@ -48,7 +49,7 @@ BINARY = frozenset({"add", "subtract", "multiply", "maximum"})
 UNARY = (SFPU_OPS - {"dropout"}) | {"nop"}
 
 
-class FusionError(ValueError):
+class FusionError(InternalError):
     """A group of ops that cannot be one fused op; the message says which limit or rule it breaks."""
 
 

@@ -6,10 +6,11 @@ import numpy as np
 import torch
 
 from ..codegen.manifest import ModelInput, RunManifest
+from ..errors import UserInputError
 from ..module import to_numpy
 
 
-class InputError(ValueError):
+class InputError(UserInputError):
     """Inputs of a call that do not match what the model was compiled for; the message names the input, what was
     given and what is expected."""
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..errors import UserInputError
+
 # losses that compare output and target element by element: torch broadcasts mismatched shapes with a warning,
 # which would train on the wrong target
 ELEMENTWISE_LOSSES = (torch.nn.MSELoss, torch.nn.L1Loss, torch.nn.SmoothL1Loss, torch.nn.HuberLoss,
                       torch.nn.BCELoss, torch.nn.BCEWithLogitsLoss)
 
 
-class TrainingError(ValueError):
+class TrainingError(UserInputError):
     """A training compile or step given inconsistent loss, optimizer, targets or outputs; the message names them."""
 
 

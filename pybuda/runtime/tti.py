@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..codegen.manifest import ManifestError, RunManifest
+from ..errors import UserInputError
 from ..files import write_atomically
 from ..netlist import NetlistError
 from ..netlist import load as load_netlist
@@ -34,7 +35,7 @@ _ZIP_MAGIC = b"PK\x03\x04"
 _TIMESTAMP = (1980, 1, 1, 0, 0, 0)
 
 
-class TTIError(ValueError):
+class TTIError(UserInputError):
     """A file that is not a readable TTI image of this version; the message names the file and the problem."""
 
 

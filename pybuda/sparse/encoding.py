@@ -13,6 +13,7 @@ import functools
 
 import numpy as np
 
+from ..errors import InternalError
 from .matrix import TILE, SparseMatrix
 
 U16_PER_TILE = 2 * TILE * TILE  # one 32x32 tile of uint32 encoding words
@@ -35,14 +36,14 @@ def encode(entries, *, t: int, outer_r: int, inner_r: int, u_kt: int, ptr_bits: 
     d_bits = bits_for(u_kt)
     tile_bits = 16 - ptr_bits
     if (1 << (tile_bits - d_bits) if tile_bits >= d_bits else 0) < inner_r:
-        raise ValueError(f"sparse_tile_ptr_bits={ptr_bits} leaves too few bits for ublock_rt={inner_r}, u_kt={u_kt}")
+        raise InternalError(f"sparse_tile_ptr_bits={ptr_bits} leaves too few bits for ublock_rt={inner_r}, u_kt={u_kt}")
     by_strip: dict[tuple[int, int], dict[int, list[int]]] = {}
     for (b, out_row, act_row), idx in sorted(entries.items()):
         idx = int(idx)
         if idx >= (1 << ptr_bits):
-            raise ValueError(f"sparse tile index {idx} needs more than {ptr_bits} bits")
+            raise InternalError(f"sparse tile index {idx} needs more than {ptr_bits} bits")
         if not 0 <= b < t or not 0 <= out_row < outer_r * inner_r:
-            raise ValueError(f"entry {(b, out_row, act_row)} outside t={t}, {outer_r * inner_r} output tile rows")
+            raise InternalError(f"entry {(b, out_row, act_row)} outside t={t}, {outer_r * inner_r} output tile rows")
         out_r, in_r = divmod(out_row, inner_r)
         strip, in_d = divmod(act_row, u_kt)
         by_strip.setdefault((b, strip), {}).setdefault(out_r, []).append(
@@ -58,12 +59,12 @@ def encode(entries, *, t: int, outer_r: int, inner_r: int, u_kt: int, ptr_bits: 
             for out_r in sorted(ublocks):
                 words = [w for _, _, w in sorted(ublocks[out_r])]
                 if len(words) > (1 << (16 - ublock_bits)):
-                    raise ValueError(f"{len(words)} tiles in one ublock exceed the {16 - ublock_bits}-bit count")
+                    raise InternalError(f"{len(words)} tiles in one ublock exceed the {16 - ublock_bits}-bit count")
                 body += [((len(words) % (1 << (16 - ublock_bits))) << ublock_bits) | out_r] + words
             enc = s | ((1 << 30) if si == len(strips) - 1 else 0)
             strip = [enc & 0xFFFF, enc >> 16, len(ublocks)] + body
             if len(strip) > U16_PER_TILE:
-                raise ValueError(f"strip {s} needs {len(strip)} 16-bit words, more than one encoding tile holds")
+                raise InternalError(f"strip {s} needs {len(strip)} 16-bit words, more than one encoding tile holds")
             if len(cur) + len(strip) > U16_PER_TILE:
                 cur[last_enc1] |= 1 << 15  # last strip in this tile: the next one starts the next tile
                 tiles.append(cur)
@@ -135,8 +136,8 @@ def sparse_operands(matrix: SparseMatrix, grid_rows: int, mblock_m: int, ublock_
     consecutive row blocks) over `grid_rows` rows of cores."""
     rt = matrix.shape[0] // TILE
     if rt % (t * grid_rows) or rt // (t * grid_rows) != mblock_m * ublock_rt:
-        raise ValueError(f"{rt} tile rows do not split into t={t} slices of {grid_rows} grid rows of mblock "
-                         f"{mblock_m} x ublock {ublock_rt}")
+        raise InternalError(f"{rt} tile rows do not split into t={t} slices of {grid_rows} grid rows of mblock "
+                            f"{mblock_m} x ublock {ublock_rt}")
     table = tile_table(matrix)
     rows_core = rt // (t * grid_rows)
     per_row = []

@@ -7,6 +7,8 @@ import dataclasses
 import numpy as np
 import torch
 
+from ..errors import UserInputError
+
 TILE = 32
 
 
@@ -27,7 +29,7 @@ class SparseMatrix:
         values = np.ones(rows.shape, np.float32) if values is None else np.asarray(values, np.float32).ravel()
         m, k = (int(d) for d in shape)
         if rows.size and (rows.min() < 0 or rows.max() >= m or cols.min() < 0 or cols.max() >= k):
-            raise ValueError(f"sparse matrix entries outside its shape {(m, k)}")
+            raise UserInputError(f"sparse matrix entries outside its shape {(m, k)}")
         key = rows * k + cols
         order = np.argsort(key, kind="stable")
         key, values = key[order], values[order]
@@ -53,7 +55,7 @@ class SparseMatrix:
     def resized(self, shape: tuple) -> "SparseMatrix":
         """The same entries in a larger (zero-padded) shape."""
         if shape[0] < self.shape[0] or shape[1] < self.shape[1]:
-            raise ValueError(f"cannot shrink a sparse matrix {self.shape} to {shape}")
+            raise UserInputError(f"cannot shrink a sparse matrix {self.shape} to {shape}")
         return SparseMatrix(tuple(int(d) for d in shape), self.rows, self.cols, self.values)
 
     def transposed(self) -> "SparseMatrix":
@@ -75,7 +77,7 @@ class SparseMatrix:
         """self @ x over the last two dims of x (any leading dims), in float32."""
         x = np.asarray(x, dtype=np.float32)
         if x.shape[-2] != self.shape[1]:
-            raise ValueError(f"sparse matmul: inner dimensions differ: {self.shape} @ {x.shape}")
+            raise UserInputError(f"sparse matmul: inner dimensions differ: {self.shape} @ {x.shape}")
         lead, n = x.shape[:-2], x.shape[-1]
         flat = torch.from_numpy(np.ascontiguousarray(np.moveaxis(x, -2, 0)).reshape(self.shape[1], -1))
         index = torch.from_numpy(np.stack([self.rows, self.cols]))

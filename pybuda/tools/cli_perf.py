@@ -6,11 +6,12 @@ second one (e.g. ours against a legacy netlist).
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+
+from ..errors import UserInputError
 
 
 def _source(path: str, part: int, console: Console):
@@ -18,7 +19,8 @@ def _source(path: str, part: int, console: Console):
     from ..runtime.tti import netlist_sources
     sources = netlist_sources(path)
     if not 0 <= part < len(sources):
-        raise ValueError(f"{path} holds {len(sources)} netlist(s); --part {part} is not one of 0..{len(sources) - 1}")
+        raise UserInputError(f"{path} holds {len(sources)} netlist(s); --part {part} is not one of "
+                             f"0..{len(sources) - 1}")
     if len(sources) > 1:
         console.print(f"{path}: {len(sources)} netlists (host ops between them); this is netlist {part} (--part)")
     return sources[part][1]

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from pybuda.device import get_device
+from pybuda.errors import UserInputError
 from pybuda.files import write_atomically
 from pybuda.tools.zoo import BENCHMARKS, ZOO, compile_zoo_model
 
@@ -59,7 +60,7 @@ def cases(tier: str) -> list[PerfCase]:
                 for device in ("e150", "n150")]
     if tier == "full":
         return [PerfCase(b.model, b.device, b.microbatch, b.df, b.fidelity) for b in BENCHMARKS]
-    raise ValueError(f"unknown tier {tier!r}; legal: fast, full")
+    raise UserInputError(f"unknown tier {tier!r}; legal: fast, full")
 
 
 def reference_seconds(repeats: int = REFERENCE_REPEATS) -> float:

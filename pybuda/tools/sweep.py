@@ -22,6 +22,7 @@ from typing import Iterable, Sequence
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ..errors import UserInputError
 from ..files import write_atomically
 
 COLUMNS = ("model", "device", "microbatch", "df", "fidelity", "policy", "status", "samples_per_s",
@@ -194,7 +195,7 @@ def tune_batch(model: str, device: str, microbatches: Sequence[int], df: str, fi
                      console=console)
     ok = [r for r in rows if r["status"] == "ok"]
     if not ok:
-        raise RuntimeError(f"no microbatch of {model} compiled: " + "; ".join(r["error"] for r in rows))
+        raise UserInputError(f"no microbatch of {model} compiled: " + "; ".join(r["error"] for r in rows))
     best = max(ok, key=lambda r: float(r["samples_per_s"]))
     enough = [r for r in ok if float(r["samples_per_s"]) >= knee * float(best["samples_per_s"])]
     return {"best": best, "smallest_within_knee": min(enough, key=lambda r: int(r["microbatch"])), "rows": rows}

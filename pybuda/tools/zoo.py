@@ -7,6 +7,8 @@ from typing import Callable
 
 import torch
 
+from ..errors import UserInputError
+
 
 @dataclasses.dataclass(frozen=True)
 class ZooModel:
@@ -137,7 +139,7 @@ def compile_zoo_model(name: str, device: str, microbatch: int, df: str | None = 
 
     import pybuda
     if name not in ZOO:
-        raise ValueError(f"unknown zoo model {name!r}; the zoo has {', '.join(ZOO)}")
+        raise UserInputError(f"unknown zoo model {name!r}; the zoo has {', '.join(ZOO)}")
     config = pybuda.CompilerConfig(balancer_policy=policy)
     if df:
         config.default_df_override = df
