@@ -21,9 +21,10 @@ import pybuda
 from pybuda.backend_sim import estimate
 from pybuda.netlist import load
 from pybuda.tools.models import BertEncoderStack
+from pybuda.tools.shared import REAL_NETLISTS
 
 LEGACY = "graph_tests__netlists__bert_base_inference.yaml"
-DEFAULT_CORPUS = Path("/work/shared/netlists/real")
+DEFAULT_CORPUS = REAL_NETLISTS
 
 
 def compile_stack(microbatch: int, streaming: bool, fusion: bool):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from pathlib import Path
 
 import torch
 
@@ -24,8 +23,9 @@ from pybuda.backend_sim import estimate
 from pybuda.netlist import load
 from pybuda.optimizers import SGD
 from pybuda.tools.models import BertEncoderStack
+from pybuda.tools.shared import real_netlist
 
-LEGACY = Path("/work/shared/netlists/real/graph_tests__netlists__bert_base_training.yaml")
+LEGACY = real_netlist("graph_tests__netlists__bert_base_training.yaml")
 
 
 def step_estimate(netlist) -> tuple[float, int]:

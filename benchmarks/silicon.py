@@ -24,10 +24,11 @@ import pybuda
 from pybuda.backend_sim import estimate
 from pybuda.netlist import load
 from pybuda.tools.zoo import BENCHMARKS, ZOO, BenchmarkConfig
+from pybuda.tools.shared import CALIBRATION_NETLISTS
 
 import silicon_ops
 
-DEFAULT_ROOT = Path("/work/shared/netlists/calibration")
+DEFAULT_ROOT = CALIBRATION_NETLISTS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from pybuda.arch.cycles import backend_sparse_matmul_v2
 from pybuda.arch.sweeps import SweepRow, estimate, file_errors
+from pybuda.tools.shared import OP_SWEEPS
 
-DEFAULT_ROOT = Path("/work/shared/reference/silicon/op-sweeps")
+DEFAULT_ROOT = OP_SWEEPS
 
 
 def _describe(row: SweepRow) -> str:

@@ -1,12 +1,9 @@
-"""Where the tests find the real netlist corpus: $PYBUDA_NETLIST_CORPUS, else the shared checkout next to the
-repository (<repository root>/../shared/netlists/real)."""
-import os
-from pathlib import Path
+"""Where the tests find the real netlist corpus (`pybuda.tools.shared`: $PYBUDA_NETLIST_CORPUS, else the shared
+checkout next to the repository, <repository root>/../shared/netlists/real)."""
+from pybuda.tools.shared import REAL_NETLISTS as REAL_DIR
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-REAL_DIR = Path(os.environ.get("PYBUDA_NETLIST_CORPUS", REPO_ROOT.parent / "shared" / "netlists" / "real"))
 REAL = f"{REAL_DIR}/"
 
 if not REAL_DIR.is_dir():
-    raise RuntimeError(f"netlist corpus not found at {REAL_DIR}: set PYBUDA_NETLIST_CORPUS to the directory holding "
-                       f"the real netlists (shared/netlists/real)")
+    raise RuntimeError(f"netlist corpus not found at {REAL_DIR}: set PYBUDA_SHARED to the shared checkout (or "
+                       f"PYBUDA_NETLIST_CORPUS to the directory holding the real netlists)")

@@ -7,8 +7,9 @@ import pytest
 from pybuda.arch.cycles import SparseNz, backend_sparse_matmul_v2, kernel_cycles, sparse_v2_stage_cycles
 from pybuda.arch.operands import OpGeometry
 from pybuda.arch.sweeps import Attributes, file_errors, file_op
+from pybuda.tools.shared import OP_SWEEPS
 
-SWEEPS = Path("/work/shared/reference/silicon/op-sweeps")
+SWEEPS = OP_SWEEPS
 
 # mean |estimate - measured| / measured per sweep file, in %: the documented bound (docs/simulator.md), a little
 # above what the model reaches today, so that a regression fails

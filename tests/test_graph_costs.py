@@ -3,7 +3,6 @@ computation on a constructed netlist."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,11 +13,12 @@ from pybuda.backend_sim import estimate
 from pybuda.dataformat import DataFormat
 from pybuda.device import get_device
 from pybuda.netlist import load
+from pybuda.tools.shared import CALIBRATION_NETLISTS
 
 E150 = get_device("e150")
 TILE = DataFormat.Float16_b.tile_bytes
 TILES = 8 * 8            # the input queue: t 1, 8 x 8 tiles per input
-CALIBRATION = Path("/work/shared/netlists/calibration")
+CALIBRATION = CALIBRATION_NETLISTS
 
 
 def _netlist(readers: int, loc: str) -> str:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,8 +12,9 @@ from pybuda.backend_sim import estimate
 from pybuda.backend_sim.perf_compare import limiter_rows, op_type_rows, summary_rows
 from pybuda.tools.cli import main
 from pybuda.tools.models import MNISTCNN
+from pybuda.tools.shared import real_netlist
 
-LEGACY_BERT = Path(__file__).resolve().parents[2] / "shared/netlists/real/graph_tests__netlists__bert_base_inference.yaml"
+LEGACY_BERT = real_netlist("graph_tests__netlists__bert_base_inference.yaml")
 needs_corpus = pytest.mark.skipif(not LEGACY_BERT.is_file(), reason="netlist corpus not available")
 
 

@@ -34,8 +34,8 @@ def test_compare_flags_compiles_slower_in_reference_units():
 
 
 def test_compare_notes_a_netlist_whose_bytes_changed():
-    baseline = {"a": {**_figures(1000), "netlist_sha256": "a" * 64}, "b": {**_figures(1000), "netlist_sha256": "b" * 64}}
-    measured = {"a": {**_figures(1000), "netlist_sha256": "a" * 64}, "b": {**_figures(1000), "netlist_sha256": "c" * 64}}
+    baseline = {k: {**_figures(1000), "netlist_sha256": k * 64} for k in ("a", "b")}
+    measured = {k: {**_figures(1000), "netlist_sha256": d * 64} for k, d in (("a", "a"), ("b", "c"))}
     regressions, notes = pr.compare(baseline, measured)
     assert regressions == [] and notes == ["b: the netlist's bytes changed (sha256 bbbbbbbbbbbb -> cccccccccccc)"]
 

@@ -9,7 +9,6 @@ adds back (the join, one core); the join's L1 holds about one input of the resid
 needs three."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch
@@ -20,8 +19,9 @@ from pybuda.balancer import planner
 from pybuda.balancer.fork_join import pace
 from pybuda.netlist import load
 from pybuda.tools.models import BertEncoderStack
+from pybuda.tools.shared import real_netlist
 
-LEGACY_BERT = Path(__file__).resolve().parents[2] / "shared/netlists/real/graph_tests__netlists__bert_base_inference.yaml"
+LEGACY_BERT = real_netlist("graph_tests__netlists__bert_base_inference.yaml")
 
 
 @pytest.mark.slow

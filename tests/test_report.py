@@ -16,12 +16,13 @@ import pybuda
 from pybuda.report import from_compiled, render
 from pybuda.tools.cli import main
 from pybuda.tools.models import MNISTCNN
+from pybuda.tools.shared import real_netlist
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None, reason="chromium is not installed: `make test` installs Debian's chromium with apt, which "
                              "needs root and the Debian mirror; the browser tests are skipped")
-LEGACY = Path(__file__).resolve().parents[2] / "shared/netlists/real/graph_tests__netlists__bert_base_inference.yaml"
+LEGACY = real_netlist("graph_tests__netlists__bert_base_inference.yaml")
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ inferred from the shapes of convs and pools this compiler lowered, checked again
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,9 +14,9 @@ from pybuda.backend_sim.sparse_figures import implied_picker, inferred_figures, 
 from pybuda.sparse import CoreFigures
 from pybuda.codegen.manifest import DevicePart
 from pybuda.netlist import load
+from pybuda.tools.shared import CALIBRATION_NETLISTS
 
-RESNET50 = Path("/work/shared/netlists/calibration/"
-                "perf_lib__graph_tests__wormhole_b0__inference__resnet50_hifi3_fp16b.yaml")
+RESNET50 = CALIBRATION_NETLISTS / "perf_lib__graph_tests__wormhole_b0__inference__resnet50_hifi3_fp16b.yaml"
 
 CASES = {
     "conv 3x3 stride 1": (torch.nn.Conv2d(32, 32, 3, 1, 1), (1, 32, 56, 56)),

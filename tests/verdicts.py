@@ -15,13 +15,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from corpus import REAL_DIR  # noqa: E402
 from mutants import MUTANT_SEEDS, mutant_text  # noqa: E402
 
 from pybuda.netlist import NetlistError, check, dump_netlist, load  # noqa: E402
+from pybuda.tools.shared import CALIBRATION_NETLISTS, REAL_NETLISTS  # noqa: E402
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "netlist_verdicts.json.gz"
-CORPUS_DIRS = (REAL_DIR, REAL_DIR.parent / "calibration")
+CORPUS_DIRS = (REAL_NETLISTS, CALIBRATION_NETLISTS)
 
 
 def _row(v) -> list:

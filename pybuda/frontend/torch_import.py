@@ -12,6 +12,8 @@ state-dict names ("conv1.weight"), ops `f"{op_type}_{k}"` with a per-graph count
 from __future__ import annotations
 
 import ast
+import contextlib
+import warnings
 from typing import Callable, Union
 
 import numpy as np
@@ -61,9 +63,19 @@ def export_model(model: torch.nn.Module, sample_inputs: tuple[torch.Tensor, ...]
                                      "captures: static shapes, no data-dependent Python control flow") from e
 
 
+@contextlib.contextmanager
+def _torch_deprecations_quiet():
+    """torch 2.13's own use of a deprecated pytree check (`isinstance(treespec, LeafSpec)`, warned while an exported
+    program is copied) is not the user's to act on: it is not shown."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+                                category=FutureWarning)
+        yield
+
+
 def import_program(program: torch.export.ExportedProgram, *, name: str = "model") -> Graph:
     """Convert an exported program (`export_model`) to a Graph: its decompositions, then TVM Relax."""
-    with torch.no_grad():
+    with torch.no_grad(), _torch_deprecations_quiet():
         program = program.run_decompositions()
         try:
             mod = from_exported_program(program, keep_params_as_input=True, run_ep_decomposition=False)

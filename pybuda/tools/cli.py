@@ -26,6 +26,7 @@ from .cli_perf import add_perf_commands
 from .cli_report import add_report_commands
 from .cli_sim import add_sim_commands
 from .cli_sweep import add_sweep_commands
+from .console import output_console
 
 
 # --- netlist group ------------------------------------------------------------------------------------------------
@@ -243,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list | None = None, console: Console | None = None) -> int:
     args = build_parser().parse_args(argv)
-    console = console or Console()
+    console = console or output_console()
     return args.handler(args, console)
 
 

@@ -14,6 +14,8 @@ import sys
 import time
 from typing import Any, Sequence
 
+from .console import output_console
+
 
 def _param(text: str) -> tuple[str, Any]:
     if "=" not in text:
@@ -115,11 +117,7 @@ def cmd_perf(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     if args.rich:
-        from rich.console import Console
-        console = Console()
-        if not console.is_terminal:
-            console = Console(width=200)
-        console.print(report.to_rich(top_ops=args.top))
+        output_console().print(report.to_rich(top_ops=args.top))
     else:
         print(report.to_text(top_ops=args.top))
     print(f"\nestimated in {elapsed:.3f} s" + (f"; per-op CSV written to {args.csv}" if args.csv else ""))
