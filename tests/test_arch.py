@@ -147,7 +147,7 @@ def test_tiles_read_and_buffers():
 
 def test_l1_footprint():
     mm = op("matmul", mblock=(2, 2), ublock=(2, 2), m_k=2, u_kt=2, min_buffer_input=0)
-    parts = footprint(mm, [InputBuffer(1120), InputBuffer(1120, prologue_tiles=8)], out_tile_bytes=2080,
+    parts = footprint(mm, [InputBuffer(1120), InputBuffer(1120, in_place_tiles=8)], out_tile_bytes=2080,
                       intermed_tile_bytes=4128, intermed_separate=True, latency_hiding=False)
     assert parts["output"] == 2 * 16 * 2080 and parts["intermediate"] == 16 * 4128
     assert parts["inputs"] == 2 * (2 * 2) * 1120 and parts["prologue"] == 8 * 1120
@@ -179,8 +179,8 @@ def test_dram_readers_contend_in_their_channels_not_per_core():
 
 def test_epoch_cost_is_fill_pipeline_prologue_epilogue():
     e150 = get_device("e150")
-    a = OpLoad("a", 1, 100, (Transfer(16 * 50, "noc"), Transfer(4000.0, "dram", once=True)))
-    b = OpLoad("b", 1, 300, (Transfer(160.0, "noc"),), (Transfer(2400.0, "pcie"),), preds=("a",))
+    a = OpLoad("a", 1, 100, (Transfer(4000.0, "dram", once=True),))
+    b = OpLoad("b", 1, 300, (), (Transfer(2400.0, "pcie"),), preds=("a",))
     c = OpLoad("c", 1, 50, preds=("a",))
     epoch = epoch_timing(e150, [a, b, c], input_count=4)
     by_name = {o.name: o for o in epoch.ops}

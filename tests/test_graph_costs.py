@@ -42,11 +42,21 @@ def _netlist(readers: int, loc: str) -> str:
 
 def test_host_input_crosses_pcie_once_per_input():
     """20 cores read the same host queue: PCIe carries its bytes once per input (not 20 times); each core gets
-    its copy over the NoC."""
-    report = estimate(_netlist(20, "host"), "e150")
+    its copy over the NoC (its receiving NIU at the NoC link's 32 B/cycle)."""
+    from pybuda.arch.movement import epoch_pipes, link_loads
+    from pybuda.netlist.movement import moving_op
+
+    netlist = load(_netlist(20, "host"))
+    report = estimate(netlist, "e150")
     op = report.epochs[0].ops[0]
     assert op.terms["pcie_in"] == TILES * TILE / E150.pcie_bw_bytes_per_cycle
-    assert op.terms["noc_in"] == TILES * TILE / E150.noc_bw_bytes_per_cycle
+    graph = netlist.graphs["g"]
+    ops = [moving_op(netlist, graph, o, o.geometry, E150, lambda q: False, [f"out{o.name[2:]}"])
+           for o in graph.ops.values()]
+    totals, _ = link_loads(E150, ops, epoch_pipes(ops))
+    receivers = [(link, b) for link, b in totals.items() if link[0] == "in" and link[2:] == (1, 1)]   # op0's core
+    assert receivers == [(("in", 0, 1, 1), TILES * TILE)]     # one copy of x, at 32 B/cycle
+    assert op.terms["noc_link"] >= TILES * TILE / E150.noc_link_bytes_per_cycle
 
 
 def test_readers_on_one_dram_channel_share_it():

@@ -1,5 +1,7 @@
 """L1 footprint of one core of an op (netlist-format.md §3.8): output and intermediate buffers, one input buffer
-per input (or, for a prologued input, its whole per-core slice), fork-join buffering and extra overlay space.
+per input (an identity matmul's sparse tiles and encoding held whole and read in place instead; a prologued input
+kept raw (pre-TM, `pybuda.arch.movement.prologue_layout`) besides its buffer), fork-join buffering and extra
+overlay space.
 
 The compiler sizes input buffers as the backend does (with ~32 KB latency hiding, `latency_hiding=True`) against
 the compiler-usable L1; the netlist validator checks the legal minimum (two granules) against the backend's
@@ -18,11 +20,14 @@ OVERLAY_INCLUDED_BYTES = 64 * 1024   # overlay blob space every core already has
 class InputBuffer:
     """How one input of an op lives in L1.
 
-    prologue_tiles: > 0 when the input is prologued (its per-core slice is preloaded and read in place);
-    min_size_tiles: input_buf_min_size_tiles (fork-join buffering); dram_io_tiles: input_dram_io_buf_size_tiles."""
+    in_place_tiles: > 0 for an input preloaded whole and read in place (an identity matmul's sparse tiles and
+    encoding), instead of an input buffer; raw_tiles: a pre-TM prologued input's raw copy, held besides the input
+    buffer it is re-streamed into; min_size_tiles: input_buf_min_size_tiles (fork-join buffering, a transformed
+    prologue's whole post-TM data); dram_io_tiles: input_dram_io_buf_size_tiles."""
 
     tile_bytes: int
-    prologue_tiles: float = 0
+    in_place_tiles: float = 0
+    raw_tiles: float = 0
     min_size_tiles: int = 0
     dram_io_tiles: int = 0
 
@@ -43,8 +48,8 @@ def footprint(op: OpGeometry, inputs: list[InputBuffer], *, out_tile_bytes: int,
         inter = mblock_tiles * intermed_tile_bytes
     streamed = prologue = fork_join = 0
     for index, buf in enumerate(inputs):
-        if buf.prologue_tiles:
-            prologue += int(buf.prologue_tiles * buf.tile_bytes)
+        prologue += int((buf.in_place_tiles + buf.raw_tiles) * buf.tile_bytes)
+        if buf.in_place_tiles:
             continue
         kb = op.attrs.kernel_broadcast_tiles(index)
         if kb:

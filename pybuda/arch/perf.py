@@ -1,15 +1,16 @@
 """Op limiter cycles, epoch cost and program cost: the one performance model the balancer optimises and the
-simulator reports (netlist-format.md §5.6, docs/simulator.md "Timing model").
+simulator reports (shared/reference/netlist-format.md §5.6, docs/simulator.md "Timing model").
 
-- An op moves data per input over links: NoC (op to op in the epoch), DRAM and PCIe (host) queues. Its limiter
-  cycles per input are max(kernel cycles, per-core bytes / link bandwidth for every transfer); a core reads
-  (writes) DRAM at up to half the device's per-core DRAM bandwidth, PCIe bandwidth is shared by the cores that
-  write the host. A host input crosses PCIe once per input however many cores read it (`pcie_in`: the epoch's
-  distinct host queues' bytes / PCIe bandwidth); each reading core then gets its share on-chip (`noc_in`). A
-  DRAM channel serves every per-input read and write of the epoch on the buffers it holds (`dram_channel`: the
-  busiest channel an op uses, its bytes per input / the channel's bandwidth): that is where DRAM readers contend.
-  Prologue reads and epilogue writes move once per epoch instead of per input, with the same per-core and
-  per-channel limits.
+- An op moves data per input through pipes (`pybuda.arch.movement`: from the producer cores or DRAM buffers that
+  hold its inputs, onto its cores, multicast along rows and columns; its outputs into their queues) and over DRAM
+  and PCIe. Its limiter cycles per input are the max of its kernel cycles and its data-movement terms: the busiest
+  NoC link or NIU its pipes load, in or out (`noc_link`: the link's bytes per input from every pipe of the epoch
+  that crosses it / 32 B/cycle); per core DRAM reads (writes) at up to half the device's per-core DRAM bandwidth;
+  PCIe shared by the cores that write the host. A host input crosses PCIe once per input however many cores read
+  it (`pcie_in`: the epoch's distinct host queues' bytes / PCIe bandwidth). A DRAM channel serves every per-input
+  read and write of the epoch on the buffers it holds (`dram_channel`: the busiest channel an op uses, its bytes
+  per input / the channel's bandwidth). Prologue reads and epilogue writes move once per epoch instead of per
+  input, with the same per-core and per-channel limits.
 - Fork-join stall (`fork_join`): where an op's output reaches a join over two paths, the short path's buffers
   hold what the fork produced while the long path's latency runs; if they hold C inputs and the paths' latencies
   differ by D cycles, the fork cannot run more than C inputs ahead, so the join (and the epoch) runs at most one
@@ -32,9 +33,10 @@ import math
 from typing import Iterable, Sequence
 
 from ..device import DeviceSpec
+from .movement import MovingOp, describe_link, epoch_pipes, link_cycles, link_loads
 
-LINKS = ("noc", "dram", "pcie")
-LIMITERS = ("kernel", "noc_in", "dram_in", "pcie_in", "dram_out", "pcie_out", "dram_channel", "ethernet",
+LINKS = ("dram", "pcie")
+LIMITERS = ("kernel", "noc_link", "dram_in", "pcie_in", "dram_out", "pcie_out", "dram_channel", "ethernet",
             "fork_join")
 
 
@@ -57,9 +59,10 @@ class Transfer:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class OpLoad:
-    """What one op asks of the hardware per input: its kernel cycles on one of its `cores`, its transfers, the
-    ops of the same epoch whose output it waits for (`preds`), and how many inputs' worth its output buffer
-    (`out_buffer`) and its input buffer on each pred's edge (`in_buffers`, aligned with `preds`) hold."""
+    """What one op asks of the hardware per input: its kernel cycles on one of its `cores`, its DRAM and PCIe
+    transfers, the op as its pipes see it (`moving`: geometry, inputs, outputs, location), the ops of the same
+    epoch whose output it waits for (`preds`), and how many inputs' worth its output buffer (`out_buffer`) and
+    its input buffer on each pred's edge (`in_buffers`, aligned with `preds`) hold."""
 
     name: str
     cores: int
@@ -70,6 +73,7 @@ class OpLoad:
     out_buffer: float = math.inf
     in_buffers: tuple = ()
     granules: int = 1
+    moving: MovingOp | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +94,7 @@ class OpTiming:
     epilogue_bytes: int
     fork: str = ""
     short_input: str = ""
+    link: str = ""          # the busiest NoC link or NIU of the op's pipes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,7 +120,7 @@ def shared_bandwidths(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, 
         for t in load.writes:
             if t.link == "pcie":
                 users[_kind(t, "out")] = users.get(_kind(t, "out"), 0) + load.cores
-    bandwidths = {"noc": device.noc_bw_bytes_per_cycle}
+    bandwidths: dict[str, float] = {}
     for kind in ("dram_in", "prologue_dram_in", "dram_out", "epilogue_dram_out"):
         bandwidths[kind] = device.dram_bw_bytes_per_cycle / 2
     for kind in ("pcie_out", "epilogue_pcie_out"):
@@ -164,11 +169,26 @@ def ethernet_cycles(device: DeviceSpec, loads: Sequence[OpLoad], once: bool = Fa
     return total / links if total and links else 0.0   # no chip links (grayskull): not modelled
 
 
+def noc_cycles(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, tuple[float, str]]:
+    """Per op, (cycles per input, link) of the busiest NoC link or NIU its pipes load (`pybuda.arch.movement`:
+    every pipe of the epoch summed per link)."""
+    ops = [load.moving for load in loads if load.moving is not None]
+    if not ops:
+        return {}
+    totals, touched = link_loads(device, ops, epoch_pipes(ops))
+    out = {}
+    for name, links in touched.items():
+        cycles, link = link_cycles(device, totals, links)
+        out[name] = (cycles, describe_link(device, link) if link is not None else "")
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class EpochLinks:
     """What the epoch's ops share: per-core link bandwidths (`shared_bandwidths`), host input cycles
-    (`host_read_cycles`), DRAM channel cycles per input (`channels`) and once per epoch (`once_channels`), and
-    chip-to-chip cycles per input (`ethernet`) and once per epoch (`once_ethernet`)."""
+    (`host_read_cycles`), DRAM channel cycles per input (`channels`) and once per epoch (`once_channels`),
+    chip-to-chip cycles per input (`ethernet`) and once per epoch (`once_ethernet`), and each op's busiest NoC
+    link (`noc`, `noc_cycles`)."""
 
     bandwidths: dict
     host_reads: dict
@@ -176,12 +196,13 @@ class EpochLinks:
     once_channels: dict
     ethernet: float = 0.0
     once_ethernet: float = 0.0
+    noc: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(cls, device: DeviceSpec, loads: Sequence[OpLoad]) -> "EpochLinks":
         return cls(shared_bandwidths(device, loads), host_read_cycles(device, loads), channel_cycles(device, loads),
                    channel_cycles(device, loads, once=True), ethernet_cycles(device, loads),
-                   ethernet_cycles(device, loads, once=True))
+                   ethernet_cycles(device, loads, once=True), noc_cycles(device, loads))
 
 
 def _host_read(t: Transfer, direction: str) -> bool:
@@ -201,10 +222,13 @@ def op_timing(load: OpLoad, links: EpochLinks) -> OpTiming:
     once_bytes = {"in": 0, "out": 0}
     once_channel = {"in": 0.0, "out": 0.0}
     host_prologue = 0.0
+    link = ""
+    if load.name in links.noc:
+        terms["noc_link"], link = links.noc[load.name]
     for direction, transfers in (("in", load.reads), ("out", load.writes)):
         for t in transfers:
             host = _host_read(t, direction)
-            cycles = t.bytes / bandwidths["noc" if t.link == "noc" or host else _kind(t, direction)]
+            cycles = 0.0 if host else t.bytes / bandwidths[_kind(t, direction)]
             if t.once:
                 once_bytes[direction] += int(t.bytes)
                 once_cycles[direction] += cycles
@@ -214,8 +238,9 @@ def op_timing(load: OpLoad, links: EpochLinks) -> OpTiming:
                 if host:
                     host_prologue = host_reads["prologue_pcie_in"]
                 continue
-            term = f"{'noc' if host else t.link}_{direction}"
-            terms[term] = max(terms.get(term, 0.0), cycles)
+            if not host:
+                term = f"{t.link}_{direction}"
+                terms[term] = max(terms.get(term, 0.0), cycles)
             if t.remote and links.ethernet:
                 terms["ethernet"] = links.ethernet
             if host:
@@ -229,7 +254,7 @@ def op_timing(load: OpLoad, links: EpochLinks) -> OpTiming:
     return OpTiming(name=load.name, kernel_cycles=load.kernel_cycles, terms=terms, limiter=limiter,
                     limiter_cycles=terms[limiter], bw_cycles=bw, prologue_cycles=once_cycles["in"],
                     prologue_bytes=once_bytes["in"], epilogue_cycles=once_cycles["out"],
-                    epilogue_bytes=once_bytes["out"])
+                    epilogue_bytes=once_bytes["out"], link=link if limiter == "noc_link" else "")
 
 
 def epoch_timing(device: DeviceSpec, loads: Sequence[OpLoad], input_count: int) -> EpochTiming:

@@ -13,9 +13,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 BASE_COLUMNS = [
     "OP NAME", "OP TYPE", "GRAPH", "EPOCH", "DEVICE ID", "GRID", "CORE COUNT", "MATH FIDELITY", "T", "MBLOCK",
-    "UBLOCK", "M_K", "U_KT", "KERNEL CYCLES", "BW LIMITED CYCLES", "LIMITER CYCLES", "LIMITER", "NOC IN CYCLES",
-    "DRAM IN CYCLES", "PCIE IN CYCLES", "DRAM OUT CYCLES", "PCIE OUT CYCLES", "DRAM CHANNEL CYCLES", "KERNEL DURATION [ns]",
-    "LIMITER DURATION [ns]", "PROLOGUE BYTES PER CORE", "EPILOGUE BYTES PER CORE", "PM FPU UTIL (%)",
+    "UBLOCK", "M_K", "U_KT", "KERNEL CYCLES", "BW LIMITED CYCLES", "LIMITER CYCLES", "LIMITER", "NOC LINK CYCLES",
+    "NOC LINK", "DRAM IN CYCLES", "PCIE IN CYCLES", "DRAM OUT CYCLES", "PCIE OUT CYCLES", "DRAM CHANNEL CYCLES",
+    "KERNEL DURATION [ns]", "LIMITER DURATION [ns]", "PROLOGUE BYTES PER CORE", "EPILOGUE BYTES PER CORE",
+    "PM FPU UTIL (%)",
 ]
 TENSOR_FIELDS = ["W", "Z", "Y", "X", "DATATYPE", "MEMORY", "NAME"]
 
@@ -48,7 +49,7 @@ def csv_rows(report: "PerfReport") -> list[dict]:
             "T": o.t, "MBLOCK": f"{o.mblock[0]}x{o.mblock[1]}", "UBLOCK": f"{o.ublock[0]}x{o.ublock[1]}",
             "M_K": o.m_k, "U_KT": o.u_kt, "KERNEL CYCLES": o.kernel_cycles,
             "BW LIMITED CYCLES": round(o.bw_cycles, 1), "LIMITER CYCLES": round(o.limiter_cycles, 1),
-            "LIMITER": o.limiter, "NOC IN CYCLES": round(o.terms.get("noc_in", 0.0), 1),
+            "LIMITER": o.limiter, "NOC LINK CYCLES": round(o.terms.get("noc_link", 0.0), 1), "NOC LINK": o.link,
             "DRAM IN CYCLES": round(o.terms.get("dram_in", 0.0), 1),
             "PCIE IN CYCLES": round(o.terms.get("pcie_in", 0.0), 1),
             "DRAM OUT CYCLES": round(o.terms.get("dram_out", 0.0), 1),
@@ -86,7 +87,9 @@ def limiter_text(o: "OpPerf") -> str:
         return "kernel (math)"
     if o.limiter == "fork_join":
         return f"fork-join stall (fork {o.fork})"
-    return {"noc_in": "NoC input", "dram_in": "DRAM read", "pcie_in": "PCIe read", "dram_out": "DRAM write",
+    if o.limiter == "noc_link":
+        return f"noc_link {o.link}" if o.link else "noc_link"
+    return {"dram_in": "DRAM read", "pcie_in": "PCIe read", "dram_out": "DRAM write",
             "pcie_out": "PCIe write", "dram_channel": "DRAM channel"}.get(o.limiter, o.limiter)
 
 

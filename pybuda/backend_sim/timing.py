@@ -21,6 +21,7 @@ from pybuda.arch.tms import TMError, tm_shape
 from pybuda.dataformat import MathFidelity
 from pybuda.device import DeviceSpec
 from pybuda.netlist import model as nm
+from pybuda.netlist.movement import moving_op
 
 from .errors import SimulatorError
 from .loading import load_netlist, program_of, select_device
@@ -70,6 +71,7 @@ class OpPerf:
     output: TensorInfo | None = None
     attributes: dict = dataclasses.field(default_factory=dict)
     fork: str = ""          # the fork whose fork-join stalls this op (limiter "fork_join")
+    link: str = ""          # the busiest NoC link or NIU of its pipes (limiter "noc_link")
 
 
 @dataclasses.dataclass
@@ -323,7 +325,8 @@ def _remote(q: nm.Queue, graph: nm.Graph, spec: DeviceSpec) -> bool:
 
 def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, written: dict, writer_of: dict,
              spec: DeviceSpec) -> OpLoad:
-    """What one netlist op asks of the hardware per input (the one backend model's OpLoad)."""
+    """What one netlist op asks of the hardware per input (the one backend model's OpLoad; its pipes from
+    `pybuda.netlist.movement`)."""
     fused = nl.fused_op_of(op) if op.type == "fused_op" else None
     geom = sparse_geometry(op) if fused is None else nl.geometry_of(op)
     fidelity = op.math_fidelity or MathFidelity.HiFi4
@@ -337,7 +340,6 @@ def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, writte
         shape = _edge_tiles(producer.shape, op, k)
         nbytes = tiles_read_per_core(geom, k, shape) * _in_df(op, k).tile_bytes
         if q is None:
-            reads.append(Transfer(nbytes, "noc"))
             if src in graph.ops:
                 preds.append(src)
                 in_buffers.append(input_buffer_inputs(geom, k, shape, _in_df(op, k).tile_bytes,
@@ -356,9 +358,10 @@ def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, writte
                        "pcie" if nl.queues[qn].loc == "host" else "dram", once=flag(qn, "epilogue"),
                        channels=_channels(nl.queues[qn], spec), remote=_remote(nl.queues[qn], graph, spec))
               for qn in written.get(op.name, [])]
+    moving = moving_op(nl, graph, op, geom, spec, lambda queue: flag(queue, "prologue"), written.get(op.name, []))
     return OpLoad(op.name, geom.cores, kernel, tuple(reads), tuple(writes), tuple(preds),
                   out_buffer=output_buffer_inputs(geom, op.buf_size_mb), in_buffers=tuple(in_buffers),
-                  granules=output_granules(geom))
+                  granules=output_granules(geom), moving=moving)
 
 
 def _epoch_perf(nl: nm.Netlist, graphs: list[nm.Graph], settings: Mapping[str, Mapping[str, QueueSetting]],
@@ -410,7 +413,7 @@ def _epoch_perf(nl: nm.Netlist, graphs: list[nm.Graph], settings: Mapping[str, M
             ublock=tuple(op.ublock), m_k=op.geometry.m_k, u_kt=op.geometry.u_kt,
             inputs=[_input_info(nl, op, k, flag(src, "prologue")) for k, src in enumerate(op.inputs)],
             output=_output_info(nl, op, written.get(op.name, []), op.name in read_in_graph),
-            attributes=dict(op.attrs.items()), fork=t.fork))
+            attributes=dict(op.attrs.items()), fork=t.fork, link=t.link))
     epoch_cycles = timing.epoch_cycles
     return EpochPerf(
         index=index, graph=name, input_count=input_count, executions=executions,

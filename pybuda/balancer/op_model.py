@@ -17,7 +17,9 @@ import numpy as np
 from ..arch.cycles import FusedStep, fused_op_cycles, kernel_cycles
 from ..arch.fused import SubBlock, input_roles, intermediate_tiles
 from ..arch.l1 import InputBuffer, footprint
+from ..arch.movement import kernel_input_buffer_tiles, post_tm_fits
 from ..arch.operands import OpGeometry, inner_dim, prologue_tiles_per_core, tiles_read_per_core
+from ..arch.streaming import replay_factor
 from ..dataformat import DataFormat, MathFidelity
 from ..device import DeviceSpec
 from ..errors import UserInputError
@@ -346,10 +348,11 @@ def input_names(graph: Graph, name: str) -> list[str]:
 def _buffer_bytes(graph: Graph, name: str, geom: OpGeometry, inputs: list[NetlistInput], fused_tiles: int,
                   min_tiles: tuple, buf_size_mb: int) -> int:
     """L1 bytes of one core's buffers (`pybuda.arch.l1.footprint`): sparse queues held whole (the identity matmul
-    reads them in place), every other input through a backend-sized buffer of at least `min_tiles[k]` tiles."""
+    reads them in place), every other input through a backend-sized buffer of at least `min_tiles[k]` tiles (a
+    transformed prologue's buffer holds its whole post-TM data)."""
     node = graph.node(name)
     intermed = node.intermed_df or node.df
-    buffers = [InputBuffer(i.df.tile_bytes, prologue_tiles=prologue_tiles_per_core(geom, k, i.src_tiles)
+    buffers = [InputBuffer(i.df.tile_bytes, in_place_tiles=prologue_tiles_per_core(geom, k, i.src_tiles)
                            if i.kind == "sparse" else 0, min_size_tiles=min_tiles[k] if k < len(min_tiles) else 0)
                for k, i in enumerate(inputs)]
     return sum(footprint(geom, buffers, out_tile_bytes=node.df.tile_bytes, intermed_tile_bytes=intermed.tile_bytes,
@@ -357,27 +360,45 @@ def _buffer_bytes(graph: Graph, name: str, geom: OpGeometry, inputs: list[Netlis
                          fused_intermed_tiles=fused_tiles).values())
 
 
-def _prologue_slices(geom: OpGeometry, inputs: list[NetlistInput]) -> list[int]:
-    """L1 bytes of each input held whole by one core (parameters and constants that are prologued)."""
-    return [prologue_tiles_per_core(geom, k, i.src_tiles) * i.df.tile_bytes for k, i in enumerate(inputs)]
+def read_tiles(graph: Graph, name: str, model: OpModel, index: int, tiles: tuple) -> tuple:
+    """(t, rt, ct) op `name` reads of netlist input `index` (operand `tiles`) per input: the operand's, times the
+    replays of a streamed matmul (`pybuda.arch.streaming.replay_factor`); the slicing of a streamed op keeps the
+    total."""
+    op_type = graph.node(name).op_type
+    replay = replay_factor(model.t_stream, buda_op_type(op_type), index, op_type == "sparse_matmul")
+    return (tiles[0] * replay, tiles[1], tiles[2])
 
 
-def _footprint_and_prologue(graph: Graph, name: str, geom: OpGeometry, inputs: list[NetlistInput],
-                            l1_usable: int, fused_tiles: int, min_tiles: tuple, dram_parameters: bool,
-                            buf_size_mb: int) -> tuple[int, frozenset] | None:
-    """(L1 bytes, prologued inputs) of one core, or None if the op does not fit (`_buffer_bytes`); parameters
-    and constants, smallest first, are also held whole while they fit (none if `dram_parameters`)."""
-    total = _buffer_bytes(graph, name, geom, inputs, fused_tiles, min_tiles, buf_size_mb)
+def _prologue_choice(graph: Graph, name: str, model: OpModel, geom: OpGeometry, inputs: list[NetlistInput],
+                     l1_usable: int, fused_tiles: int, min_tiles: tuple,
+                     dram_parameters: bool) -> tuple[int, frozenset, tuple] | None:
+    """(L1 bytes, prologued inputs, input_buf_min_size_tiles) of one core, or None if the op does not fit
+    (`_buffer_bytes`). Parameters and constants are prologued, cheapest first, while L1 allows keeping them
+    transformed (`pybuda.arch.movement.post_tm_fits`: the kernel input buffer holds the post-TM tiles one core
+    reads, raised with input_buf_min_size_tiles where it does not already), the others streamed from DRAM every
+    input (none prologued if `dram_parameters`); sparse operands always are (read in place)."""
+    mins = list(min_tiles) if min_tiles else [0] * len(inputs)
+    total = _buffer_bytes(graph, name, geom, inputs, fused_tiles, tuple(mins), model.buf_size_mb)
     if total > l1_usable:
         return None
     prologue = {i.src for i in inputs if i.kind == "sparse"}
-    slices = _prologue_slices(geom, inputs)
-    for k in sorted((k for k, i in enumerate(inputs) if i.kind in ("parameter", "constant") and not dram_parameters),
-                    key=lambda k: (slices[k], k)):
-        if total + slices[k] <= l1_usable:
-            total += slices[k]
+    options = []
+    for k, i in enumerate(inputs):
+        if i.kind not in ("parameter", "constant") or dram_parameters:
+            continue
+        tb = i.df.tile_bytes
+        need = math.ceil(tiles_read_per_core(geom, k, read_tiles(graph, name, model, k, i.tiles)))
+        if post_tm_fits(geom, k, need, tb, mins[k]):
+            options.append((0, k, mins[k]))
+        else:
+            extra = (kernel_input_buffer_tiles(geom, k, tb, need) - kernel_input_buffer_tiles(geom, k, tb, mins[k]))
+            options.append((extra * tb, k, need))
+    for extra, k, minimum in sorted(options):
+        if total + extra <= l1_usable:
+            total += extra
             prologue.add(inputs[k].src)
-    return total, frozenset(prologue)
+            mins[k] = minimum
+    return total, frozenset(prologue), tuple(mins) if any(mins) else ()
 
 
 def _l1_context(graph: Graph, name: str, model: OpModel,
@@ -397,9 +418,7 @@ def with_input_buffers(graph: Graph, name: str, model: OpModel, device: DeviceSp
     """`model` with input_buf_min_size_tiles `min_tiles` (one per netlist input, 0: the backend's size) and its L1
     recounted, its prologued inputs kept; None if that does not fit the usable L1."""
     geom, inputs, fused = _l1_context(graph, name, model)
-    slices = _prologue_slices(geom, inputs)
-    total = _buffer_bytes(graph, name, geom, inputs, fused, min_tiles, model.buf_size_mb) + \
-        sum(s for s, i in zip(slices, inputs) if i.kind in ("parameter", "constant") and i.src in model.prologue)
+    total = _buffer_bytes(graph, name, geom, inputs, fused, min_tiles, model.buf_size_mb)
     if total > device.l1_usable:
         return None
     return dataclasses.replace(model, input_buf_min=tuple(min_tiles) if any(min_tiles) else (), l1_bytes=total)
@@ -477,14 +496,12 @@ def _fitting_u_kt(graph: Graph, name: str, device: DeviceSpec, grid: tuple, t: i
             if not encoding_fits(unique, mblock[0], ublock[0], u_kt):
                 continue
         geom, inputs, fused_tiles = _l1_context(graph, name, model, operands)
-        min_tiles = _requested_buffers(geom, inputs, request)
-        fit = _footprint_and_prologue(graph, name, geom, inputs, device.l1_usable, fused_tiles, min_tiles,
-                                      request.dram_parameters, model.buf_size_mb)
+        fit = _prologue_choice(graph, name, model, geom, inputs, device.l1_usable, fused_tiles,
+                               _requested_buffers(geom, inputs, request), request.dram_parameters)
         if fit is None:
             continue
         cycles = op_kernel_cycles(graph, name, model, geom, device)
-        return dataclasses.replace(model, l1_bytes=fit[0], cycles=cycles, prologue=fit[1],
-                                   input_buf_min=min_tiles if any(min_tiles) else ())
+        return dataclasses.replace(model, l1_bytes=fit[0], cycles=cycles, prologue=fit[1], input_buf_min=fit[2])
     return None
 
 

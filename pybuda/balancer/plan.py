@@ -139,7 +139,7 @@ def finish(graph: Graph, coster: PlanCoster, schedule: list[str], models: dict[s
         rows, cols = models[name].grid[::-1] if p.transpose else models[name].grid
         cores[name] = [(p.loc[0] + r, p.loc[1] + c) for r in range(rows) for c in range(cols)]
     dram = place_dram(queues, device, constraints.dram_algorithm, constraints.dram_channels, cores)
-    cost = coster.cost(schedule, models, epoch_of, prologue, dram)
+    cost = coster.cost(schedule, models, epoch_of, prologue, dram, placed=placed)
     return Placement(models=models, placed=placed, prologue=prologue, epochs=sum(map(len, cost.temporal)),
                      estimated_cycles=cost.cycles, epoch_timings=cost.epochs, queues=queues, dram=dram, policy=policy,
                      queued_edges=coster.queued, temporal=cost.temporal,

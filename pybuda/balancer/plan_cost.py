@@ -21,19 +21,26 @@ import dataclasses
 import itertools
 import math
 
-from ..arch.operands import input_buffer_inputs, output_buffer_inputs, output_granules, tiles_read_per_core
+from ..arch.movement import MovingInput, MovingOp, QueueLayout
+from ..arch.operands import OpGeometry, input_buffer_inputs, output_buffer_inputs, output_granules, tiles_read_per_core
 from ..arch.perf import EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles, temporal_epochs
-from ..arch.streaming import replay_factor
+from ..arch.streaming import edge_tms
 from ..device import DeviceSpec
-from ..ir import Graph, epoch_types
+from ..ir import Graph, epoch_types, loopback_writers
 from .chips import home_chip
 from .dram import DramPlacement, assumed_channels
 from .op_model import (NetlistInput, OpModel, buda_op_type, e2e_queue, geometry, netlist_inputs,
-                       op_attributes, operand_inputs, operand_port)
-from .queues import e2e_queue_buffers, host_queue_grid
+                       op_attributes, operand_inputs, operand_port, read_tiles)
+from .placer import PlacedOp
+from .queues import e2e_queue_blocking, host_queue_grid
 
 
 QUEUED = "queued"   # an op input read through a DRAM queue in the same epoch (`insert_queues`)
+
+
+def model_shape(model: OpModel) -> tuple:
+    """(t, rt, ct) of an op's output under `model` (streamed t)."""
+    return (model.t, *(g * m * u for g, m, u in zip(model.grid, model.mblock, model.ublock)))
 
 @dataclasses.dataclass(frozen=True)
 class IoLinks:
@@ -76,6 +83,7 @@ class OpContext:
 class _OpFacts:
     """What an op under one model reads and writes, independent of the plan around it."""
 
+    geometry: OpGeometry
     inputs: tuple[NetlistInput, ...]
     read_bytes: tuple[float, ...]
     out_bytes: int
@@ -110,6 +118,7 @@ class PlanCoster:
         self._operands: dict[str, list[NetlistInput]] = {}
         self._op_users = {n.name: [u for u, _ in graph.users(n.name) if graph.node(u).kind == "op"]
                           for n in graph.nodes("op")}
+        self._loopback = loopback_writers(graph)     # a trained parameter -> the op that writes it back
 
     def _op_facts(self, name: str, model: OpModel, exact: bool) -> _OpFacts:
         """Per-input bytes and the rest; a sparse matmul's queue sizes from its encoding, or bounds unless
@@ -120,44 +129,38 @@ class PlanCoster:
             if name not in self._operands:
                 self._operands[name] = operand_inputs(self.graph, name)
             inputs = tuple(netlist_inputs(self.graph, name, model, exact, self._operands[name]))
-            shapes = tuple(self._read_shape(name, model, k, i.tiles) for k, i in enumerate(inputs))
+            shapes = tuple(read_tiles(self.graph, name, model, k, i.tiles) for k, i in enumerate(inputs))
             read = tuple(tiles_read_per_core(geom, k, shape) * i.df.tile_bytes
                          for k, (i, shape) in enumerate(zip(inputs, shapes)))
             mins = model.input_buf_min or (0,) * len(inputs)
             buffers = tuple(input_buffer_inputs(geom, k, shape, i.df.tile_bytes, mins[k])
                             for k, (i, shape) in enumerate(zip(inputs, shapes)))
-            facts = _OpFacts(inputs, read, geom.tiles_per_core * self.graph.node(name).df.tile_bytes,
+            facts = _OpFacts(geom, inputs, read, geom.tiles_per_core * self.graph.node(name).df.tile_bytes,
                              self._outputs.get(name, ()), geom.cores, model.cycles, buffers,
                              output_buffer_inputs(geom, model.buf_size_mb), output_granules(geom))
             self._facts[(name, model, exact)] = facts
         return facts
 
-    def _read_shape(self, name: str, model: OpModel, index: int, tiles: tuple) -> tuple:
-        """(t, rt, ct) the op reads of input `index` per input: the operand's, times the replays of a streamed
-        matmul (`pybuda.arch.streaming.replay_factor`); the slicing of a streamed op keeps the total."""
-        op_type = self.graph.node(name).op_type
-        replay = replay_factor(model.t_stream, buda_op_type(op_type), index, op_type == "sparse_matmul")
-        return (tiles[0] * replay, tiles[1], tiles[2])
-
     def op_load(self, name: str, model: OpModel, epoch_of: dict[str, int], prologue: dict[str, bool],
                 later_users: bool, exact: bool = True, models: dict[str, OpModel] | None = None,
                 spread: bool = False, dram: DramPlacement | None = None,
-                temporal: dict[int, int] | None = None) -> OpLoad:
-        """What op `name` asks of the hardware per input under `model` in its epoch. `epoch_of` places its
-        producers (ops missing from it count as in the same epoch; `models` must hold those in earlier epochs,
-        unless `spread`), `later_users`: an op of a later epoch reads it. DRAM queues' buffers sit where `dram`
-        places them, else in their assumed channels, or (`spread`) each queue's buffers in as many channels as
-        they can be, no two queues sharing one (the least channel contention any placement can give; an
-        earlier epoch's output counted in every channel). `temporal`: each epoch's temporal epoch (epochs on other
-        chips that run with the op's: their outputs it reads as they are written)."""
+                temporal: dict[int, int] | None = None, placed: dict[str, PlacedOp] | None = None) -> OpLoad:
+        """What op `name` asks of the hardware per input under `model` in its epoch, with the op as its pipes see
+        it (`pybuda.arch.movement.MovingOp`: the netlist's inputs with the TMs t-streaming gives them, the queues'
+        buffer grids and channels, its location when `placed` gives it). `epoch_of` places its producers (ops
+        missing from it count as in the same epoch; `models` must hold the op's producers, unless `spread`),
+        `later_users`: an op of a later epoch reads it. DRAM queues' buffers sit where `dram` places them, else in
+        their assumed channels, or (`spread`) each queue's buffers in as many channels as they can be, no two
+        queues sharing one (the least channel contention any placement can give; an earlier epoch's output counted
+        in every channel). `temporal`: each epoch's temporal epoch (epochs on other chips that run with the op's:
+        their outputs it reads as they are written)."""
         facts = self._op_facts(name, model, exact)
         epoch = epoch_of.get(name)
         context = tuple(self._op_context(name, k, i.src, epoch_of.get(i.src, epoch), epoch, temporal)
                         if i.kind == "op" else prologue.get(i.src, False) for k, i in enumerate(facts.inputs))
-        producer_cells = tuple(0 if spread or i.kind != "op" or local is True or not models
-                               else e2e_queue_buffers(models[i.src], self.device)
-                               for i, local in zip(facts.inputs, context))
-        key = (name, model, context, producer_cells, later_users, exact, spread)
+        producers = tuple(self._layout_model(i, models) for i in facts.inputs)
+        where = placed.get(name) if placed else None
+        key = (name, model, context, producers, later_users, exact, spread, where)
         load = self._loads.get(key) if dram is None else None
         if load is not None:
             return load
@@ -165,52 +168,110 @@ class PlanCoster:
         spread_queues: list[str] = []
         chip = self.chips.get(name, self.device.mmio_chip)
 
-        def on_dram(nbytes: float, queue: str, buffers: int, home: int, once: bool = False) -> Transfer:
+        def channels_of(queue: str, buffers: int, home: int) -> tuple:
             if spread:          # channels of its own (no other queue's): its buffers in as many as they can be
                 spread_queues.append(queue)
                 base = len(spread_queues) * self.device.dram_channels
-                channels = tuple(range(base, base + min(buffers, self.device.dram_channels)))
-            elif dram is not None:
-                channels = dram.channels(queue)
-            else:
-                channels = tuple(self.device.system_channel(home, ch)
-                                 for ch in assumed_channels(queue, buffers, self.device.dram_channels))
-            return Transfer(nbytes, "dram", once=once, channels=channels, remote=home != chip)
+                return tuple(range(base, base + min(buffers, self.device.dram_channels)))
+            if dram is not None:
+                return dram.channels(queue)
+            return tuple(self.device.system_channel(home, ch)
+                         for ch in assumed_channels(queue, buffers, self.device.dram_channels))
 
-        reads, preds, in_buffers = [], [], []
-        for inp, nbytes, local, cells, buffer in zip(facts.inputs, facts.read_bytes, context, producer_cells,
-                                                     facts.in_buffers):
-            if inp.kind == "op" and local == QUEUED:   # the same epoch, through a DRAM queue of microbatch entries
-                reads.append(on_dram(nbytes, e2e_queue(inp.src), cells or self.device.dram_channels,
-                                     self.chips.get(inp.src, chip)))
-                preds.append(inp.src)
-                in_buffers.append(float(self.microbatch))
-            elif inp.kind == "op" and local:
-                reads.append(Transfer(nbytes, "noc"))
+        reads, preds, in_buffers, moving = [], [], [], []
+        for k, (inp, nbytes, local, producer, buffer) in enumerate(zip(facts.inputs, facts.read_bytes, context,
+                                                                       producers, facts.in_buffers)):
+            layout = self._queue_layout(name, model, k, inp, local, producer, chip, channels_of)
+            if inp.kind == "op" and local is True:
                 preds.append(inp.src)
                 in_buffers.append(buffer)
-            elif inp.kind == "op":
-                reads.append(on_dram(nbytes, e2e_queue(inp.src), cells or self.device.dram_channels,
-                                     self.chips.get(inp.src, chip)))
+            elif inp.kind == "op" and local == QUEUED:   # the same epoch, through a DRAM queue of microbatch entries
+                reads.append(Transfer(nbytes, "dram", channels=layout.channels,
+                                      remote=self.chips.get(inp.src, chip) != chip))
+                preds.append(inp.src)
+                in_buffers.append(float(self.microbatch))
             elif inp.kind == "input" and self.links.inputs == "pcie":
                 t, rt, ct = inp.src_tiles
                 reads.append(Transfer(nbytes, "pcie", source=inp.src, source_bytes=t * rt * ct * inp.df.tile_bytes,
                                       remote=chip != self.device.mmio_chip))
-            elif inp.kind == "sparse":
-                reads.append(on_dram(nbytes, inp.src, model.grid[0], chip, once=local))
             else:
-                buffers = host_queue_grid(self.graph.node(inp.src).shape, self.device)
-                reads.append(on_dram(nbytes, inp.src, buffers[0] * buffers[1], self._home(inp.src), once=local))
-        writes = [Transfer(facts.out_bytes, "pcie", remote=chip != self.device.mmio_chip)
-                  if self.links.outputs == "pcie" and out in self.graph.output_names
-                  else on_dram(facts.out_bytes, out, model.cores, chip) for out in facts.outputs]
+                once = local is True and inp.kind in ("parameter", "constant", "sparse")
+                reads.append(Transfer(nbytes, "dram", once=once, channels=layout.channels,
+                                      remote=layout.chip != chip))
+            moving.append(MovingInput(layout.name if layout.grid else inp.src, self._edge_tms(name, model, k, inp,
+                                                                                              producer),
+                                      layout if layout.grid else None, tile_bytes=inp.df.tile_bytes,
+                                      prologue=local is True and inp.kind in ("parameter", "constant", "sparse"),
+                                      min_buffer_tiles=model.input_buf_min[k] if k < len(model.input_buf_min) else 0))
+        writes, written = [], []
+        for out in facts.outputs:
+            host = self.links.outputs == "pcie" and out in self.graph.output_names
+            channels = () if host else channels_of(out, model.cores, chip)
+            writes.append(Transfer(facts.out_bytes, "pcie", remote=chip != self.device.mmio_chip) if host
+                          else Transfer(facts.out_bytes, "dram", channels=channels, remote=False))
+            written.append(QueueLayout(out, facts.geometry.shape, tuple(model.grid), channels, chip,
+                                       self.graph.node(name).df.tile_bytes))
         if later_users:
-            writes.append(on_dram(facts.out_bytes, e2e_queue(name), e2e_queue_buffers(model, self.device), chip))
+            grid = e2e_queue_blocking(model, self.device)[0]
+            channels = channels_of(e2e_queue(name), grid[0] * grid[1], chip)
+            writes.append(Transfer(facts.out_bytes, "dram", channels=channels, remote=False))
+            written.append(QueueLayout(e2e_queue(name), facts.geometry.shape, tuple(grid), channels, chip,
+                                       self.graph.node(name).df.tile_bytes))
+        op = MovingOp(name, facts.geometry, tuple(moving), tuple(written),
+                      tuple(where.loc) if where is not None else None, bool(where.transpose) if where else False,
+                      chip)
         load = OpLoad(name, facts.cores, facts.kernel_cycles, tuple(reads), tuple(writes), tuple(preds),
-                      out_buffer=facts.out_buffer, in_buffers=tuple(in_buffers), granules=facts.granules)
+                      out_buffer=facts.out_buffer, in_buffers=tuple(in_buffers), granules=facts.granules,
+                      moving=op)
         if dram is None:
             self._loads[key] = load
         return load
+
+    def _layout_model(self, inp: NetlistInput, models: dict[str, OpModel] | None) -> OpModel | None:
+        """The model that lays out what input `inp` reads: its producer op's, or the writer's of a trained
+        parameter written back (None if not known)."""
+        writer = inp.src if inp.kind == "op" else self._loopback.get(inp.src)
+        return models.get(writer) if models and writer else None
+
+    def _queue_layout(self, name: str, model: OpModel, index: int, inp: NetlistInput, local, producer,
+                      chip: int, channels_of) -> QueueLayout:
+        """The queue input `index` of op `name` reads, as data movement sees it (a layout without a grid for an
+        op of the same epoch read core to core): an epoch-to-epoch queue with its writer's blocking, a graph
+        input on the host or in DRAM, a parameter or constant over the host-queue grid (a trained one written
+        back with its writer's), a sparse operand per grid row."""
+        if inp.kind == "op":
+            if local is True:
+                return QueueLayout(inp.src, (), ())
+            if producer is not None:
+                grid, shape = e2e_queue_blocking(producer, self.device)[0], model_shape(producer)
+            else:     # its writer's model is not known (an op costed alone): its bytes in every channel
+                grid, shape = (1, self.device.dram_channels), inp.src_tiles
+            home = self.chips.get(inp.src, chip)
+            return QueueLayout(e2e_queue(inp.src), shape, tuple(grid),
+                               channels_of(e2e_queue(inp.src), grid[0] * grid[1], home), home, inp.df.tile_bytes)
+        if inp.kind == "sparse":
+            grid = (model.grid[0], 1)
+            return QueueLayout(inp.src, inp.src_tiles, grid, channels_of(inp.src, grid[0], chip), chip,
+                               inp.df.tile_bytes)
+        if inp.kind == "input" and self.links.inputs == "pcie":
+            grid = host_queue_grid(self.graph.node(inp.src).shape, self.device)
+            return QueueLayout(inp.src, inp.src_tiles, grid, (), self.device.mmio_chip, inp.df.tile_bytes)
+        grid = producer.grid if producer is not None else host_queue_grid(self.graph.node(inp.src).shape, self.device)
+        home = self._home(inp.src)
+        return QueueLayout(inp.src, inp.src_tiles, tuple(grid), channels_of(inp.src, grid[0] * grid[1], home), home,
+                           inp.df.tile_bytes)
+
+    def _edge_tms(self, name: str, model: OpModel, index: int, inp: NetlistInput,
+                  producer: OpModel | None) -> tuple:
+        """The TMs the netlist will carry on input `index` of op `name` (`pybuda.arch.streaming.edge_tms` of the
+        producer's and the op's streaming, as the t_stream stage writes them)."""
+        stream = producer.t_stream if producer is not None and inp.kind == "op" else ()
+        port = operand_port(self.graph, name, index)
+        if port is None or not (stream or model.t_stream):
+            return tuple(inp.tms)
+        node = self.graph.node(name)
+        return edge_tms(stream, inp.tms, model.t_stream, buda_op_type(node.op_type), port,
+                        node.op_type == "sparse_matmul")
 
     def _op_context(self, name: str, index: int, src: str, src_epoch: int | None, epoch: int | None,
                     temporal: dict[int, int] | None) -> bool | str:
@@ -273,10 +334,11 @@ class PlanCoster:
 
     def cost(self, schedule: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
              prologue: dict[str, bool], dram: DramPlacement | None = None,
-             limit: float = math.inf) -> PlanCost | None:
+             limit: float = math.inf, placed: dict[str, PlacedOp] | None = None) -> PlanCost | None:
         """Estimated cycles of a plan: each epoch's cost (`pybuda.arch.perf.epoch_timing`) over the microbatch,
-        plus an epoch switch between consecutive epochs; DRAM queues where `dram` places them (else assumed).
-        None as soon as its epochs, in order, cost more than `limit` (a search that wants only cheaper plans)."""
+        plus an epoch switch between consecutive epochs; DRAM queues where `dram` places them (else assumed), ops
+        where `placed` puts them (else their pipes load only the NIUs, not yet routed). None as soon as its
+        epochs, in order, cost more than `limit` (a search that wants only cheaper plans)."""
         by_epoch: dict[int, list[str]] = {}
         for name in schedule:
             by_epoch.setdefault(epoch_of[name], []).append(name)
@@ -290,7 +352,8 @@ class PlanCoster:
         for group in groups:
             epochs.append(self._epoch(tuple(
                 self.op_load(name, models[name], epoch_of, prologue, self.writes_queue(name, epoch_of),
-                             models=models, dram=dram, temporal=temporal) for e in group for name in by_epoch[e])))
+                             models=models, dram=dram, temporal=temporal, placed=placed)
+                for e in group for name in by_epoch[e])))
             spent += epochs[-1].epoch_cycles
             if spent > limit:
                 return None

@@ -27,12 +27,22 @@ class DeviceSpec:
     dram_channel_bytes: int
     dram_bw_bytes_per_cycle: float
     dram_channel_bw_bytes_per_cycle: float
-    noc_bw_bytes_per_cycle: float
+    noc_link_bytes_per_cycle: float
     pcie_bw_bytes_per_cycle: float
     dest_tiles_16b: int
     dest_tiles_32b: int
     epoch_switch_cycles: int
     l1_data_buffer_base: int = 0x33000   # L1 below this holds firmware, kernels, tile headers and the overlay blob
+    gather_multicast_streams: int = 3    # per worker core (data-movement.md §3): gather/multicast stream IDs
+    extra_streams: int = 24              # general-purpose streams (relays, DRAM reads, forks, gathers)
+    dram_reader_streams: int = 8
+    dram_writer_streams: int = 8
+    dram_input_buffers: int = 39         # distinct DRAM buffers one core reads (legacy kMaxDRAMInQueues)
+    fan_out_streams: int = 16            # destinations one producer core feeds (legacy kMaxFanOutStreams)
+    op_consumers: int = 8                # data users of one op (legacy kMaxDRAMOutQueues)
+    input_operands: int = 16             # input operand stream IDs of a core
+    overlay_blob_bytes: int = 65536      # per core, plus an op's extra overlay_size
+    phase_bytes: int = 38                # blob bytes per stream phase
     noc_size: tuple = ()        # (x, y) of the NoC torus
     noc_worker_x: tuple = ()    # NoC x of each logical worker column
     noc_worker_y: tuple = ()    # NoC y of each logical worker row (harvested rows removed)
@@ -53,6 +63,12 @@ class DeviceSpec:
     def dest_tiles(self, acc_df: DataFormat | None) -> int:
         """Tiles the dest register holds for one ublock accumulated in `acc_df` (16-bit when not given)."""
         return self.dest_tiles_32b if acc_df in (DataFormat.Float32, DataFormat.Int32) else self.dest_tiles_16b
+
+    def phase_budget(self, overlay_size: int = 0) -> int:
+        """Stream phases one side (consuming or producing) of a core may use: half the overlay blob (with an op's
+        extra `overlay_size` beyond the default 64 KiB) over the bytes per phase (data-movement.md §3.4)."""
+        blob = self.overlay_blob_bytes + max(0, overlay_size - self.overlay_blob_bytes)
+        return blob // self.phase_bytes // 2
 
     @property
     def l1_data_buffer_bytes(self) -> int:

@@ -2,7 +2,7 @@
 family in the modules below; `rule_table()` is the rule table of docs/netlist.md."""
 from __future__ import annotations
 
-from . import attributes, connections, formats, fused, memory, objects, programs, tile_dims  # noqa: F401 (registers)
+from . import attributes, connections, formats, fused, memory, objects, programs, streams, tile_dims  # noqa: F401
 from .registry import RULES, Context, Edge, Rule, declared_rule, rule, run
 
 _SCHEMA_RULES = {

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from ...arch.fused import intermediate_tiles
 from ...arch.l1 import InputBuffer, footprint
+from ...arch.movement import in_place, prologue_layout
 from ...arch.operands import prologue_tiles_per_core
 from ...dataformat import tile_bytes
 from ..model import Netlist, Op, Queue, QueueAlloc
 from ..sizes import queue_buffer_bytes
 from .registry import Context, positive, rule, sized
+from .streams import stream_buffer_bytes
 
 
 def _buffer_bytes(c: Context, q: Queue) -> int:
@@ -122,17 +124,23 @@ def _dynamic_overlaps(c: Context, static_spans: dict, aliased) -> None:
 
 def op_l1_bytes(c: Context, op: Op) -> dict:
     """L1 bytes one core of `op` needs, by buffer kind (`pybuda.arch.l1.footprint` with the legal minimum input
-    buffers; a prologued queue holds the core's whole slice; see docs/netlist.md "L1 budget")."""
+    buffers; a prologued queue as the backend lays it out (`pybuda.arch.movement.prologue_layout`): transformed in
+    its input buffer, or raw besides it; an identity matmul's sparse tiles and encoding whole, read in place; see
+    docs/netlist.md "L1 budget")."""
     geom = c.n.geometry_of(op)
     inputs = []
     for i, src in enumerate(op.inputs):
         tb = tile_bytes(op.in_df[i] if i < len(op.in_df) else op.out_df)
         q = c.n.queues.get(src)
-        slice_tiles = 0
+        minimum = _listed(op.input_buf_min_size_tiles, i)
+        in_place_tiles = raw = 0
         if q is not None and op.graph in c.prologue.get(src, ()) and sized(q):
-            slice_tiles = prologue_tiles_per_core(geom, i, q.shape)
-        inputs.append(InputBuffer(tb, prologue_tiles=slice_tiles,
-                                  min_size_tiles=_listed(op.input_buf_min_size_tiles, i),
+            if in_place(geom, i):
+                in_place_tiles = prologue_tiles_per_core(geom, i, q.shape)
+            else:
+                raw = prologue_layout(geom, i, q.shape, tuple(q.grid_size), tuple(op.tms(i)),
+                                      _pad(op.input_unpad.get(i)), _pad(op.input_pad.get(i)), tb, minimum)[1]
+        inputs.append(InputBuffer(tb, in_place_tiles=in_place_tiles, raw_tiles=raw, min_size_tiles=minimum,
                                   dram_io_tiles=_listed(op.input_dram_io_buf_size_tiles, i)))
     f = c.n.fused_op_of(op) if op.type == "fused_op" else None
     fused_tiles = intermediate_tiles(f.sub_blocks()) if f else 0
@@ -144,19 +152,24 @@ def op_l1_bytes(c: Context, op: Op) -> dict:
                      overlay_size=op.overlay_size or 0, latency_hiding=False)
 
 
+def _pad(pad) -> tuple | None:
+    return None if pad is None else (pad.rt or 0, pad.ct or 0)
+
+
 def _listed(values: list | None, index: int) -> int:
     return values[index] if values and index < len(values) else 0
 
 
 @rule("l1.budget", on=Op, when=lambda op: op.is_tensix and sized(op), section="§3.8", needs_device=True)
 def l1_budget(c: Context, op: Op) -> None:
-    """An op's buffers per core (output, intermediate, input buffers or prologued slices, overlay) fit the L1
-    above the device's data-buffer base (839,680 B on grayskull, 1,290,240 B on wormhole_b0)."""
+    """An op's buffers per core (output, intermediate, input buffers, prologued data, overlay, and the stream
+    buffers pipegen adds: DRAM receive, gather relay, multicast) fit the L1 above the device's data-buffer base
+    (839,680 B on grayskull, 1,290,240 B on wormhole_b0)."""
     h, w = op.footprint
     if h > c.spec.grid_rows or w > c.spec.grid_cols:
         return      # reported by grid.bounds
     budget = c.spec.l1_data_buffer_bytes
-    parts = op_l1_bytes(c, op)
+    parts = {**op_l1_bytes(c, op), "streams": stream_buffer_bytes(c, op)}
     total = sum(parts.values())
     if total > budget:
         detail = ", ".join(f"{k} {v:,}" for k, v in parts.items() if v)

@@ -1,0 +1,479 @@
+"""Data movement as the backend builds it (shared/reference/data-movement.md §1-§3): the pipes and streams of an
+epoch, derived once from a description of its ops and queues (`MovingOp`, `QueueLayout`) that the netlist
+(`pybuda.netlist.movement`) and the balancer's plan (`pybuda.balancer.plan_cost`) both give; the timing
+(`pybuda.arch.perf`), the validator's resource rules and the reports read what this module derives.
+
+Pipes (§2): one per consumer group of an op input (a matmul's first operand per grid row, multicast along the row;
+its second per grid column; any other input per core): it gathers its tiles from the producer cores (or DRAM
+buffers, or the host) that hold them and delivers them, multicasting where a group spans several cores. A pipe
+runs on the producer core when it is a unicast from one op core, else on the consumer core (a multicast on the
+edge core of its row or column). An op's output to a DRAM queue is one pipe per core into the buffers it feeds.
+
+Prologue (§2.6): a prologued queue input stays transformed (post-TM, loaded once) when the post-TM tiles one
+consumer group needs fit its kernel input buffer (`kernel_input_buffer_tiles`, which counts
+input_buf_min_size_tiles); otherwise each queue buffer is copied raw into the L1 of one consumer core (pre-TM)
+and the TM pipes re-stream it from those cores every input (`prologue_layout`).
+
+NoC (§1): with core locations known, every pipe leg is routed on a NoC (`pybuda.arch.noc`) and its bytes per input
+are summed per link and NIU; without them (the balancer comparing plans before placement) only the NIUs of the
+cores it leaves and enters are loaded (a lower bound of the routed loads). An op's data-movement time per input
+is its busiest link over the pipes into and out of it (`link_cycles`).
+
+Streams (§3): per core, the multicast pipes it hosts, the extra streams (forked output buffers, gathers, DRAM
+reads, pre-TM prologue buffers), DRAM reader and writer streams, distinct DRAM buffers it reads, destinations its
+output feeds and stream phases (`core_streams`): what the validator checks against the device's limits.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Iterable, Sequence
+
+from ..device import DeviceSpec
+from . import noc
+from .operands import OpGeometry, input_buffer_tiles, input_granule
+from .tilemap import edge_reads
+
+MAX_OPTIMIZED_GATHER_STREAMS = 3     # net2pipe MAX_STREAMS_USED_FOR_OPTIMIZED_GATHER (§3.3)
+DRAM_RECEIVE_BYTES = 26 * 1024       # a DRAM-reading stream's buffer: at least this, or the pipe's data (§4.6)
+GATHER_RELAY_TILES = 12              # gather relay buffers: max(4, 12 // n) tiles per input of n (§4.6)
+MULTICAST_TILES = 12                 # a multicast stream fed from one buffer (§4.6)
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueLayout:
+    """A queue as data movement sees it: one entry's (t, rt, ct) in tiles, its buffer grid, the DRAM channel of
+    each buffer (`DeviceSpec.system_channel` ids, row-major; empty for a host queue), its chip and the bytes of
+    one of its tiles."""
+
+    name: str
+    shape: tuple
+    grid: tuple
+    channels: tuple = ()
+    chip: int = 0
+    tile_bytes: int = 2080
+
+    @property
+    def host(self) -> bool:
+        return not self.channels
+
+
+@dataclasses.dataclass(frozen=True)
+class MovingInput:
+    """One input of an op: its producer (`src`, an op of the epoch when `queue` is None), the edge's TMs, unpad
+    and pad ((rt, ct) or None), the tile bytes it arrives in, whether it is prologued, input_buf_min_size_tiles and
+    input_dram_io_buf_size_tiles."""
+
+    src: str
+    tms: tuple = ()
+    queue: QueueLayout | None = None
+    unpad: tuple | None = None
+    pad: tuple | None = None
+    tile_bytes: int = 2080
+    prologue: bool = False
+    min_buffer_tiles: int = 0
+    dram_io_tiles: int = 0
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MovingOp:
+    """An op of an epoch as data movement sees it: its geometry, inputs, the queues it writes, where it sits
+    (`loc`: its first core (row, col), None before placement; `transpose`: grid_transpose) and its chip."""
+
+    name: str
+    geometry: OpGeometry
+    inputs: tuple = ()
+    writes: tuple = ()
+    loc: tuple | None = None
+    transpose: bool = False
+    chip: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Pipe:
+    """One pipe per input: `bytes` moving from its `sources` ((kind, name, unit, tiles): kind "op" (unit = the
+    producer core (row, col)), "dram" (a queue buffer (row, col)), "host" or "hold" (a pre-TM prologue buffer on
+    the consumer's core)) to `dests` (the consumer op's cores (row, col), or ("dram", queue, buffer) for an output
+    pipe), owned by op `consumer` (its input `index`; -1 for the op's output). `multicast`: one copy travels a row
+    or column; `on_producer`: the pipe runs on its producer core; `phases`: stream phases of the pipe."""
+
+    consumer: str
+    index: int
+    sources: tuple
+    dests: tuple
+    tiles: float
+    bytes: float
+    multicast: bool = False
+    on_producer: bool = False
+    phases: int = 1
+
+    @property
+    def producers(self) -> set:
+        """The ops whose cores the pipe reads."""
+        return {name for kind, name, _, _ in self.sources if kind == "op"}
+
+
+def _role(op: OpGeometry, index: int) -> str:
+    """How input `index` is grouped: "rows" (a matmul's first operand, read by every core of a grid row), "cols"
+    or "both" (per core)."""
+    if op.identity:
+        return "cols" if index == 1 else "rows"
+    if op.type in ("matmul", "depthwise") and index in (0, 1):
+        return "rows" if index == 0 else "cols"
+    if index < len(op.input_roles):
+        return op.input_roles[index]
+    return "both"
+
+
+def _dests(role: str, group: tuple, grid: tuple) -> tuple:
+    """The consumer cores of a group."""
+    gr, gc = grid
+    if role == "rows":
+        return tuple((group[1], c) for c in range(gc))
+    if role == "cols":
+        return tuple((r, group[1]) for r in range(gr))
+    return ((group[1], group[2]),)
+
+
+def kernel_input_buffer_tiles(op: OpGeometry, index: int, tile_bytes: int, min_tiles: int = 0) -> int:
+    """Tiles of the kernel input buffer of input `index` (§4.4): two granules, at least the latency floor, at least
+    input_buf_min_size_tiles; a kernel-broadcast input holds its broadcast tiles twice."""
+    kb = op.attrs.kernel_broadcast_tiles(index)
+    if kb:
+        return max(2 * kb, min_tiles)
+    return input_buffer_tiles(input_granule(op, index), tile_bytes, min_tiles=min_tiles)
+
+
+def _producer_layout(inp: MovingInput, ops: dict) -> tuple | None:
+    """(shape, grid) of the producer of an input: a queue entry over its buffers, or an op's output over its
+    cores; None if the producer is not known."""
+    if inp.queue is not None:
+        return inp.queue.shape, inp.queue.grid
+    producer = ops.get(inp.src)
+    if producer is None:
+        return None
+    return producer.geometry.shape, producer.geometry.grid
+
+
+def in_place(op: OpGeometry, index: int) -> bool:
+    """An input the kernel reads in place from its prologue buffer (an identity matmul's sparse tiles and
+    encoding): always transformed."""
+    return op.identity and index != 1
+
+
+def post_tm_fits(op: OpGeometry, index: int, need_tiles: float, tile_bytes: int, min_tiles: int = 0) -> bool:
+    """Whether a prologued input stays transformed (§2.6): the post-TM tiles one consumer group needs per input
+    fit its kernel input buffer (which input_buf_min_size_tiles can enlarge)."""
+    return in_place(op, index) or need_tiles <= kernel_input_buffer_tiles(op, index, tile_bytes, min_tiles)
+
+
+def prologue_layout(op: OpGeometry, index: int, queue_shape: tuple, queue_grid: tuple, tms: tuple,
+                    unpad: tuple | None, pad: tuple | None, tile_bytes: int, min_tiles: int) -> tuple:
+    """(post_tm, raw tiles per core) of a prologued queue input as the backend lays it out (§2.6): transformed
+    (`post_tm_fits`; the kernel input buffer holds it, no extra L1), else the raw queue buffers copied into the
+    consumer cores (buffer (r, c) on core (r mod rows, c mod cols)) and re-streamed every input: the busiest core's
+    raw tiles are held besides its input buffer."""
+    reads = edge_reads(queue_shape, queue_grid, tms, unpad, pad, op.grid, _role(op, index))
+    need = max((g.tiles for g in reads), default=0)
+    if post_tm_fits(op, index, need, tile_bytes, min_tiles):
+        return True, 0
+    return False, max(_held_tiles(queue_shape, queue_grid, op.grid).values(), default=0)
+
+
+def _held_tiles(queue_shape: tuple, queue_grid: tuple, grid: tuple) -> dict:
+    """Raw tiles each core of a grid holds of a pre-TM prologued queue: buffer (r, c) on core (r mod rows,
+    c mod cols)."""
+    t, rt, ct = queue_shape
+    qr, qc = queue_grid
+    per_buffer = t * (rt // max(qr, 1)) * (ct // max(qc, 1))
+    held: dict = {}
+    for r in range(qr):
+        for c in range(qc):
+            core = (r % grid[0], c % grid[1])
+            held[core] = held.get(core, 0) + per_buffer
+    return held
+
+
+def input_pipes(op: MovingOp, index: int, ops: dict) -> list[Pipe]:
+    """The pipes of input `index` of `op` per input (none for a transformed prologue: it moves once)."""
+    inp = op.inputs[index]
+    layout = _producer_layout(inp, ops)
+    if layout is None:
+        return []
+    geom = op.geometry
+    shape, grid = layout
+    queue = inp.queue
+    if queue is not None and inp.prologue:
+        post_tm, _ = prologue_layout(geom, index, shape, grid, inp.tms, inp.unpad, inp.pad, inp.tile_bytes,
+                                     inp.min_buffer_tiles)
+        if post_tm:
+            return []
+    role = _role(geom, index)
+    kb = geom.attrs.kernel_broadcast_tiles(index)
+    pipes = []
+    for reads in edge_reads(shape, grid, inp.tms, inp.unpad, inp.pad, geom.grid, role):
+        if not reads.tiles:
+            continue
+        dests = _dests(role, reads.group, geom.grid)
+        scale = min(1.0, kb / reads.tiles) if kb else 1.0    # kernel broadcast: only the broadcast tiles move
+        if queue is None:
+            sources = tuple(("op", inp.src, unit, n * scale) for unit, n in reads.sources)
+        elif inp.prologue:       # pre-TM: from the consumer cores that hold the raw buffers
+            sources = tuple(("hold", op.name, (unit[0] % geom.grid[0], unit[1] % geom.grid[1]), n * scale)
+                            for unit, n in reads.sources)
+        else:
+            sources = tuple(("host" if queue.host else "dram", queue.name, unit, n * scale)
+                            for unit, n in reads.sources)
+        tiles = reads.tiles * scale
+        multicast = len(dests) > 1
+        on_producer = not multicast and queue is None and len(reads.sources) == 1
+        pipes.append(Pipe(op.name, index, sources, dests, tiles, tiles * inp.tile_bytes, multicast, on_producer,
+                          reads.phases))
+    return pipes
+
+
+def output_pipes(op: MovingOp) -> list[Pipe]:
+    """The pipes that write the op's output to its DRAM and host queues: per core, into the queue buffers its
+    tiles go to (a queue grid may subdivide the op's grid, or several cores share a buffer)."""
+    geom = op.geometry
+    pipes = []
+    for queue in op.writes:
+        for reads in edge_reads(geom.shape, geom.grid, (), None, None, queue.grid, "both"):
+            buffer = (reads.group[1], reads.group[2])
+            for unit, n in reads.sources:
+                pipes.append(Pipe(op.name, -1, (("op", op.name, unit, n),), (("dram" if queue.channels else "host",
+                                  queue.name, buffer),), n, n * queue.tile_bytes, on_producer=True))
+    return pipes
+
+
+def epoch_pipes(ops: Sequence[MovingOp]) -> list[Pipe]:
+    """Every pipe of an epoch per input."""
+    by_name = {o.name: o for o in ops}
+    pipes = []
+    for op in ops:
+        for k in range(len(op.inputs)):
+            pipes += input_pipes(op, k, by_name)
+        pipes += output_pipes(op)
+    return pipes
+
+
+# --- NoC links --------------------------------------------------------------------------------------------------
+
+def _physical(op: MovingOp, core: tuple) -> tuple:
+    """The device core (row, col) of logical core `core` of a placed op (grid_transpose swaps the axes)."""
+    r, c = (core[1], core[0]) if op.transpose else core
+    return (op.loc[0] + r, op.loc[1] + c)
+
+
+def _pipe_core(pipe: Pipe, consumer: MovingOp) -> tuple:
+    """The logical consumer core a consumer-side pipe runs on: the multicast edge core (a row multicast starts at
+    column 0 and goes east on NOC0, a column multicast at the last row and goes north on NOC1), else its one
+    destination."""
+    if not pipe.multicast:
+        return pipe.dests[0]
+    if len({d[0] for d in pipe.dests}) == 1:        # along a logical row
+        return min(pipe.dests, key=lambda d: d[1])
+    return max(pipe.dests, key=lambda d: d[0])
+
+
+def _multicast_noc(pipe: Pipe, consumer: MovingOp) -> int:
+    """NOC0 for a multicast along a device row, NOC1 along a device column (grid_transpose turns a logical row
+    into a device column)."""
+    along_row = len({d[0] for d in pipe.dests}) == 1
+    return noc.NOC0 if along_row != consumer.transpose else noc.NOC1
+
+
+def _xy(device: DeviceSpec, ops: dict, queues: dict, kind: str, name: str, unit) -> tuple | None:
+    """NoC (x, y) of a pipe endpoint, None where it has none (the host) or is not placed yet."""
+    if kind in ("op", "hold"):
+        op = ops.get(name)
+        return None if op is None or op.loc is None else noc.core_xy(device, _physical(op, unit))
+    if kind == "dram":
+        queue = queues[name]
+        return noc.dram_xy(device, _channel(queue, unit))
+    return None
+
+
+def _channel(queue: QueueLayout, buffer: tuple) -> int:
+    k = buffer[0] * queue.grid[1] + buffer[1]
+    return queue.channels[k] if k < len(queue.channels) else 0
+
+
+def _niu(direction: str, xy: tuple | None, kind: str, name: str, unit, queues: dict) -> tuple | None:
+    """The NIU a transfer leaves ("out") or enters ("in") an endpoint by: a placed node's (NOC0's, where the
+    NoC is not routed), an unplaced core's by op and core, a DRAM channel's; None for the host."""
+    if xy is not None:
+        return (direction, noc.NOC0, *xy)
+    if kind in ("op", "hold"):
+        return (direction, name, unit)
+    if kind == "dram":
+        return (direction, "dram", _channel(queues[name], unit))
+    return None
+
+
+def pipe_links(device: DeviceSpec, pipe: Pipe, ops: dict, queues: dict) -> dict:
+    """{link: bytes per input} a pipe loads: each leg routed on a NoC where both its ends are placed, else the
+    NIUs it leaves and enters (of placed nodes, unplaced cores by op and core, DRAM channels); the host end has
+    none. Legs: every source to the core the pipe runs on (gather), then a multicast along the row or column."""
+    loads: dict = {}
+
+    def add(links: Iterable, nbytes: float) -> None:
+        for link in links:
+            if link is not None:
+                loads[link] = loads.get(link, 0.0) + nbytes
+
+    def leg(src: tuple, src_xy, dst: tuple, dst_xy, nbytes: float) -> None:
+        if src[:3] == dst[:3]:
+            return          # the data is on that core already
+        if src_xy is not None and dst_xy is not None:
+            add(noc.unicast_links(device, src_xy, dst_xy), nbytes)
+        else:
+            add((_niu("out", src_xy, *src, queues), _niu("in", dst_xy, *dst, queues)), nbytes)
+
+    if pipe.index < 0:                          # an op's output into a queue buffer (or the host)
+        (kind, name, unit, _), = pipe.sources
+        dst = pipe.dests[0]
+        leg((kind, name, unit), _xy(device, ops, queues, kind, name, unit), dst,
+            _xy(device, ops, queues, *dst), pipe.bytes)
+        return loads
+    consumer = ops.get(pipe.consumer)
+    core = pipe.dests[0] if pipe.on_producer or consumer is None else _pipe_core(pipe, consumer)
+    site = ("op", pipe.consumer, core)
+    site_xy = _xy(device, ops, queues, *site)
+    tile_bytes = pipe.bytes / pipe.tiles if pipe.tiles else 0.0
+    for kind, name, unit, n in pipe.sources:
+        src = ("op" if kind == "hold" else kind, name, unit)
+        leg(src, _xy(device, ops, queues, kind, name, unit), site, site_xy, n * tile_bytes)
+    if pipe.multicast:
+        if site_xy is not None:
+            dsts = [noc.core_xy(device, _physical(consumer, d)) for d in pipe.dests]
+            add(noc.multicast_links(device, site_xy, dsts, _multicast_noc(pipe, consumer)), pipe.bytes)
+        else:
+            add([("out", pipe.consumer, core), *(("in", pipe.consumer, d) for d in pipe.dests if d != core)],
+                pipe.bytes)
+    return loads
+
+
+def link_loads(device: DeviceSpec, ops: Sequence[MovingOp], pipes: Sequence[Pipe]) -> tuple[dict, dict]:
+    """(bytes per input of every link, the links each op's pipes load) over an epoch's pipes: an op's are those of
+    its input pipes, its output pipes and the pipes that read its cores."""
+    by_name = {o.name: o for o in ops}
+    queues = {q.name: q for o in ops for q in (*o.writes, *(i.queue for i in o.inputs if i.queue is not None))}
+    totals: dict = {}
+    touched: dict = {o.name: set() for o in ops}
+    for pipe in pipes:
+        loads = pipe_links(device, pipe, by_name, queues)
+        for link, nbytes in loads.items():
+            totals[link] = totals.get(link, 0.0) + nbytes
+        for name in {pipe.consumer, *pipe.producers}:
+            if name in touched:
+                touched[name].update(loads)
+    return totals, touched
+
+
+def link_cycles(device: DeviceSpec, totals: dict, links: Iterable) -> tuple[float, tuple | None]:
+    """(cycles per input, link) of the busiest of `links`: its bytes per input over the link bandwidth (ties: the
+    first link in repr order, so the report is the same whatever the set order)."""
+    links = list(links)
+    if not links:
+        return 0.0, None
+    most = max(totals[link] for link in links)
+    worst = min((link for link in links if totals[link] == most), key=repr)
+    return most / device.noc_link_bytes_per_cycle, worst
+
+
+def describe_link(device: DeviceSpec, link: tuple) -> str:
+    """A link for reports: a routed NoC link or NIU (`pybuda.arch.noc.describe`), or the NIU of an unplaced op
+    core or of a DRAM channel."""
+    role = {"out": "sender", "in": "receiver"}.get(link[0], "")
+    if link[0] == "link" or isinstance(link[1], int):
+        return noc.describe(device, link)
+    if link[1] == "dram":
+        return f"dram{link[2]} {role}"
+    return f"{role} {link[1]}[{link[2][0]},{link[2][1]}]"
+
+
+# --- per-core stream resources ------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class CoreStreams:
+    """Stream resources one core of an op uses (§3): multicast pipes it hosts, extra streams, DRAM reader and
+    writer streams, distinct DRAM buffers it reads, destinations its output feeds, the stream phases of the
+    pipes it consumes and produces, and the L1 of the stream buffers pipegen adds (§4.6)."""
+
+    multicast: int = 0
+    extra: int = 0
+    dram_readers: int = 0
+    dram_writers: int = 0
+    dram_buffers: int = 0
+    fan_out: int = 0
+    consumer_phases: int = 0
+    producer_phases: int = 0
+    buffer_bytes: int = 0       # L1 of the streams' own buffers: DRAM receive, gather relays, multicast
+
+
+def core_streams(ops: Sequence[MovingOp], pipes: Sequence[Pipe]) -> dict:
+    """{(op, core): CoreStreams} of an epoch's pipes (§3.3): a multicast uses a multicast stream on the core it
+    runs on; a gather from n > 1 sources min(3, n) extra streams there; a DRAM-reading pipe one extra stream and a
+    DRAM reader; a forked output buffer (a producer core feeding k pipes) k - 1 extra streams; a pre-TM prologue
+    buffer one extra stream; an output into a DRAM queue a DRAM writer."""
+    by_name = {o.name: o for o in ops}
+    usage: dict = {}
+
+    def at(name: str, core: tuple) -> CoreStreams:
+        return usage.setdefault((name, core), CoreStreams())
+
+    dram_buffers: dict = {}
+    fan: dict = {}
+    for pipe in pipes:
+        consumer = by_name.get(pipe.consumer)
+        if pipe.index < 0:
+            (_, name, unit, _), = pipe.sources
+            if pipe.dests[0][0] == "dram":
+                at(name, unit).dram_writers += 1
+            at(name, unit).producer_phases += pipe.phases
+            continue
+        core = pipe.dests[0] if pipe.on_producer or consumer is None else _pipe_core(pipe, consumer)
+        site = at(pipe.consumer, core)
+        units = {(kind, name, unit) for kind, name, unit, _ in pipe.sources}
+        tile_bytes = pipe.bytes / pipe.tiles if pipe.tiles else 0.0
+        if pipe.multicast:
+            site.multicast += 1
+            site.buffer_bytes += int(MULTICAST_TILES * tile_bytes)
+        if len(units) > 1:
+            site.extra += min(MAX_OPTIMIZED_GATHER_STREAMS, len(units))
+        relayed = [u for u in units if u[0] in ("op", "hold")]
+        if len(relayed) > 1:     # an L1 gather: relay buffers per input
+            site.buffer_bytes += int(len(relayed) * max(4, GATHER_RELAY_TILES // len(relayed)) * tile_bytes)
+        drams = {u for u in units if u[0] == "dram"}
+        if drams:
+            site.extra += 1
+            site.dram_readers += 1
+            inp = consumer.inputs[pipe.index] if consumer is not None else None
+            if inp is None or not inp.dram_io_tiles:     # the op's input_dram_io_buf_size_tiles is its buffer
+                site.buffer_bytes += int(min(pipe.bytes, DRAM_RECEIVE_BYTES))
+            dram_buffers.setdefault((pipe.consumer, core), set()).update(drams)
+        for dest in pipe.dests:
+            at(pipe.consumer, dest).consumer_phases += pipe.phases
+        for kind, name, unit, _ in pipe.sources:
+            if kind in ("op", "hold"):
+                fan.setdefault((name, unit), set()).add((pipe.consumer, pipe.index, pipe.dests))
+                at(name, unit).producer_phases += pipe.phases
+    for key, buffers in dram_buffers.items():
+        usage[key].dram_buffers = len(buffers)
+    holders = {(n, u) for p in pipes for kind, n, u, _ in p.sources if kind == "hold"}
+    for (name, unit), destinations in fan.items():
+        streams = at(name, unit)
+        streams.fan_out = len(destinations)
+        streams.extra += max(0, len(destinations) - 1) + int((name, unit) in holders)
+    return usage
+
+
+def epoch_streams(ops: Sequence[MovingOp]) -> dict:
+    """`core_streams` of an epoch (its pipes derived here)."""
+    return core_streams(ops, epoch_pipes(ops))
+
+
+def per_input_bytes(pipes: Iterable[Pipe]) -> float:
+    """Bytes per input the pipes move."""
+    return math.fsum(p.bytes for p in pipes)

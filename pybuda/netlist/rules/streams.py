@@ -1,0 +1,111 @@
+"""Per-core stream resources (shared/reference/data-movement.md §3, §6): the streams, phases and stream buffers
+the backend builds for a graph's pipes (`pybuda.arch.movement.core_streams`, on the netlist as
+`pybuda.netlist.movement` describes it), each against the device description's limit."""
+from __future__ import annotations
+
+from ...arch.movement import CoreStreams, epoch_streams
+from ..model import Graph, Op
+from ..movement import fed_queues, moving_op
+from .registry import Context, rule, sized
+
+
+def graph_streams(c: Context, g: Graph) -> dict:
+    """{(op, core): CoreStreams} of a graph's pipes (computed once per graph)."""
+    def compute():
+        written = fed_queues(c.n, g.ops)
+        ops = [moving_op(c.n, g, op, c.n.geometry_of(op), c.spec, lambda q: g.name in c.prologue.get(q, ()),
+                         written.get(op.name, [])) for op in g.ops.values() if sized(op)]
+        return epoch_streams(ops)
+    return c.memo(("streams", g.name), compute)
+
+
+def _per_core(c: Context, g: Graph, field: str, limit: int, what: str) -> None:
+    """A violation for every core of the graph whose `field` exceeds `limit`."""
+    for (name, core), usage in sorted(graph_streams(c, g).items()):
+        count = getattr(usage, field)
+        if count > limit and name in g.ops:
+            c.fail(g.ops[name], f"core {list(core)} of op {name} uses {count} {what}; a core has {limit}",
+                   f"<= {limit}", count)
+
+
+@rule("streams.multicast", on=Graph, section="§3.2", needs_device=True)
+def streams_multicast(c: Context, g: Graph) -> None:
+    """The multicast pipes a core hosts fit its gather/multicast stream IDs (3 on grayskull, 4 on wormhole_b0)."""
+    _per_core(c, g, "multicast", c.spec.gather_multicast_streams, "multicast streams")
+
+
+@rule("streams.extra", on=Graph, section="§3.2", needs_device=True)
+def streams_extra(c: Context, g: Graph) -> None:
+    """A core's extra streams (forked output buffers, gathers, DRAM reads, pre-TM prologue buffers) fit the 24
+    general-purpose stream IDs."""
+    _per_core(c, g, "extra", c.spec.extra_streams, "extra streams")
+
+
+@rule("streams.dram_readers", on=Graph, section="§3.2", needs_device=True)
+def streams_dram_readers(c: Context, g: Graph) -> None:
+    """A core runs at most 8 DRAM-reading streams."""
+    _per_core(c, g, "dram_readers", c.spec.dram_reader_streams, "DRAM reader streams")
+
+
+@rule("streams.dram_writers", on=Graph, section="§3.2", needs_device=True)
+def streams_dram_writers(c: Context, g: Graph) -> None:
+    """A core runs at most 8 DRAM-writing streams."""
+    _per_core(c, g, "dram_writers", c.spec.dram_writer_streams, "DRAM writer streams")
+
+
+@rule("streams.dram_buffers", on=Graph, section="§6", needs_device=True)
+def streams_dram_buffers(c: Context, g: Graph) -> None:
+    """A core reads at most 39 distinct DRAM buffers (the legacy compiler's kMaxDRAMInQueues)."""
+    _per_core(c, g, "dram_buffers", c.spec.dram_input_buffers, "DRAM input buffers")
+
+
+@rule("streams.fan_out", on=Graph, section="§6", needs_device=True)
+def streams_fan_out(c: Context, g: Graph) -> None:
+    """A producer core feeds at most 16 destinations (pipes; a multicast counts once; kMaxFanOutStreams)."""
+    _per_core(c, g, "fan_out", c.spec.fan_out_streams, "output destinations")
+
+
+@rule("overlay.phases", on=Graph, section="§3.4", needs_device=True)
+def overlay_phases(c: Context, g: Graph) -> None:
+    """The stream phases a core consumes and produces each fit half its overlay blob (38 B per phase: 862 with
+    the default 64 KiB blob, more with the op's overlay_size)."""
+    for (name, core), usage in sorted(graph_streams(c, g).items()):
+        op = g.ops.get(name)
+        if op is None:
+            continue
+        budget = c.spec.phase_budget(op.overlay_size or 0)
+        for side in ("consumer", "producer"):
+            phases = getattr(usage, f"{side}_phases")
+            if phases > budget:
+                c.fail(op, f"core {list(core)} of op {name} needs {phases} {side} stream phases; its overlay blob "
+                       f"holds {budget}", f"<= {budget}", phases)
+
+
+@rule("streams.consumers", on=Op, when=sized, section="§6", needs_device=True)
+def streams_consumers(c: Context, op: Op) -> None:
+    """An op feeds at most 8 data users, ops and queues (the legacy compiler's kMaxDRAMOutQueues)."""
+    g = c.graph_of[id(op)]
+    users = {o.name for o in g.ops.values() if op.name in o.inputs} | set(fed_queues(c.n, [op.name]).get(op.name, []))
+    if len(users) > c.spec.op_consumers:
+        c.fail(op, f"op {op.name} feeds {len(users)} data users; an op feeds at most {c.spec.op_consumers}",
+               f"<= {c.spec.op_consumers}", len(users))
+
+
+@rule("streams.inputs", on=Op, section="§3.1", needs_device=True)
+def streams_inputs(c: Context, op: Op) -> None:
+    """An op has at most 16 inputs (input operand stream IDs 0-15)."""
+    if len(op.inputs) > c.spec.input_operands:
+        c.fail(op, f"op {op.name} has {len(op.inputs)} inputs; a core has {c.spec.input_operands} input operand "
+               "streams", f"<= {c.spec.input_operands}", len(op.inputs))
+
+
+def stream_buffer_bytes(c: Context, op: Op) -> int:
+    """The most L1 the stream buffers of one core of `op` take (DRAM receive, gather relay, multicast; §4.6)."""
+    g = c.graph_of.get(id(op))
+    if g is None or c.spec is None:
+        return 0
+    usage: dict = graph_streams(c, g)
+    return max((u.buffer_bytes for (name, _), u in usage.items() if name == op.name), default=0)
+
+
+__all__ = ["CoreStreams", "graph_streams", "stream_buffer_bytes"]
