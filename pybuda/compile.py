@@ -351,16 +351,9 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
     if training is None and config.enable_training:
         raise TrainingError("enable_training is set, but a training compile needs loss=, optimizer= and "
                             "sample_targets= (pybuda.compile(model, x, loss=..., optimizer=..., sample_targets=y))")
-    if training is None and config.enable_recompute:
-        warnings.warn("enable_recompute has no effect on an inference compile (it recomputes forward activations "
-                      "for the backward pass of a training compile: compile(..., loss=, optimizer=, sample_targets=))",
-                      UserWarning, stacklevel=2)
-    if training is None and not config.compensated_parameter_updates:
-        warnings.warn("compensated_parameter_updates=False has no effect on an inference compile (it concerns the "
-                      "optimizer's parameter updates of a training compile)", UserWarning, stacklevel=2)
-    if training is None and config.optimizer_on_host:
-        warnings.warn("optimizer_on_host has no effect on an inference compile (it runs a training compile's "
-                      "optimizer on the host)", UserWarning, stacklevel=2)
+    if training is None:
+        for message in cfg.inference_compile_warnings(config):   # options that act only in a training compile
+            warnings.warn(message, UserWarning, stacklevel=2)
     if training is not None:
         config.enable_training = True
     with _modes_kept(model):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import inspect
 import json
 import os
 import re
@@ -17,6 +18,7 @@ from pybuda.config import (
     NopInsertionInstruction, OpOverride, OverrideError, PerfTraceLevel, PlacerOpOverride, TTIDumpFormat,
 )
 from pybuda.dataformat import DataFormat, MathFidelity
+from pybuda.errors import PyBudaError, UserInputError, UserTypeError
 
 # These tests are about what options store and validate; that setting an option with no effect yet warns is
 # tested in test_guards.py.
@@ -107,30 +109,71 @@ def test_record_defaults():
     assert NopInsertionInstruction("a", "b").unique_id() == ("a", "b", None, None)
 
 
-def test_effective_options_exact():
-    assert C.EFFECTIVE_OPTIONS == {
-        "compile_depth", "default_df_override", "default_accumulate_df", "default_math_fidelity",
-        "enable_stable_softmax", "enable_consteval", "verify", "balancer_op_overrides", "override_op_size",
-        "placer_op_overrides", "override_op_placement", "op_names_to_epoch_break", "set_epoch_break",
-        "place_on_new_epoch", "op_names_to_chip_break", "set_chip_break", "place_on_new_chip",
-        "input_queues_on_host", "output_queues_on_host", "enable_training", "enable_recompute",
-        "compensated_parameter_updates", "optimizer_on_host", "insert_queues", "internal_override_output_buffer_multiplier",
-        "enable_tvm_cpu_fallback", "cpu_fallback_ops", "add_cpu_fallback_ops", "remove_cpu_fallback_ops",
-        "amp_level", "amp_properties", "configure_mixed_precision", "tvm_graph_store_path", "tvm_graph_load_path",
-        "device_mode", "backend_output_dir", "harvesting_mask",
-        "enable_auto_fusing", "op_names_dont_fuse", "dont_fuse", "op_names_manual_fuse", "manual_fuse",
-        "enable_t_streaming", "manual_t_streaming", "override_t_stream_dir", "override_t_stream_shape",
-        "balancer_policy", "dram_placement_algorithm", "manual_dram_queue_placement",
-        "override_dram_queue_placement", "place_queue_to_chip_dram",
-        "override_u_kt", "override_input_buffer_multiplier", "override_dram_parameters",
-        "scheduler_constraints", "add_schedule_constraint",
-        "buffering_nops_to_insert", "insert_nop", "insert_buffering_nop", "_internal_insert_fj_buffering_nop",
-        "conv_multi_op_fracture_factor_override", "override_multi_op_fracture_factor",
-    }
-    fields = {f.name for f in dataclasses.fields(CompilerConfig)}
-    helpers = set(C.__all__) | {"place_on_new_epoch", "place_on_new_chip", "dont_fuse", "manual_fuse",  # methods
-                                "place_queue_to_chip_dram", "_internal_insert_fj_buffering_nop"}
-    assert C.EFFECTIVE_OPTIONS <= fields | helpers
+def test_every_field_is_declared_as_an_option():
+    for f in dataclasses.fields(CompilerConfig):
+        decl = f.metadata.get("option")
+        assert isinstance(decl, C.Option), f"{f.name} is not declared with option(...)"
+        assert decl.doc, f.name
+        assert getattr(CompilerConfig(), f.name) == decl.default, f.name
+
+
+def test_effective_options_are_derived_from_the_declarations():
+    fields = {f.name: f.metadata["option"] for f in dataclasses.fields(CompilerConfig)}
+    record_fields = {"balancer_op_overrides": OpOverride, "placer_op_overrides": PlacerOpOverride}
+
+    def takes_effect(stored: str) -> bool:
+        name, _, attr = stored.partition(".")
+        record = record_fields.get(name)
+        return fields[name].effective and (not attr or next(
+            f.metadata["attribute"].effective for f in dataclasses.fields(record) if f.name == attr))
+
+    assert C.EFFECTIVE_OPTIONS == ({name for name, decl in fields.items() if decl.effective}
+                                   | {h for h, stores in C.HELPERS.items() if all(map(takes_effect, stores))})
+
+
+@pytest.mark.parametrize("name, effective", [
+    ("compile_depth", True), ("balancer_policy", True), ("enable_recompute", True), ("scheduler_policy", False),
+    ("fracture_groups", False), ("override_op_size", True), ("override_u_kt", True), ("place_on_new_epoch", True),
+    ("override_op_placement", True), ("balancer_op_override", True), ("insert_fracture_group", False),
+    ("set_num_repeated_patterns", False), ("set_auto_transposing_placement", False),
+])
+def test_effective_options_examples(name, effective):
+    assert (name in C.EFFECTIVE_OPTIONS) == effective
+
+
+def test_every_helper_declares_what_it_stores():
+    methods = {"enable_amp_light", "place_on_new_epoch", "place_on_new_chip", "place_queue_to_chip_dram",
+               "dont_fuse", "manual_fuse", "balancer_op_override"}
+    functions = {n for n in C.__all__ if inspect.isfunction(getattr(C, n)) and getattr(C, n).__module__ == C.__name__
+                 and n.startswith(("set_", "override_", "add_", "remove_", "insert_", "configure_",
+                                   "internal_override_"))} - {"set_configuration_options"}
+    assert set(C.HELPERS) == methods | functions | {"_internal_insert_fj_buffering_nop"}
+    fields = {f.name: f for f in dataclasses.fields(CompilerConfig)}
+    for name, stores in C.HELPERS.items():
+        assert stores, name
+        for stored in stores:
+            field, _, attr = stored.partition(".")
+            assert field in fields, (name, stored)
+            assert not attr or attr in {f.name for f in dataclasses.fields(OpOverride)}, (name, stored)
+
+
+def test_record_attributes_declare_their_effect():
+    C.override_op_placement("mm", chip_id=1, start=(0, 0))
+    C.override_u_kt("mm", 2)
+    assert C.ineffective_options(g()) == ["placer_op_overrides.chip_id"]
+    assert [f.name for f in dataclasses.fields(PlacerOpOverride) if not f.metadata["attribute"].effective] == [
+        "chip_id"]
+
+
+def test_inference_compile_warnings_come_from_the_training_only_declarations():
+    assert C.inference_compile_warnings(CompilerConfig()) == []
+    cfg = CompilerConfig(enable_recompute=True, compensated_parameter_updates=False, optimizer_on_host=True)
+    messages = C.inference_compile_warnings(cfg)
+    assert [m.split(" has no effect on an inference compile")[0] for m in messages] == [
+        "enable_recompute", "compensated_parameter_updates=False", "optimizer_on_host"]
+    training_only = [f.name for f in dataclasses.fields(CompilerConfig) if f.metadata["option"].training]
+    assert training_only == ["enable_recompute", "compensated_parameter_updates", "optimizer_on_host"]
+    assert all(re.search(r"\(it .*\)$", m) for m in messages)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -183,6 +226,16 @@ def test_set_configuration_options_conflicting_alias():
     assert g().default_accumulate_df is DataFormat.Float32
 
 
+def test_set_configuration_options_keywords_are_options_or_their_declared_aliases():
+    aliases = {f.metadata["option"].alias: f.name for f in dataclasses.fields(CompilerConfig)
+               if f.metadata["option"].alias}
+    assert aliases == {"accumulate_df": "default_accumulate_df", "math_fidelity": "default_math_fidelity",
+                       "harvested_rows": "harvesting_mask"}
+    fields = {f.name for f in dataclasses.fields(CompilerConfig)}
+    params = set(inspect.signature(C.set_configuration_options).parameters) - {"unknown", "place_on_one_row"}
+    assert set(aliases) <= params and params - set(aliases) <= fields
+
+
 def test_set_configuration_options_is_atomic():
     with pytest.raises(ValueError, match="backend_opt_level"):
         C.set_configuration_options(enable_auto_fusing=False, backend_opt_level=9)
@@ -214,7 +267,8 @@ def test_device_config_validated():
 # Field validation
 # ---------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("field, value, error, pattern", [
-    ("balancer_policy", "Fastest", ValueError, r"balancer_policy.*'Fastest'.*Ribbon.*SingleOpPerEpoch"),
+    ("balancer_policy", "Fastest", ValueError,
+     r"balancer_policy: invalid value 'Fastest'; legal values: default, CP-SAT, Greedy, NLP, SingleOpPerEpoch$"),
     ("scheduler_policy", "BFS", ValueError, r"scheduler_policy.*'BFS'.*LongestPath"),
     ("graph_solver_self_cut_type", "Slow", ValueError, r"graph_solver_self_cut_type.*'Slow'.*FastCut"),
     ("dram_placement_algorithm", "NEAREST", ValueError, r"dram_placement_algorithm.*'NEAREST'.*CLOSEST"),
@@ -235,9 +289,43 @@ def test_device_config_validated():
 def test_field_validation_errors_name_field_value_and_legal(field, value, error, pattern):
     cfg = CompilerConfig()
     before = getattr(cfg, field)
-    with pytest.raises(error, match=pattern):
+    with pytest.raises(error, match=pattern) as info:
         setattr(cfg, field, value)
+    assert isinstance(info.value, UserTypeError if error is TypeError else UserInputError)
     assert getattr(cfg, field) == before
+
+
+RIBBON = (r"balancer_policy: invalid value 'Ribbon' \(a legacy value this compiler does not implement\); legal values: "
+          r"default, CP-SAT, Greedy, NLP, SingleOpPerEpoch")
+
+
+@pytest.mark.parametrize("policy", ["Ribbon", "CNN", "MaximizeTMinimizeGrid", "MinimizeGrid", "Random"])
+def test_unimplemented_legacy_balancer_policies_are_refused_when_the_config_is_made(policy):
+    pattern = RIBBON.replace("Ribbon", policy)
+    with pytest.raises(UserInputError, match=pattern):
+        CompilerConfig(balancer_policy=policy)
+    with pytest.raises(UserInputError, match=pattern):
+        C.set_configuration_options(balancer_policy=policy, enable_auto_fusing=False)
+    assert g().balancer_policy == "default" and g().enable_auto_fusing is True
+
+
+def test_ribbon_from_the_environment_is_refused(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PYBUDA_BALANCER_POLICY_TYPE", "Ribbon")
+    with pytest.raises(ValueError, match="PYBUDA_BALANCER_POLICY_TYPE='Ribbon': " + RIBBON):
+        CompilerConfig()
+
+
+@pytest.mark.parametrize("policy", C.BALANCER_POLICIES)
+def test_every_legal_balancer_policy_runs_in_the_balancer(policy, tmp_path):
+    import torch
+
+    import pybuda
+    from models import MLP
+    config = CompilerConfig(balancer_policy=policy, compile_depth="balance")
+    placement = pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path, config=config).placement
+    assert placement.epochs >= 1
+    if policy == "SingleOpPerEpoch":
+        assert placement.epochs == len(placement.placed)
 
 
 def test_validation_at_construction():
@@ -263,8 +351,9 @@ def test_enum_names_are_parsed():
 
 def test_unknown_attribute_rejected_with_suggestion():
     cfg = CompilerConfig()
-    with pytest.raises(AttributeError, match=r"'enable_t_streamin'.*did you mean 'enable_t_streaming'"):
+    with pytest.raises(AttributeError, match=r"'enable_t_streamin'.*did you mean 'enable_t_streaming'") as info:
         cfg.enable_t_streamin = True
+    assert isinstance(info.value, C.UnknownOptionError) and isinstance(info.value, PyBudaError)
 
 
 def test_containers_are_normalised_copies():
@@ -529,7 +618,7 @@ def test_set_global_config():
 
 def test_env_overrides(monkeypatch: pytest.MonkeyPatch):
     env = {
-        "PYBUDA_DEFAULT_DF": "Bfp8_b", "PYBUDA_DISABLE_OP_FUSING": "1", "PYBUDA_BALANCER_POLICY_TYPE": "Ribbon",
+        "PYBUDA_DEFAULT_DF": "Bfp8_b", "PYBUDA_DISABLE_OP_FUSING": "1", "PYBUDA_BALANCER_POLICY_TYPE": "NLP",
         "PYBUDA_COMPILE_DEPTH": "balancer_pass", "PYBUDA_AMP_LEVEL": "2",
         "PYBUDA_ENABLE_INPUT_QUEUES_ON_HOST": "0", "PYBUDA_ENABLE_OUTPUT_QUEUES_ON_HOST": "0",
         "PYBUDA_DEFAULT_DRAM_PARAMETERS": "1", "PYBUDA_DISABLE_STABLE_SOFTMAX": "1",
@@ -541,7 +630,7 @@ def test_env_overrides(monkeypatch: pytest.MonkeyPatch):
     cfg = CompilerConfig()
     assert cfg.default_df_override is DataFormat.Bfp8_b
     assert cfg.enable_auto_fusing is False
-    assert cfg.balancer_policy == "Ribbon"
+    assert cfg.balancer_policy == "NLP"
     assert cfg.compile_depth is CompileDepth.BALANCER_PASS
     assert cfg.amp_level == 2
     assert cfg.input_queues_on_host is False and cfg.output_queues_on_host is False
@@ -552,6 +641,42 @@ def test_env_overrides(monkeypatch: pytest.MonkeyPatch):
     assert cfg.enable_conv_prestride is False
     assert cfg.tti_dump_format is TTIDumpFormat.BACKEND
     assert cfg.enable_auto_transposing_placement is True
+
+
+def _declared_env() -> list[tuple[str, C.Env]]:
+    return [(f.name, e) for f in dataclasses.fields(CompilerConfig) for e in f.metadata["option"].env]
+
+
+@pytest.mark.parametrize("option, env", [(o, e) for o, e in _declared_env() if isinstance(e, (C.EnvBool, C.EnvFlag))],
+                         ids=lambda v: getattr(v, "name", v))
+def test_each_declared_boolean_variable_sets_its_option(monkeypatch: pytest.MonkeyPatch, option, env):
+    default = getattr(CompilerConfig(), option)
+    monkeypatch.setenv(env.name, "1")
+    assert getattr(CompilerConfig(), option) == (env.value if isinstance(env, C.EnvFlag) else not env.negate)
+    monkeypatch.setenv(env.name, "0")
+    assert getattr(CompilerConfig(), option) == (default if isinstance(env, C.EnvFlag) else env.negate)
+
+
+def test_the_env_table_is_derived_from_the_declarations():
+    rows = C.env_table().splitlines()[2:]
+    assert [re.match(r"\| `(\w+)` \| `(\w+)` \|", r).groups() for r in rows] == [
+        (e.name, option) for option, e in _declared_env()]
+    names = [e.name for _, e in _declared_env()]
+    assert len(names) == len(set(names)) and all(n.startswith("PYBUDA_") for n in names)
+    assert "the negated value (0/1)" in C.env_table() and "`CompileDepth.FULL` when set" in C.env_table()
+
+
+def test_env_later_variable_of_an_option_wins(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PYBUDA_TTI_BACKEND_TILIZED_FORMAT", "1")
+    assert CompilerConfig().tti_dump_format is TTIDumpFormat.BACKEND_TILIZED
+    monkeypatch.setenv("PYBUDA_TTI_BACKEND_FORMAT", "1")
+    assert CompilerConfig().tti_dump_format is TTIDumpFormat.BACKEND
+
+
+def test_env_build_dir_is_the_default_of_backend_output_dir(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PYBUDA_BUILD_DIR", "/tmp/build")
+    assert CompilerConfig().backend_output_dir == "/tmp/build"
+    assert CompilerConfig(backend_output_dir="out").backend_output_dir == "out"
 
 
 def test_env_wins_over_code_and_amp_level_only_fills_unset(monkeypatch: pytest.MonkeyPatch):
@@ -659,13 +784,36 @@ def test_docs_cover_every_field_with_default_and_effective_column():
 
 def test_docs_cover_every_override_helper():
     rows = _doc_rows()
-    helpers = [n for n in C.__all__ if callable(getattr(C, n)) and not isinstance(getattr(C, n), type)
-               and n not in ("referenced_op_names", "check_override_names", "get_harvesting_mask",
-                             "set_configuration_options", "reset_configuration", "ineffective_options",
-                             "warn_ineffective", "reset_ineffective_warnings")]
-    helpers += ["place_on_new_epoch", "place_on_new_chip", "dont_fuse", "manual_fuse", "balancer_op_override",
-                "place_queue_to_chip_dram", "_internal_insert_fj_buffering_nop"]
-    for name in helpers:
+    for name in C.HELPERS:
         assert name in rows, f"docs/config.md has no row for helper {name}"
         effective = rows[name][-1]
         assert effective.startswith("yes") == (name in C.EFFECTIVE_OPTIONS), name
+
+
+@pytest.mark.parametrize("table, command", [("fields", C.fields_table), ("env", C.env_table)])
+def test_docs_tables_are_the_declarations(table, command):
+    text = DOCS.read_text()
+    start = f"<!-- {table} table: generated by `pybuda config {table}` -->\n"
+    generated = text[text.index(start) + len(start):text.index(f"<!-- end of {table} table -->")]
+    assert generated == command(), \
+        f"docs/config.md's {table} table is stale: paste the output of `pybuda config {table}`"
+
+
+@pytest.mark.parametrize("table", ["fields", "env"])
+def test_pybuda_config_prints_the_tables(table, capsys):
+    from pybuda.tools.cli import main
+    assert main(["config", table]) == 0
+    assert capsys.readouterr().out == {"fields": C.fields_table, "env": C.env_table}[table]()
+
+
+def test_the_fields_table_shows_each_declaration():
+    rows = {r.split(" | ")[0][3:-1]: r for r in C.fields_table().splitlines()[2:]}
+    assert list(rows) == [f.name for f in dataclasses.fields(CompilerConfig)]
+    assert "legal values: `default`, `CP-SAT`, `Greedy`, `NLP`, `SingleOpPerEpoch`" in rows["balancer_policy"]
+    assert "refused when the config is made" in rows["balancer_policy"] and "`Ribbon`" in rows["balancer_policy"]
+    assert "legal values: 0..4" in rows["backend_opt_level"]
+    assert "`set_configuration_options` keyword `accumulate_df`" in rows["default_accumulate_df"]
+    assert "environment: `PYBUDA_COMPILE_DEPTH`, `PYBUDA_FORCE_FULL_COMPILE_DEPTH`" in rows["compile_depth"]
+    assert rows["enable_recompute"].endswith("an inference compile warns |")
+    assert "attributes `start`, `transpose_op`, `temporal_epoch_break`; not yet: `chip_id`" in \
+        rows["placer_op_overrides"]

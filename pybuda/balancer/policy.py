@@ -1,32 +1,26 @@
 """Balancing: choose one op model per op, the epochs and the core locations, with the policy `balancer_policy`
 names: "default" or "CP-SAT" (`planner.py`: the segment split, CP-SAT per epoch, never worse than the greedy
 plan, with lower bounds), "Greedy" or the legacy "NLP" (`greedy.py`: a searched common cycle target, first-fit
-placement), "SingleOpPerEpoch" (the greedy plan with every op in an epoch of its own). The other legacy names
-(Ribbon, CNN, MaximizeTMinimizeGrid, MinimizeGrid, Random) are not implemented: compile says so."""
+placement), "SingleOpPerEpoch" (the greedy plan with every op in an epoch of its own). The legal names are
+`pybuda.config.BALANCER_POLICIES` (the config refuses the other legacy ones when it is made)."""
 from __future__ import annotations
 
 import dataclasses
 
+from ..config import BALANCER_POLICY_ALIASES
 from ..device import DeviceSpec
 from ..ir import Graph
 from .candidates import CandidateTable
 from .greedy import greedy_plan
-from .op_model import BalancerError
 from .plan import Constraints, Placement, queued_edges
 from .plan_cost import IoLinks, PlanCoster
 from .planner import cpsat_plan, greedy_bounds
 from .schedule import epoch_type_breaks, op_schedule
 
-POLICIES = {"default": "CP-SAT", "CP-SAT": "CP-SAT", "Greedy": "Greedy", "NLP": "Greedy",
-            "SingleOpPerEpoch": "SingleOpPerEpoch"}
-
 
 def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int) -> Placement:
     """Choose op models, epochs and placement for every op of the Buda graph."""
-    policy = POLICIES.get(config.balancer_policy)
-    if policy is None:
-        raise BalancerError(f"balancer_policy {config.balancer_policy!r} is not implemented by this compiler; "
-                            f"legal: {', '.join(POLICIES)}")
+    policy = BALANCER_POLICY_ALIASES.get(config.balancer_policy, config.balancer_policy)   # legal: config checked
     schedule = op_schedule(graph, config.scheduler_constraints)
     constraints = Constraints.from_config(config, schedule, device)
     constraints = dataclasses.replace(constraints, breaks=constraints.breaks | epoch_type_breaks(graph, schedule))

@@ -6,6 +6,7 @@
     pybuda netlist grid FILE... [--epoch N]        each epoch's core grid with op labels
     pybuda netlist diff OLD NEW                    ops and queues added, removed and changed field by field
     pybuda netlist rules                           the validator's rules (the table of docs/netlist.md)
+    pybuda config fields|env                       the compiler options' tables of docs/config.md
     pybuda sim run|perf NETLIST                    the backend simulator (pybuda.tools.cli_sim)
     pybuda perf FILE [--vs OTHER]                  perf-analyzer views, and a comparison (pybuda.tools.cli_perf)
     pybuda report FILE [-o OUT.html]               the HTML report of a netlist or TTI image (pybuda.tools.cli_report)
@@ -229,9 +230,27 @@ def add_netlist_commands(subparsers) -> None:
     sp.set_defaults(handler=_rules)
 
 
+# --- config group -------------------------------------------------------------------------------------------------
+
+def _config_table(args, console: Console) -> int:
+    from .. import config
+    sys.stdout.write({"fields": config.fields_table, "env": config.env_table}[args.command]())
+    return 0
+
+
+def add_config_commands(subparsers) -> None:
+    p = subparsers.add_parser("config", help="the compiler options' tables, generated from their declarations")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("fields", help="every option as the Fields table of docs/config.md").set_defaults(
+        handler=_config_table)
+    sub.add_parser("env", help="the options' environment variables as the table of docs/config.md").set_defaults(
+        handler=_config_table)
+
+
 # --- entry point ----------------------------------------------------------------------------------------------
 
-GROUPS = [add_netlist_commands, add_sim_commands, add_perf_commands, add_report_commands, add_sweep_commands]
+GROUPS = [add_netlist_commands, add_config_commands, add_sim_commands, add_perf_commands, add_report_commands,
+          add_sweep_commands]
 
 
 def build_parser() -> argparse.ArgumentParser:
