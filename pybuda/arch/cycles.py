@@ -187,22 +187,25 @@ class FusedStep:
     writes_dest: bool = False
 
 
-# add/subtract/multiply that keep an operand or the result in dest skip that unpack or pack (pybuda-balancer.md
-# §2.2: the legacy estimate scales them by 0.5 for one side in dest, 0.2 for both)
-_DEST_BINARY_SCALE = {0: _f32(1.0), 1: _f32(0.5), 2: _f32(0.2)}
-_DEST_SCALED_OPS = frozenset({"add", "subtract", "multiply"})
+DEST_FLOOR = _f32(0.2)   # a sub-op keeping both sides in dest still does its math: at least this share of its cost
 
 
 def fused_op_cycles(arch: str, steps: "tuple[FusedStep, ...]", out_df: "DataFormat | str",
                     math_fidelity: "MathFidelity | str") -> int:
-    """Cycles for one core to run one input of a fused op: the sum of its sub-ops' kernel cycles, each on its
-    own blocking, add/subtract/multiply scaled for the dest side(s) they skip (the legacy compiler's estimate;
-    the backend itself costs a fused op as one nop, which misses every sub-op after the first)."""
+    """Cycles for one core to run one input of a fused op, from its parts: each sub-op through the calibrated
+    kernel model on its own blocking (its unpack, math and pack; one that writes an intermediate buffer packs it
+    to L1 and the reader unpacks it, as two ops would); a sub-op that reads its operand from dest skips that
+    unpack, one that leaves its result in dest skips the pack, each worth half a datacopy (nop) of its tiles, the
+    calibrated cost of moving them through unpack and pack, down to `DEST_FLOOR` of the sub-op's cost. A fused
+    op of one sub-op costs what that op costs (the backend itself costs a fused op as one nop, which misses every
+    sub-op after the first)."""
     total = _f32(0)
     for step in steps:
         cycles = _f32(kernel_cycles(arch, step.op, out_df, math_fidelity))
-        if step.op.type in _DEST_SCALED_OPS:
-            cycles = cycles * _DEST_BINARY_SCALE[int(step.reads_dest) + int(step.writes_dest)]
+        skipped = int(step.reads_dest) + int(step.writes_dest)
+        if skipped:
+            move = _f32(kernel_cycles(arch, dataclasses.replace(step.op, type="nop"), out_df, math_fidelity))
+            cycles = max(cycles * DEST_FLOOR, cycles - _f32(skipped) * move / _f32(2))
         total = total + cycles
     return _finish(total)
 
