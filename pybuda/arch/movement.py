@@ -21,13 +21,15 @@ is its busiest link over the pipes into and out of it (`link_cycles`).
 
 Streams (§3): per core, the multicast pipes it hosts, the extra streams (forked output buffers, gathers, DRAM
 reads, pre-TM prologue buffers), DRAM reader and writer streams, distinct DRAM buffers it reads, destinations its
-output feeds and stream phases (`core_streams`): what the validator checks against the device's limits.
+output feeds and stream phases (`core_streams`), each against its limit on the device (`STREAM_LIMITS`,
+`overuses`): what the validator checks and the balancer keeps its plans within (`heaviest_input` names the input
+to change).
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from ..device import DeviceSpec
 from . import noc
@@ -477,3 +479,72 @@ def epoch_streams(ops: Sequence[MovingOp]) -> dict:
 def per_input_bytes(pipes: Iterable[Pipe]) -> float:
     """Bytes per input the pipes move."""
     return math.fsum(p.bytes for p in pipes)
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamLimit:
+    """A per-core stream resource (a `CoreStreams` field), what it counts, which side of a pipe uses it and its
+    limit on a device for an op of a given `overlay_size`."""
+
+    resource: str
+    what: str
+    producer_side: bool
+    limit: Callable[[DeviceSpec, int], int]
+
+
+STREAM_LIMITS = (
+    StreamLimit("multicast", "multicast streams", False, lambda d, _: d.gather_multicast_streams),
+    StreamLimit("extra", "extra streams", False, lambda d, _: d.extra_streams),
+    StreamLimit("dram_readers", "DRAM reader streams", False, lambda d, _: d.dram_reader_streams),
+    StreamLimit("dram_writers", "DRAM writer streams", True, lambda d, _: d.dram_writer_streams),
+    StreamLimit("dram_buffers", "DRAM input buffers", False, lambda d, _: d.dram_input_buffers),
+    StreamLimit("fan_out", "output destinations", True, lambda d, _: d.fan_out_streams),
+    StreamLimit("consumer_phases", "consumer stream phases", False, lambda d, overlay: d.phase_budget(overlay)),
+    StreamLimit("producer_phases", "producer stream phases", True, lambda d, overlay: d.phase_budget(overlay)),
+)
+LIMIT_OF = {limit.resource: limit for limit in STREAM_LIMITS}
+
+
+@dataclasses.dataclass(frozen=True)
+class Overuse:
+    """A core of an op that needs more of a stream resource than the device gives it."""
+
+    op: str
+    core: tuple
+    resource: str
+    count: int
+    limit: int
+
+    def __str__(self) -> str:
+        return (f"core {list(self.core)} of op {self.op} uses {self.count} {LIMIT_OF[self.resource].what}; a core "
+                f"has {self.limit}")
+
+
+def overuses(device: DeviceSpec, usage: dict, overlay_size: Callable[[str], int] = lambda _: 0,
+             resources: Iterable[str] | None = None) -> list[Overuse]:
+    """Every (op, core) of `usage` (`core_streams`) over a limit of `STREAM_LIMITS` (those of `resources`, or
+    all), in (op, core, limit) order; `overlay_size(op)`: the op's overlay blob beyond the default."""
+    limits = [LIMIT_OF[r] for r in resources] if resources is not None else STREAM_LIMITS
+    found = []
+    for (name, core), streams in sorted(usage.items()):
+        for limit in limits:
+            count, most = getattr(streams, limit.resource), limit.limit(device, overlay_size(name))
+            if count > most:
+                found.append(Overuse(name, core, limit.resource, count, most))
+    return found
+
+
+def heaviest_input(pipes: Sequence[Pipe], overuse: Overuse) -> tuple[str, int]:
+    """(consumer op, input index) whose pipes use most of the overused resource at the core: for a producer-side
+    resource the consumer input its output feeds most (index -1: its queue writes), else the op's own input."""
+    share: dict = {}
+    for pipe in pipes:
+        if LIMIT_OF[overuse.resource].producer_side:
+            units = {(name, unit) for kind, name, unit, _ in pipe.sources if kind in ("op", "hold")}
+            if (overuse.op, overuse.core) not in units:
+                continue
+        elif pipe.consumer != overuse.op or pipe.index < 0 or overuse.core not in pipe.dests:
+            continue
+        key = (pipe.consumer, pipe.index)
+        share[key] = share.get(key, 0) + (pipe.phases if overuse.resource.endswith("phases") else 1)
+    return max(sorted(share), key=lambda k: share[k]) if share else (overuse.op, -1)

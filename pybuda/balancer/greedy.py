@@ -3,8 +3,9 @@ is searched (as the legacy NLP/Ribbon policies do, but searched rather than fixe
 takes the candidate with the fewest cores whose stand-alone cycles are <= T (else its fastest), among those its
 producers' streamings let it read in the same epoch (a new epoch where none does), the first-fit placer packs the
 ops, and the plan is costed (`plan_cost.PlanCoster`, DRAM buffers in their assumed channels); the cheapest plan
-wins and gets its queues, their DRAM placement and its exact cost (`plan.finish`). Overrides (grid size, start,
-transpose, epoch breaks) are constraints of every plan."""
+whose cores' stream resources stay within the device's limits (`PlanCoster.overuse`) wins and gets its queues,
+their DRAM placement and its exact cost (`plan.finish`). Overrides (grid size, start, transpose, epoch breaks) are
+constraints of every plan."""
 from __future__ import annotations
 
 import math
@@ -30,7 +31,8 @@ def greedy_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidate
     ranked = {name: sorted(usable[name], key=lambda c: (c.cores, c.standalone, c.model.grid, c.model.t_stream))
               for name in schedule}
     seen: set[tuple] = set()
-    best = None   # (cycles, chosen, placed) of the cheapest plan so far; a later one must cost less
+    best = None   # (cycles, chosen, placed) of the cheapest plan within the stream limits; a later one must cost less
+    overusing = None  # the first plan that overuses a core's stream resources, if none is within them
     for target in _targets([c.standalone for entries in ranked.values() for c in entries]):
         chosen, cuts = _choose(graph, schedule, ranked, producers, target)
         key = (tuple(chosen[n] for n in schedule), cuts)
@@ -42,9 +44,13 @@ def greedy_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidate
         epoch_of = {n: p.epoch for n, p in placed.items()}
         cost = coster.cost(schedule, chosen, epoch_of, prologue_choice(graph, schedule, chosen),
                            limit=best[0] - 1 if best else math.inf)
-        if cost is not None and (best is None or cost.cycles < best[0]):
+        if cost is None or (best is not None and cost.cycles >= best[0]):
+            continue
+        if coster.overuse(schedule, chosen, epoch_of, prologue_choice(graph, schedule, chosen)) is None:
             best = (cost.cycles, chosen, placed)
-    _, chosen, placed = best
+        elif overusing is None:
+            overusing = (cost.cycles, chosen, placed)
+    _, chosen, placed = best or overusing     # none within the stream limits: finish names what it overuses
     return finish(graph, coster, schedule, chosen, placed, "Greedy", constraints)
 
 

@@ -1,10 +1,11 @@
 """What every balancing policy shares: the `Placement` it returns, the user's placement constraints read from the
 config (`Constraints`), and turning a choice of models and locations into a plan with its queues, their DRAM
-placement and its exact cost (`finish`)."""
+placement, its exact cost and the first per-core stream resource it overuses, if any (`finish`)."""
 from __future__ import annotations
 
 import dataclasses
 
+from ..arch.movement import Overuse
 from ..arch.perf import EpochTiming
 from ..device import DeviceSpec
 from ..ir import Graph
@@ -55,6 +56,16 @@ class Placement:
     queued_edges: frozenset = frozenset()   # (producer, consumer, port) read through a DRAM queue (insert_queues)
     temporal: tuple = ()
     chips: dict = dataclasses.field(default_factory=dict)    # op -> chip (`chips.py`; 0 on a one-chip device)
+    overuse: Overuse | None = None   # a per-core stream resource the plan needs beyond the device's limit
+
+    def check_streams(self) -> "Placement":
+        """The placement, or a BalancerError naming the stream resource it overuses."""
+        if self.overuse is not None:
+            raise BalancerError(f"the {self.policy} plan needs more stream resources than a core has: "
+                                f"{self.overuse} (shared/reference/data-movement.md §3); no plan found avoids it: "
+                                "override the op's grid (`config.balancer_op_override(op, \"grid_shape\", ...)`) "
+                                "or break the epoch before the op (`config.place_on_new_epoch`)")
+        return self
 
     def timing_of(self, epoch: int) -> EpochTiming:
         """The timing of the temporal epoch that runs `epoch`."""
@@ -140,10 +151,11 @@ def finish(graph: Graph, coster: PlanCoster, schedule: list[str], models: dict[s
         cores[name] = [(p.loc[0] + r, p.loc[1] + c) for r in range(rows) for c in range(cols)]
     dram = place_dram(queues, device, constraints.dram_algorithm, constraints.dram_channels, cores)
     cost = coster.cost(schedule, models, epoch_of, prologue, dram, placed=placed)
+    overuse = coster.overuse(schedule, models, epoch_of, prologue)
     return Placement(models=models, placed=placed, prologue=prologue, epochs=sum(map(len, cost.temporal)),
                      estimated_cycles=cost.cycles, epoch_timings=cost.epochs, queues=queues, dram=dram, policy=policy,
                      queued_edges=coster.queued, temporal=cost.temporal,
-                     chips=dict(constraints.chips))
+                     chips=dict(constraints.chips), overuse=overuse[0] if overuse else None)
 
 
 def queued_edges(graph: Graph, insert_queues: list) -> frozenset:

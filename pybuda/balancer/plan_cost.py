@@ -21,7 +21,8 @@ import dataclasses
 import itertools
 import math
 
-from ..arch.movement import MovingInput, MovingOp, QueueLayout
+from ..arch.movement import (MovingInput, MovingOp, Overuse, QueueLayout, core_streams, epoch_pipes, heaviest_input,
+                             overuses)
 from ..arch.operands import OpGeometry, input_buffer_inputs, output_buffer_inputs, output_granules, tiles_read_per_core
 from ..arch.perf import EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles, temporal_epochs
 from ..arch.streaming import edge_tms
@@ -332,13 +333,9 @@ class PlanCoster:
             timing = self._epochs[loads] = epoch_timing(self.device, loads, inputs)
         return timing
 
-    def cost(self, schedule: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
-             prologue: dict[str, bool], dram: DramPlacement | None = None,
-             limit: float = math.inf, placed: dict[str, PlacedOp] | None = None) -> PlanCost | None:
-        """Estimated cycles of a plan: each epoch's cost (`pybuda.arch.perf.epoch_timing`) over the microbatch,
-        plus an epoch switch between consecutive epochs; DRAM queues where `dram` places them (else assumed), ops
-        where `placed` puts them (else their pipes load only the NIUs, not yet routed). None as soon as its
-        epochs, in order, cost more than `limit` (a search that wants only cheaper plans)."""
+    def _grouped(self, schedule: list[str], epoch_of: dict[str, int]) -> tuple[dict[int, list[str]], list, dict | None]:
+        """(each epoch's ops in schedule order, the temporal epochs (groups of epochs, within each program) and
+        each epoch's temporal epoch where some run together (else None))."""
         by_epoch: dict[int, list[str]] = {}
         for name in schedule:
             by_epoch.setdefault(epoch_of[name], []).append(name)
@@ -348,6 +345,16 @@ class PlanCoster:
             groups += [tuple(run[k] for k in group) for group in temporal_epochs(
                 self.device.arch, [frozenset({self.chips.get(by_epoch[e][0], 0)}) for e in run])]
         temporal = {e: k for k, group in enumerate(groups) for e in group} if len(groups) < len(by_epoch) else None
+        return by_epoch, groups, temporal
+
+    def cost(self, schedule: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
+             prologue: dict[str, bool], dram: DramPlacement | None = None,
+             limit: float = math.inf, placed: dict[str, PlacedOp] | None = None) -> PlanCost | None:
+        """Estimated cycles of a plan: each epoch's cost (`pybuda.arch.perf.epoch_timing`) over the microbatch,
+        plus an epoch switch between consecutive epochs; DRAM queues where `dram` places them (else assumed), ops
+        where `placed` puts them (else their pipes load only the NIUs, not yet routed). None as soon as its
+        epochs, in order, cost more than `limit` (a search that wants only cheaper plans)."""
+        by_epoch, groups, temporal = self._grouped(schedule, epoch_of)
         epochs, spent = [], 0.0
         for group in groups:
             epochs.append(self._epoch(tuple(
@@ -360,3 +367,21 @@ class PlanCoster:
         programs = len({self._types[by_epoch[e][0]] for e in by_epoch})   # training: run_fwd, run_bwd, run_opt
         cycles = program_cycles(self.device, ((e.epoch_cycles, 1) for e in epochs), max(0, len(epochs) - programs))
         return PlanCost(cycles, tuple(epochs), tuple(groups))
+
+    def overuse(self, schedule: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
+                prologue: dict[str, bool]) -> tuple[Overuse, str | None, str] | None:
+        """The first per-core stream resource a plan's epochs overuse (`pybuda.arch.movement.overuses`, what the
+        validator's stream rules check on its netlist) with the edge whose pipes use most of it
+        (`heaviest_input`): (overuse, producer op in the same epoch or None, consumer op), or None. Ops of other
+        epochs count at their `models`."""
+        by_epoch, _, temporal = self._grouped(schedule, epoch_of)
+        for epoch in sorted(by_epoch):
+            ops = [self.op_load(name, models[name], epoch_of, prologue, self.writes_queue(name, epoch_of),
+                                models=models, temporal=temporal).moving for name in by_epoch[epoch]]
+            pipes = epoch_pipes(ops)
+            found = overuses(self.device, core_streams(ops, pipes))
+            if found:
+                consumer, index = heaviest_input(pipes, found[0])
+                src = next(o for o in ops if o.name == consumer).inputs[index].src if index >= 0 else None
+                return found[0], src if src in by_epoch[epoch] else None, consumer
+        return None

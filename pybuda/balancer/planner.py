@@ -13,14 +13,17 @@ core locations, the result checked against the greedy plan, lower bounds compute
    packed first-fit (`placer.pack_epoch`); an epoch whose fewest cores do not pack is split in two. An epoch
    whose pipeline could come down towards the relaxation's bound is a CP-SAT model (`epoch_solver.solve_epoch`:
    candidates, orientations and locations with NoOverlap2D, streaming compatibility, DRAM bandwidth, the user's
-   starts and transposes) warm-started with that plan. An epoch that packs more than SPLIT times slower than
+   starts and transposes) warm-started with that plan. An epoch whose plan overuses a core's stream resources
+   (`PlanCoster.overuse`: fan-out, multicast, extra, DRAM streams, phases) is planned again without the pair of
+   producer and consumer candidates whose pipes use most of it (or, for a queue's, the op's candidate), until
+   none is overused. An epoch that packs more than SPLIT times slower than
    the split counted on is also planned as two halves, kept when cheaper. Epochs whose ops, contexts and
    overrides are alike (a transformer's layers) are solved once.
 3. Each plan gets its queues, their DRAM placement and its exact cost (`plan.finish`). Where the cheaper one
    still has a fork-join stall that sets an epoch's pace, its split is planned again with an epoch ending at each
    such fork, and kept when cheaper (`_cut_forks`). The greedy policy's plan (`greedy.py`, computed in a second
    thread meanwhile) is finished too, and the cheapest one is kept: the default policy is never worse than the
-   greedy.
+   greedy. A plan within the cores' stream limits beats one beyond them.
 4. Lower bounds (`plan.Bounds`): the work over all cores and the slowest op at their best, the cheapest split's
    own bound (`SegmentTable.split(bound=True)`) and, for this split, the epochs' pipeline bounds (the solver's
    where it ran).
@@ -30,6 +33,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, NamedTuple
 
+from ..arch.movement import LIMIT_OF
 from ..device import DeviceSpec
 from ..ir import Graph
 from .candidates import Candidate, op_signature
@@ -61,13 +65,18 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
         greedy = background.submit(greedy_plan, graph, device, schedule, candidates, coster, constraints)
         segments_bound = background.submit(table.split, bound=True)
         plan = min((_planned(graph, coster, solver, chains, frozenset()) for chains in SPLITS),
-                   key=lambda p: p.placement.estimated_cycles)
+                   key=lambda p: _rank(p.placement))
         plan = _cut_forks(graph, coster, solver, plan)
         other = greedy.result()
-        best = plan.placement if plan.placement.estimated_cycles <= other.estimated_cycles else other
+        best = min((plan.placement, other), key=_rank)
         best.bounds = bounds(table, candidates, schedule, constraints.chips, plan.split_bound,
                              segments_bound.result())
     return best
+
+
+def _rank(placement: Placement) -> tuple[bool, int]:
+    """Plans in order of preference: within the cores' stream limits first, then the cheapest."""
+    return placement.overuse is not None, placement.estimated_cycles
 
 
 class _Plan(NamedTuple):
@@ -99,7 +108,7 @@ def _cut_forks(graph: Graph, coster: PlanCoster, solver: _EpochSolver, plan: _Pl
         if cuts == plan.cuts:
             break
         tried = _planned(graph, coster, solver, plan.chains, cuts)
-        if tried.placement.estimated_cycles >= plan.placement.estimated_cycles:
+        if _rank(tried.placement) >= _rank(plan.placement):
             break
         plan = tried
     return plan
@@ -185,6 +194,10 @@ class _EpochSolver:
         self._solved: dict[tuple, EpochSolution | None] = {}
         self._signatures: dict[str, tuple] = {}
         self._edge_ok: dict[tuple, bool] = {}
+        # what a stream overuse ruled out (`_avoid_overuse`): (producer, its candidate, consumer, its candidate)
+        # pairs, and (op, candidate) for an overuse no producer in the epoch shares
+        self._forbidden: set[tuple] = set()
+        self._banned: set[tuple[str, int]] = set()
         # ops outside an epoch, as its stall check sees them (only their DRAM queues' buffer counts matter there)
         self._outside = {n: candidates[n][0].model for n in table.schedule}
 
@@ -202,7 +215,8 @@ class _EpochSolver:
             return halves if self._cycles(halves) < self._cycles(whole) else whole
         if first == last:
             name = self.table.schedule[first]
-            raise BalancerError(f"op {name!r} fits no epoch of {self.device.name} alone with its constraints")
+            streams = " and a core's stream resources" if any(n == name for n, _ in self._banned) else ""
+            raise BalancerError(f"op {name!r} fits no epoch of {self.device.name} alone with its constraints{streams}")
         middle = first + solution - 1 if solution else (first + last) // 2
         return self.solve(first, middle, hint[:middle - first + 1]) + self.solve(middle + 1, last,
                                                                                  hint[middle - first + 1:])
@@ -227,6 +241,32 @@ class _EpochSolver:
         return self._solved[key]
 
     def _plan(self, first: int, last: int, hint: tuple) -> EpochSolution | int:
+        """The epoch's solution (or where to cut it), planned again while it overuses a core's stream resources,
+        each time without the pair of candidates (or the candidate) that used most of it."""
+        while True:
+            solution = self._plan_once(first, last, hint)
+            if not isinstance(solution, EpochSolution) or not self._avoid_overuse(first, last, solution.choice):
+                return solution
+
+    def _avoid_overuse(self, first: int, last: int, choice: tuple) -> bool:
+        """Whether the choice overuses a core's stream resources (`PlanCoster.overuse`); if so, what uses it is
+        ruled out: a producer core's (fan-out, producer phases, DRAM writers) by the op's candidate (another
+        spreads its output over more cores), a consumer core's by the pair of candidates of the op and the
+        producer in the epoch whose pipes use most of it, else by the op's candidate."""
+        names = self.table.schedule[first:last + 1]
+        models, epoch_of, prologue = self._epoch_models(first, last, list(choice))
+        found = self.table.coster.overuse(names, models, epoch_of, prologue)
+        if found is None:
+            return False
+        overuse, producer, consumer = found
+        at = dict(zip(names, choice))
+        if producer is not None and not LIMIT_OF[overuse.resource].producer_side:
+            self._forbidden.add((producer, at[producer], consumer, at[consumer]))
+        else:
+            self._banned.add((overuse.op, at[overuse.op]))
+        return True
+
+    def _plan_once(self, first: int, last: int, hint: tuple) -> EpochSolution | int:
         schedule, table = self.table.schedule, self.table
         names = schedule[first:last + 1]
         index = {n: k for k, n in enumerate(names)}
@@ -257,7 +297,8 @@ class _EpochSolver:
         limit = pipeline if packed is not None else max(max(c) for c in cycles)
         ops = []
         for k, name in enumerate(names):      # candidates no slower than the packed plan (index kept)
-            keep = [j for j, c in enumerate(cycles[k]) if c <= limit]
+            keep = [j for j, c in enumerate(cycles[k]) if c <= limit and (name, j) not in self._banned] or \
+                [j for j in range(len(cycles[k])) if (name, j) not in self._banned]
             ops.append((keep, EpochOp(name, tuple(self.candidates[name][j].model.grid for j in keep),
                                       tuple(cycles[k][j] for j in keep), forced[k], starts[k],
                                       keep.index(choice[k]) if choice[k] in keep else 0,
@@ -303,7 +344,7 @@ class _EpochSolver:
                 cands = self.candidates[name]
                 others = max(top[:k] + top[k + 1:], default=0.0)
                 for j, cand in enumerate(cands):
-                    if cand.cores >= cands[choice[k]].cores or \
+                    if cand.cores >= cands[choice[k]].cores or (name, j) in self._banned or \
                             not all(ok(choice[n], j) for n, ok in neighbours.get(k, ())):
                         continue
                     key = (max(others, cycles[k][j], total - dram[k][choice[k]] + dram[k][j]),
@@ -319,18 +360,24 @@ class _EpochSolver:
         after fork-join buffering (`fork_join.buffer_fork_joins`) (0: none). Cutting the epoch there puts the
         join's short path through a DRAM queue, which holds the whole microbatch. Producers in earlier epochs are
         costed at their first candidate."""
-        schedule = self.table.schedule
-        names = schedule[first:last + 1]
-        models = {**self._outside, **{n: self.candidates[n][k].model for n, k in zip(names, choice)}}
-        epoch_of = {n: -1 if i < first else (0 if i <= last else 1) for i, n in enumerate(schedule)}
-        prologue = prologue_choice(self.graph, names, models)
-        models = buffer_fork_joins(self.graph, self.table.coster, names, models, epoch_of, prologue)
+        names = self.table.schedule[first:last + 1]
+        models, epoch_of, prologue = self._epoch_models(first, last, choice)
         timing = self.table.coster.cost(names, models, epoch_of, prologue).epochs[0]
         own = pace(timing)
         for offset, op in enumerate(timing.ops):
             if offset and op.limiter == "fork_join" and op.limiter_cycles > STALL * own:
                 return offset
         return 0
+
+    def _epoch_models(self, first: int, last: int, choice: list[int]) -> tuple[dict, dict, dict]:
+        """(models, epoch of each op: -1 before, 0 in, 1 after, prologue choice) of epoch first..last under the
+        choice, after fork-join buffering; ops outside it at their first candidate."""
+        schedule = self.table.schedule
+        names = schedule[first:last + 1]
+        models = {**self._outside, **{n: self.candidates[n][k].model for n, k in zip(names, choice)}}
+        epoch_of = {n: -1 if i < first else (0 if i <= last else 1) for i, n in enumerate(schedule)}
+        prologue = prologue_choice(self.graph, names, models)
+        return buffer_fork_joins(self.graph, self.table.coster, names, models, epoch_of, prologue), epoch_of, prologue
 
     def _compatible_choice(self, names: list[str], cycles: list[list[float]], hint: tuple,
                            edges: list) -> list[int] | int:
@@ -355,7 +402,8 @@ class _EpochSolver:
         k = 0
         while k < len(names):
             cands = self.candidates[names[k]]
-            allowed = [j for j, c in enumerate(cands) if k not in pinned or not c.model.t_stream]
+            allowed = [j for j, c in enumerate(cands) if (k not in pinned or not c.model.t_stream) and
+                       (names[k], j) not in self._banned]
             ok = [j for j in allowed if all(compatible(choice[p], j) for p, compatible in preds.get(k, ()))]
             if ok:
                 if choice[k] not in ok:
@@ -391,11 +439,13 @@ class _EpochSolver:
 
     def _compatible(self, producer: str, consumer: str, index: int) -> Callable[[int, int], bool]:
         """compatible(producer's candidate, consumer's candidate) for operand `index` of `consumer` in one epoch
-        (`streaming.edge_problem`, memoised per pair of streamings)."""
+        (`streaming.edge_problem`, memoised per pair of streamings), unless a stream overuse ruled the pair out."""
         streams_p = [c.model.t_stream for c in self.candidates[producer]]
         streams_c = [c.model.t_stream for c in self.candidates[consumer]]
 
         def compatible(kp: int, kc: int) -> bool:
+            if (producer, kp, consumer, kc) in self._forbidden:
+                return False
             key = (consumer, index, streams_p[kp], streams_c[kc])
             if key not in self._edge_ok:
                 self._edge_ok[key] = edge_problem(self.graph, consumer, index, *key[2:]) is None

@@ -2,7 +2,8 @@
 names: "default" or "CP-SAT" (`planner.py`: the segment split, CP-SAT per epoch, never worse than the greedy
 plan, with lower bounds), "Greedy" or the legacy "NLP" (`greedy.py`: a searched common cycle target, first-fit
 placement), "SingleOpPerEpoch" (the greedy plan with every op in an epoch of its own). The legal names are
-`pybuda.config.BALANCER_POLICIES` (the config refuses the other legacy ones when it is made)."""
+`pybuda.config.BALANCER_POLICIES` (the config refuses the other legacy ones when it is made). Every policy keeps
+each core's stream resources within the device's limits, or names the one it cannot (`Placement.check_streams`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -29,9 +30,9 @@ def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int)
     table = CandidateTable(graph, device, config, coster, constraints.grids)
     candidates = {name: table(name) for name in schedule}
     if policy == "CP-SAT":
-        return cpsat_plan(graph, device, schedule, candidates, coster, constraints, microbatch)
+        return cpsat_plan(graph, device, schedule, candidates, coster, constraints, microbatch).check_streams()
     if policy == "SingleOpPerEpoch":
         constraints = dataclasses.replace(constraints, breaks=frozenset(schedule))
     plan = greedy_plan(graph, device, schedule, candidates, coster, constraints)
     plan.bounds = greedy_bounds(schedule, candidates, coster, constraints, microbatch)
-    return plan
+    return plan.check_streams()

@@ -3,7 +3,7 @@ the backend builds for a graph's pipes (`pybuda.arch.movement.core_streams`, on 
 `pybuda.netlist.movement` describes it), each against the device description's limit."""
 from __future__ import annotations
 
-from ...arch.movement import CoreStreams, epoch_streams
+from ...arch.movement import CoreStreams, epoch_streams, overuses
 from ..model import Graph, Op
 from ..movement import fed_queues, moving_op
 from .registry import Context, rule, sized
@@ -19,66 +19,56 @@ def graph_streams(c: Context, g: Graph) -> dict:
     return c.memo(("streams", g.name), compute)
 
 
-def _per_core(c: Context, g: Graph, field: str, limit: int, what: str) -> None:
-    """A violation for every core of the graph whose `field` exceeds `limit`."""
-    for (name, core), usage in sorted(graph_streams(c, g).items()):
-        count = getattr(usage, field)
-        if count > limit and name in g.ops:
-            c.fail(g.ops[name], f"core {list(core)} of op {name} uses {count} {what}; a core has {limit}",
-                   f"<= {limit}", count)
+def _per_core(c: Context, g: Graph, *resources: str) -> None:
+    """A violation for every core of the graph over its limit of one of `resources` (`STREAM_LIMITS`)."""
+    overlay = {name: op.overlay_size or 0 for name, op in g.ops.items()}
+    for overuse in overuses(c.spec, graph_streams(c, g), lambda name: overlay.get(name, 0), resources):
+        if overuse.op in g.ops:
+            c.fail(g.ops[overuse.op], str(overuse), f"<= {overuse.limit}", overuse.count)
 
 
 @rule("streams.multicast", on=Graph, section="§3.2", needs_device=True)
 def streams_multicast(c: Context, g: Graph) -> None:
     """The multicast pipes a core hosts fit its gather/multicast stream IDs (3 on grayskull, 4 on wormhole_b0)."""
-    _per_core(c, g, "multicast", c.spec.gather_multicast_streams, "multicast streams")
+    _per_core(c, g, "multicast")
 
 
 @rule("streams.extra", on=Graph, section="§3.2", needs_device=True)
 def streams_extra(c: Context, g: Graph) -> None:
     """A core's extra streams (forked output buffers, gathers, DRAM reads, pre-TM prologue buffers) fit the 24
     general-purpose stream IDs."""
-    _per_core(c, g, "extra", c.spec.extra_streams, "extra streams")
+    _per_core(c, g, "extra")
 
 
 @rule("streams.dram_readers", on=Graph, section="§3.2", needs_device=True)
 def streams_dram_readers(c: Context, g: Graph) -> None:
     """A core runs at most 8 DRAM-reading streams."""
-    _per_core(c, g, "dram_readers", c.spec.dram_reader_streams, "DRAM reader streams")
+    _per_core(c, g, "dram_readers")
 
 
 @rule("streams.dram_writers", on=Graph, section="§3.2", needs_device=True)
 def streams_dram_writers(c: Context, g: Graph) -> None:
     """A core runs at most 8 DRAM-writing streams."""
-    _per_core(c, g, "dram_writers", c.spec.dram_writer_streams, "DRAM writer streams")
+    _per_core(c, g, "dram_writers")
 
 
 @rule("streams.dram_buffers", on=Graph, section="§6", needs_device=True)
 def streams_dram_buffers(c: Context, g: Graph) -> None:
     """A core reads at most 39 distinct DRAM buffers (the legacy compiler's kMaxDRAMInQueues)."""
-    _per_core(c, g, "dram_buffers", c.spec.dram_input_buffers, "DRAM input buffers")
+    _per_core(c, g, "dram_buffers")
 
 
 @rule("streams.fan_out", on=Graph, section="§6", needs_device=True)
 def streams_fan_out(c: Context, g: Graph) -> None:
     """A producer core feeds at most 16 destinations (pipes; a multicast counts once; kMaxFanOutStreams)."""
-    _per_core(c, g, "fan_out", c.spec.fan_out_streams, "output destinations")
+    _per_core(c, g, "fan_out")
 
 
 @rule("overlay.phases", on=Graph, section="§3.4", needs_device=True)
 def overlay_phases(c: Context, g: Graph) -> None:
     """The stream phases a core consumes and produces each fit half its overlay blob (38 B per phase: 862 with
     the default 64 KiB blob, more with the op's overlay_size)."""
-    for (name, core), usage in sorted(graph_streams(c, g).items()):
-        op = g.ops.get(name)
-        if op is None:
-            continue
-        budget = c.spec.phase_budget(op.overlay_size or 0)
-        for side in ("consumer", "producer"):
-            phases = getattr(usage, f"{side}_phases")
-            if phases > budget:
-                c.fail(op, f"core {list(core)} of op {name} needs {phases} {side} stream phases; its overlay blob "
-                       f"holds {budget}", f"<= {budget}", phases)
+    _per_core(c, g, "consumer_phases", "producer_phases")
 
 
 @rule("streams.consumers", on=Op, when=sized, section="§6", needs_device=True)

@@ -1,0 +1,66 @@
+"""The compiler keeps what the backend builds within its per-core and per-op stream limits: fan-out NOPs for an op
+with more data users than the backend allows (`passes/fan_out.py`), and plans whose cores stay within their
+stream resources (`PlanCoster.overuse`), the netlist validating against the same device description."""
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import torch
+
+import pybuda
+from pybuda.device import get_device
+from pybuda.netlist import check
+from pybuda.verify import pcc
+
+
+class ManyReaders(torch.nn.Module):
+    """One activation read by `n` linear layers (matmuls: not fused), summed."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.first = torch.nn.Linear(64, 64)
+        self.heads = torch.nn.ModuleList(torch.nn.Linear(64, 64) for _ in range(n))
+
+    def forward(self, x):
+        h = self.first(x)
+        out = self.heads[0](h)
+        for head in self.heads[1:]:
+            out = out + head(h)
+        return out
+
+
+def _compile(model, x, tmp_path, device="e150"):
+    return pybuda.compile(model, x, device=device, config=pybuda.CompilerConfig(), output_dir=tmp_path)
+
+
+def test_an_op_with_more_users_than_the_backend_allows_feeds_some_through_a_nop(tmp_path):
+    torch.manual_seed(0)
+    model, x = ManyReaders(10).eval(), torch.randn(2, 32, 64)
+    compiled = _compile(model, x, tmp_path)
+    nl = compiled.netlist
+    users = {name: {o for o, op in g.ops.items() if name in op.inputs} | {q for q, queue in nl.queues.items()
+                                                                          if queue.input == name}
+             for g in nl.graphs.values() for name in g.ops}
+    nops = [n for g in nl.graphs.values() for n, op in g.ops.items() if n.startswith("fanout_") and op.type == "nop"]
+    assert nops, "no fan-out NOP inserted"
+    assert max(map(len, users.values())) <= get_device("e150").op_consumers
+    with torch.no_grad():
+        expected = model(x).numpy()
+    assert pcc(compiled(x).numpy(), expected) >= 0.99
+
+
+def test_plans_stay_within_the_devices_fan_out_limit(tmp_path, monkeypatch):
+    """With a device whose cores feed at most 2 destinations, the plan the default device gets would break the
+    limit; the balancer plans around it and the netlist validates against that device."""
+    torch.manual_seed(0)
+    model, x = ManyReaders(3).eval(), torch.randn(2, 128, 64)
+    tight = dataclasses.replace(get_device("e150"), fan_out_streams=2)
+    plain = _compile(model, x, tmp_path / "plain")
+    assert any(e.rule == "streams.fan_out" for e in check(plain.netlist, device=tight))
+    monkeypatch.setattr(sys.modules["pybuda.compile"], "get_device", lambda name: tight)
+    guarded = _compile(model, x, tmp_path / "guarded")
+    assert check(guarded.netlist, device=tight) == []
+    with torch.no_grad():
+        expected = model(x).numpy()
+    assert pcc(guarded(x).numpy(), expected) >= 0.99
