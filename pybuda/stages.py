@@ -1,16 +1,13 @@
 """The compile pipeline as data: a declared list of named stages over one `CompileState`.
 
-A `Stage` is a function `CompileState -> CompileState` with the graph level it requires and the level it ensures:
-    model       nothing built yet: the framework model and its sample inputs
-    framework   a PyBuda graph: framework (logical) shapes, one sample, no edge TMs
-    buda        the lowered Buda graph: 4-D tile-padded tensors, Buda op types, edge TMs
-    placed      the Buda graph plus the balancer's placement (op models, epochs, grid locations)
-    netlist     the netlist written and validated, its run manifest and arrays built
+A `Stage` is a function `CompileState -> CompileState` with the graph level it requires and the level it ensures
+(`pybuda.levels`: model, framework, buda, placed, netlist, each with the check of its contract).
 After `cpu_fallback` the model is a list of host and device segments (`CompileState.segments`); the stages after it
 work on every device segment, and `graph` is the first device segment's graph.
 `pybuda.compile` runs `STAGES` (or a list given to it) with `run_stages`, which checks that each stage's required
-level is the one the stages before it leave. Adding a stage (autograd, t-streaming, fusion, fork-join) is one
-entry of the list; `compile_depth` names a stage (or a legacy `CompileDepth`, mapped by `Stage.legacy`).
+level is the one the stages before it leave, and that the state each stage leaves meets the contract of the level it
+ensures. Adding a stage (autograd, t-streaming, fusion, fork-join) is one entry of the list; `compile_depth` names a
+stage (or a legacy `CompileDepth`, mapped by `Stage.legacy`).
 """
 from __future__ import annotations
 
@@ -34,6 +31,7 @@ from .errors import InternalError, PyBudaError, UserInputError, UserTypeError
 from .files import safe_file_stem, write_atomically
 from .frontend.pybuda_trace import trace_module
 from .ir import Graph
+from .levels import LEVELS, check_level
 from .module import PyBudaModule
 from .netlist import CompiledNetlistError, Netlist, check, netlist_text
 from .netlist import load as load_netlist
@@ -48,10 +46,6 @@ from .passes.insert_nops import insert_nops
 from .passes.lower import lower
 from .passes.optimize import optimize
 from .passes.t_stream import apply_streaming
-
-LEVELS = ("model", "framework", "buda", "placed", "netlist")
-GRAPH_LEVELS = ("framework", "buda")   # a stage that ensures one of these produces a graph (kept, verified)
-
 
 class StageError(UserInputError):
     """A malformed stage list, or a compile_depth that names no stage of it."""
@@ -113,7 +107,8 @@ class Stage:
 
     @property
     def produces_graph(self) -> bool:
-        return self.ensures in GRAPH_LEVELS or self.edits_graph
+        """A stage that ensures a graph level (framework, buda), or edits the graph: its graph is kept, verified."""
+        return LEVELS[self.ensures].graph or self.edits_graph
 
 
 # --- the stages -------------------------------------------------------------------------------------------------
@@ -158,8 +153,8 @@ def optimize_stage(state: CompileState) -> CompileState:
 
 def autograd_stage(state: CompileState) -> CompileState:
     """Training: the backward ops of the trained parameters, their gradient accumulators and the optimizer's
-    updates (none with `optimizer_on_host`; `passes/autograd.py`; with `enable_recompute`, the forward values the backward ops read computed again
-    there), decomposed like the forward ops; inference: nothing."""
+    updates (none with `optimizer_on_host`; `passes/autograd.py`; with `enable_recompute`, the forward values the
+    backward ops read computed again there), decomposed like the forward ops; inference: nothing."""
     if state.optimizer is None:
         return state
     graph = training_graph(state.graph.copy(), state.optimizer, state.config.compensated_parameter_updates,
@@ -321,8 +316,11 @@ def run_stages(stages: list[Stage] | tuple[Stage, ...], state: CompileState, sto
     """Check the list, then run its stages in order (through `stop_after`), yielding each stage, the state it
     returned and the seconds it took (`on_start(stage name)` is called before each). An error raised by a stage
     keeps its type and gets a note naming the stage and the model (shown with its traceback); an exception that
-    is not a PyBudaError also gets a note asking for a report, since pybuda did not expect it."""
+    is not a PyBudaError also gets a note asking for a report, since pybuda did not expect it. The state given must
+    meet the first stage's required level and the state each stage returns the level it ensures
+    (`pybuda.levels.check_level`, not timed: a ContractError naming the stage otherwise; about 1.5 % of a compile)."""
     check_stages(stages)
+    check_level(stages[0].requires, state, stages[0].name, given=True)
     for stage in stages:
         if on_start is not None:
             on_start(stage.name)
@@ -336,6 +334,8 @@ def run_stages(stages: list[Stage] | tuple[Stage, ...], state: CompileState, sto
             e.add_note(f"raised in compile stage {stage.name!r} of model {state.name!r}; pybuda did not expect it: "
                        f"unless the model's own code raised it, {InternalError.REPORT}")
             raise
-        yield stage, state, time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        check_level(stage.ensures, state, stage.name)
+        yield stage, state, seconds
         if stage.name == stop_after:
             return

@@ -9,6 +9,7 @@ from pybuda.balancer.placer import place
 from pybuda.balancer import BalancerError
 from pybuda.config import CompilerConfig
 from pybuda.device import get_device
+from pybuda.errors import InternalError
 from pybuda.ir import Graph
 from pybuda.ops import add_op, registry
 from pybuda.ops.conv import conv_picker
@@ -142,3 +143,38 @@ def test_large_conv_picker_is_a_sparse_matmul():
     assert len(sparse) == 1 and sparse[0].attrs["sparse"].shape == (49 * 12544, 224 * 224)
     assert sparse[0].attrs["sparse"].nnz < 49 * 12544  # one pixel per tap and output, fewer at the borders
     assert all(n.value.size < 2**20 for n in g.nodes("constant"))
+
+
+def test_op_groups_are_declared_and_hold_the_op_types_they_describe():
+    """The passes and the balancer ask the registry's groups; a group holds op types of the level it concerns."""
+    buda = {n for n in registry.names() if registry.get(n).buda}
+    assert registry.in_group("fusable") <= buda and registry.in_group("streamable") <= buda
+    assert registry.in_group("inner_dim") == {"matmul", "sparse_matmul", "reduce"}
+    for group in ("rearranging", "host_input_tm", "host_output_tm"):
+        assert all(registry.get(n).kind == "tm" for n in registry.in_group(group)), group
+    assert "fused_op" in registry.in_group("streamable") - registry.in_group("fusable")
+    assert registry.belongs("transpose", "host_input_tm") and not registry.belongs("narrow", "host_input_tm")
+    with pytest.raises(InternalError, match="unknown op group 'fuseable'; groups: fusable"):
+        registry.belongs("add", "fuseable")
+    with pytest.raises(InternalError, match="op 'x': unknown group fusible"):
+        registry.OpDef("x", lambda s, a: s[0], lambda v, a: v[0], groups={"fusible"})
+
+
+def test_the_golden_eval_and_the_simulator_share_one_reference_numerics():
+    """gelu_derivative and the packer relu: the registry's eval and the simulator's kernel both call
+    pybuda.arch.numerics, so they agree to float32 rounding."""
+    from types import SimpleNamespace
+
+    from pybuda.backend_sim.kernels.common import packer_relu
+    from pybuda.backend_sim.kernels.eltwise import unary_value
+    from pybuda.netlist import Attributes
+
+    x = RNG.standard_normal((1, 1, 32, 64)).astype(np.float32) * 3
+    for approximate, mode in (("none", False), ("tanh", True)):
+        golden = registry.evaluate("gelu_derivative", [x], {"approximate": approximate})
+        simulated = unary_value("gelu_derivative", Attributes(approximate_mode=mode), x)
+        np.testing.assert_array_equal(golden, simulated)
+    for relu_mode in ("min", "max"):
+        attrs = {"relu_en": True, "relu_threshold": 0.5, "relu_mode": relu_mode}
+        op = SimpleNamespace(name="n", attrs=Attributes(**attrs))   # what the kernel reads of a netlist op
+        np.testing.assert_array_equal(registry.evaluate("nop", [x], attrs), packer_relu(op, x))

@@ -13,6 +13,7 @@ from typing import Callable, Hashable
 
 from ..device import DeviceSpec
 from ..ir import Graph
+from ..ops import registry
 from .op_model import BalancerError, ModelRequest, OpModel, divisors, input_names, legal_op_models, op_dims
 from .plan_cost import PlanCoster
 from .streaming import op_streams, stream_override_error
@@ -119,7 +120,7 @@ def model_request(graph: Graph, name: str, config) -> ModelRequest:
         return ModelRequest()
     node, inputs = graph.node(name), input_names(graph, name)
     if o.u_kt is not None:
-        legal = divisors(op_dims(graph, name)["k"]) if node.op_type in ("matmul", "sparse_matmul", "reduce") else ()
+        legal = divisors(op_dims(graph, name)["k"]) if registry.belongs(node.op_type, "inner_dim") else ()
         if o.u_kt not in legal:
             raise BalancerError(f"override_u_kt({name!r}, {o.u_kt}): " + (
                 f"u_kt must divide the op's inner dimension of {op_dims(graph, name)['k']} tiles; legal: "

@@ -2,33 +2,32 @@
 of them may share an epoch; the TMs themselves are `pybuda.arch.streaming`'s.
 
 An op may stream along rows ("r") or columns ("c") by a factor that, times its grid rows (columns), divides its
-tile rows (columns). Not at all: ops other than eltwise ops, dense matmuls, column reductions and fused ops of
-eltwise sub-ops of one width without internal broadcasts (a fused op holding a matmul or reduce, or narrower
-sub-ops, runs whole rows: the legacy compiler's rule); ops read by a graph output (the host reads the queue as
-it is); sparse matmuls (their lowering already cuts their output into t slices); a row reduce does not stream
-along its reduced dimension. `enable_t_streaming` False: nothing streams; `manual_t_streaming`: only ops with
-`override_t_stream_shape`; `override_t_stream_dir` "n" keeps an op unstreamed, "r"/"c" limits its direction.
+tile rows (columns). Not at all: ops outside the registry's group "streamable" (eltwise ops, dense matmuls, column
+reductions and fused ops; not sparse matmuls: their lowering already cuts their output into t slices); fused ops
+other than of eltwise sub-ops of one width without internal broadcasts (a fused op holding a matmul or reduce, an
+"inner_dim" sub-op, or narrower sub-ops, runs whole rows: the legacy compiler's rule); ops read by a graph output
+(the host reads the queue as it is); a row reduce does not stream along its reduced dimension.
+`enable_t_streaming` False: nothing streams; `manual_t_streaming`: only ops with `override_t_stream_shape`;
+`override_t_stream_dir` "n" keeps an op unstreamed, "r"/"c" limits its direction.
 """
 from __future__ import annotations
 
 from ..arch.streaming import DIRECTIONS, Stream, in_epoch_problem
 from ..ir import Graph
+from ..ops import registry
 from .op_model import BalancerError, fused_roles
-
-STREAMABLE = frozenset({"add", "subtract", "multiply", "maximum", "nop", "exp", "log", "sqrt", "gelu", "reciprocal",
-                        "sigmoid", "tanh", "abs", "square", "power", "sine", "cosine", "lrelu", "gelu_derivative",
-                        "matmul", "reduce", "fused_op"})
 
 
 def direction_problems(graph: Graph, name: str) -> dict[str, str]:
     """Why op `name` cannot stream in each direction ("r", "c"); a direction missing from the result is legal."""
     node = graph.node(name)
     whole = None
-    if node.op_type not in STREAMABLE:
+    if not registry.belongs(node.op_type, "streamable"):
         whole = f"{node.op_type} ops do not stream"
     elif node.op_type == "matmul" and node.attrs.get("accumulate"):
         whole = "a z-accumulating matmul does not stream"
-    elif node.op_type == "fused_op" and any(s.op_type in ("matmul", "reduce") for s in node.attrs["fused"].sub_ops):
+    elif node.op_type == "fused_op" and any(registry.belongs(s.op_type, "inner_dim")
+                                            for s in node.attrs["fused"].sub_ops):
         whole = "a fused op with a matmul or reduce sub-op does not stream (the legacy compiler's rule)"
     elif any(graph.node(u).kind == "output" for u, _ in graph.users(name)):
         whole = "its output goes to the host, which reads the queue unstreamed"
@@ -107,7 +106,8 @@ def stream_override_error(name: str, shape: tuple, rt: int, ct: int, grids: list
                          f"L1); legal factors per grid: {listing or 'none'}")
 
 
-def edge_problem(graph: Graph, consumer: str, index: int, producer_stream: Stream, consumer_stream: Stream) -> str | None:
+def edge_problem(graph: Graph, consumer: str, index: int, producer_stream: Stream,
+                 consumer_stream: Stream) -> str | None:
     """Why operand `index` of `consumer` cannot read its producer (streaming as `producer_stream`) in the same
     epoch when the consumer streams as `consumer_stream` (None: it can)."""
     node = graph.node(consumer)

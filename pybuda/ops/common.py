@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arch.numerics import erf
 from .registry import OpError
 
 
@@ -18,16 +19,6 @@ def norm_dim(dim: int, rank: int) -> int:
     if not -rank <= dim < rank:
         raise OpError(f"dim {dim} out of range for rank {rank}")
     return dim - rank if dim >= 0 else dim
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    """Error function (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7), float64 inside."""
-    x = np.asarray(x, dtype=np.float64)
-    s = np.sign(x)
-    a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    return s * (1.0 - poly * np.exp(-a * a))
 
 
 def gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:

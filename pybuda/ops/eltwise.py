@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import broadcast_shapes, erf, gelu
+from ..arch.numerics import gelu_derivative, packer_relu
+from .common import broadcast_shapes, gelu
 from .registry import OpDef, OpError, register
 
 
@@ -16,14 +17,10 @@ def _bcast(shapes, attrs):
 
 
 def _relu_eval(x, attrs):
-    """Packer relu as the backend's reference model: mode "min" zeroes values <= threshold, mode "max"
-    clamps to [0, threshold]."""
+    """A nop's packer relu (netlist attributes relu_en, relu_threshold, relu_mode), by the backend's reference."""
     if not attrs.get("relu_en"):
         return x
-    thr = float(attrs.get("relu_threshold", 0.0))
-    if attrs.get("relu_mode", "min") == "max":
-        return np.clip(x, 0.0, thr)
-    return np.where(x > thr, x, 0.0)
+    return packer_relu(x, float(attrs.get("relu_threshold", 0.0)), attrs.get("relu_mode", "min"))
 
 
 # f(0) is not finite: zero padding must not reach these ops (inf * 0 = NaN in a later matmul)
@@ -41,18 +38,21 @@ def _lower_unary(buda_type: str, zero_preserving: bool, extra_attrs=None):
     return lower
 
 
+# the groups of an elementwise Buda op: it fuses and t-streams
+_DEVICE_ELTWISE = frozenset({"fusable", "streamable"})
+
 _UNARY = {
-    # name: (numpy fn, buda type, zero-preserving)
-    "exp": (np.exp, "exp", False),
-    "log": (np.log, "log", False),
-    "sqrt": (np.sqrt, "sqrt", True),
-    "reciprocal": (lambda x: 1.0 / x, "reciprocal", False),
-    "sigmoid": (lambda x: 1.0 / (1.0 + np.exp(-x)), "sigmoid", False),
-    "tanh": (np.tanh, "tanh", True),
-    "abs": (np.abs, "abs", True),
-    "square": (np.square, "square", True),
-    "sine": (np.sin, "sine", True),
-    "cosine": (np.cos, "cosine", False),
+    # name: (numpy fn, buda type, zero-preserving, groups besides _DEVICE_ELTWISE)
+    "exp": (np.exp, "exp", False, ()),
+    "log": (np.log, "log", False, ()),
+    "sqrt": (np.sqrt, "sqrt", True, ("sign_keeping",)),
+    "reciprocal": (lambda x: 1.0 / x, "reciprocal", False, ()),
+    "sigmoid": (lambda x: 1.0 / (1.0 + np.exp(-x)), "sigmoid", False, ("bounded",)),
+    "tanh": (np.tanh, "tanh", True, ("bounded",)),
+    "abs": (np.abs, "abs", True, ("nonnegative",)),
+    "square": (np.square, "square", True, ("nonnegative",)),
+    "sine": (np.sin, "sine", True, ()),
+    "cosine": (np.cos, "cosine", False, ()),
 }
 
 # Backward rules (ctx: pybuda.passes.autograd.BackwardContext): d(out)/d(x) times the output's gradient g.
@@ -77,29 +77,27 @@ _UNARY_BACKWARD = {
     "cosine": lambda ctx, i, g: _times(ctx, g, ctx.op("sine", [ctx.operand(0)]), ctx.scalar(-1.0)),
 }
 
-for _name, (_fn, _buda, _zp) in _UNARY.items():
+for _name, (_fn, _buda, _zp, _groups) in _UNARY.items():
     register(OpDef(_name, _same_shape, (lambda fn: lambda v, a: fn(v[0]))(_fn), buda=True, kind="unary",
-                   zero_preserving=_zp, lower=_lower_unary(_buda, _zp), backward=_UNARY_BACKWARD[_name]))
-
-
-def gelu_derivative(x: np.ndarray, approximate: str = "none") -> np.ndarray:
-    """d gelu(x) / dx (exact erf form, or the derivative of the tanh approximation)."""
-    x = np.asarray(x, dtype=np.float64)
-    if approximate == "tanh":
-        k = np.sqrt(2.0 / np.pi)
-        th = np.tanh(k * (x + 0.044715 * x ** 3))
-        return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * k * (1.0 + 3 * 0.044715 * x * x)
-    return 0.5 * (1.0 + erf(x / np.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / np.sqrt(2.0 * np.pi)
+                   zero_preserving=_zp, groups=_DEVICE_ELTWISE | set(_groups), lower=_lower_unary(_buda, _zp),
+                   backward=_UNARY_BACKWARD[_name]))
 
 
 _gelu_mode = lambda a: {"approximate_mode": a.get("approximate", "none") == "tanh"}  # noqa: E731
-register(OpDef("gelu_derivative", _same_shape, lambda v, a: gelu_derivative(v[0], a.get("approximate", "none")),
-               buda=True, kind="unary", lower=_lower_unary("gelu_derivative", False, _gelu_mode)))
+register(OpDef("gelu_derivative", _same_shape,
+               lambda v, a: gelu_derivative(v[0], tanh=a.get("approximate", "none") == "tanh"), buda=True,
+               kind="unary", groups=_DEVICE_ELTWISE, lower=_lower_unary("gelu_derivative", False, _gelu_mode)))
+
+
+def _gelu_backward(ctx, index, grad):
+    """The output's gradient times gelu's derivative (of the same form, exact or tanh)."""
+    derivative = ctx.op("gelu_derivative", [ctx.operand(0)], {"approximate": ctx.attrs.get("approximate", "none")})
+    return _times(ctx, grad, derivative)
+
 
 register(OpDef("gelu", _same_shape, lambda v, a: gelu(v[0], a.get("approximate", "none")), buda=True,
-               kind="unary", zero_preserving=True, lower=_lower_unary("gelu", True, _gelu_mode),
-               backward=lambda ctx, i, g: _times(ctx, g, ctx.op("gelu_derivative", [ctx.operand(0)],
-                                                                {"approximate": ctx.attrs.get("approximate", "none")}))))
+               kind="unary", zero_preserving=True, groups=_DEVICE_ELTWISE, lower=_lower_unary("gelu", True, _gelu_mode),
+               backward=_gelu_backward))
 
 # The device has no compare op: a mask of x > 0 is min(max(x * 2^15, 0), 1), as the legacy compiler lowered
 # comparisons; exact wherever |x| >= 2^-15 (a value closer to 0 gets a fraction of its gradient).
@@ -133,11 +131,11 @@ def _power_backward(ctx, index, grad):
 
 
 register(OpDef("power", _same_shape, lambda v, a: np.power(v[0], float(a.get("exponent", a.get("exp")))), buda=True,
-               kind="unary", lower=_lower_power, backward=_power_backward))
+               kind="unary", groups=_DEVICE_ELTWISE, lower=_lower_power, backward=_power_backward))
 
 # Buda datacopy with optional packer relu (netlist attributes relu_en/relu_threshold/relu_mode).
 register(OpDef("nop", _same_shape, lambda v, a: _relu_eval(v[0], a), buda=True, kind="unary",
-               zero_preserving=True, lower=_lower_unary("nop", True),
+               zero_preserving=True, groups=_DEVICE_ELTWISE, lower=_lower_unary("nop", True),
                backward=lambda ctx, i, g: g if not ctx.attrs.get("relu_en") else _relu_backward(ctx, g,
                                                                                                  _relu_attrs_of(ctx.attrs))))
 
@@ -164,7 +162,7 @@ def _relu_backward(ctx, grad, attrs=None):
 register(OpDef("relu", _same_shape,
                lambda v, a: _relu_eval(v[0], {"relu_en": True, **{k: a[k2] for k, k2 in
                                               (("relu_threshold", "threshold"), ("relu_mode", "mode")) if k2 in a}}),
-               kind="unary", zero_preserving=True, lower=_lower_unary("nop", True, _relu_attrs),
+               kind="unary", zero_preserving=True, groups={"nonnegative"}, lower=_lower_unary("nop", True, _relu_attrs),
                backward=lambda ctx, i, g: _relu_backward(ctx, g)))
 
 
@@ -207,13 +205,14 @@ def _maximum_backward(ctx, index, grad):
 
 _BINARY = {
     "add": (np.add, lambda p, q: p and q, lambda ctx, i, g: g),
-    "subtract": (np.subtract, lambda p, q: p and q, lambda ctx, i, g: g if i == 0 else _times(ctx, g, ctx.scalar(-1.0))),
+    "subtract": (np.subtract, lambda p, q: p and q,
+                 lambda ctx, i, g: g if i == 0 else _times(ctx, g, ctx.scalar(-1.0))),
     "multiply": (np.multiply, lambda p, q: p or q, lambda ctx, i, g: _times(ctx, g, ctx.operand(1 - i))),
     "maximum": (np.maximum, lambda p, q: p and q, _maximum_backward),
 }
 for _name, (_fn, _rule, _bw) in _BINARY.items():
     register(OpDef(_name, _bcast, (lambda fn: lambda v, a: fn(v[0], v[1]))(_fn), arity=(2, 2), buda=True,
-                   kind="binary", lower=_lower_binary(_name, _rule), backward=_bw))
+                   kind="binary", groups=_DEVICE_ELTWISE, lower=_lower_binary(_name, _rule), backward=_bw))
 
 
 def _decompose_divide(ctx):

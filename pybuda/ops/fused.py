@@ -107,4 +107,4 @@ def _shape(shapes, attrs):
 
 
 register(OpDef("fused_op", _shape, lambda values, attrs: run_group(attrs["fused"], values), arity=(1, 64),
-               buda=True, kind="fused"))
+               buda=True, kind="fused", groups={"streamable"}))

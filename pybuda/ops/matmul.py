@@ -50,4 +50,5 @@ def _backward(ctx, index, grad):
     return ctx.op("matmul", [grad, other] if index == 0 else [other, grad])
 
 
-register(OpDef("matmul", _shape, _eval, arity=(2, 3), buda=True, kind="matmul", lower=_lower, backward=_backward))
+register(OpDef("matmul", _shape, _eval, arity=(2, 3), buda=True, kind="matmul",
+               groups={"fusable", "streamable", "inner_dim"}, lower=_lower, backward=_backward))

@@ -49,8 +49,10 @@ def _decompose_log_softmax(ctx):
     ctx.replace(ctx.op("subtract", [xs, ctx.op("log", [s])]))
 
 
-register(OpDef("softmax", _same, _softmax_eval, kind="nn", decompose=_decompose_softmax))
-register(OpDef("log_softmax", _same, _log_softmax_eval, kind="nn", decompose=_decompose_log_softmax))
+register(OpDef("softmax", _same, _softmax_eval, kind="nn", groups={"amp_float16", "bounded"},
+               decompose=_decompose_softmax))
+register(OpDef("log_softmax", _same, _log_softmax_eval, kind="nn", groups={"amp_float16"},
+               decompose=_decompose_log_softmax))
 
 
 def _layernorm_eval(values, attrs):
@@ -82,4 +84,5 @@ def _decompose_layernorm(ctx):
     ctx.replace(y)
 
 
-register(OpDef("layernorm", _same, _layernorm_eval, arity=(1, 3), kind="nn", decompose=_decompose_layernorm))
+register(OpDef("layernorm", _same, _layernorm_eval, arity=(1, 3), kind="nn", groups={"amp_float16"},
+               decompose=_decompose_layernorm))

@@ -95,10 +95,10 @@ def _max_backward(ctx, index, grad):
     return ctx.op("multiply", [_spread(ctx, grad), at_max])
 
 
-register(OpDef("reduce_sum", _shape, _evaluator(np.sum), kind="reduce", decompose=_decompose_keep_dim,
-               lower=_lower_sum_like(False), backward=lambda ctx, i, g: _spread(ctx, g)))
-register(OpDef("reduce_avg", _shape, _evaluator(np.mean), kind="reduce", decompose=_decompose_keep_dim,
-               lower=_lower_sum_like(True), backward=_avg_backward))
+register(OpDef("reduce_sum", _shape, _evaluator(np.sum), kind="reduce", groups={"sign_keeping"},
+               decompose=_decompose_keep_dim, lower=_lower_sum_like(False), backward=lambda ctx, i, g: _spread(ctx, g)))
+register(OpDef("reduce_avg", _shape, _evaluator(np.mean), kind="reduce", groups={"sign_keeping"},
+               decompose=_decompose_keep_dim, lower=_lower_sum_like(True), backward=_avg_backward))
 register(OpDef("reduce_max", _shape, _evaluator(np.max), kind="reduce", decompose=_decompose_keep_dim,
                lower=_lower_max, backward=_max_backward))
 
@@ -127,4 +127,5 @@ def _buda_reduce_eval(values, attrs):
     return out
 
 
-register(OpDef("reduce", _buda_reduce_shape, _buda_reduce_eval, buda=True, kind="reduce"))
+register(OpDef("reduce", _buda_reduce_shape, _buda_reduce_eval, buda=True, kind="reduce",
+               groups={"fusable", "streamable", "inner_dim"}))

@@ -62,4 +62,5 @@ def _backward(ctx, index, grad):
     return ctx.op("sparse_matmul", [grad], {"sparse": ctx.attrs["sparse"].transposed()})
 
 
-register(OpDef("sparse_matmul", _shape, _eval, buda=True, kind="matmul", lower=_lower, backward=_backward))
+register(OpDef("sparse_matmul", _shape, _eval, buda=True, kind="matmul", groups={"inner_dim"}, lower=_lower,
+               backward=_backward))

@@ -24,6 +24,10 @@ def to4d(shape: tuple) -> tuple:
 
 # ---- transpose / permute --------------------------------------------------------------------------
 
+# the groups of a layout view: a reshape, transpose or permute moves values only, the host applies it to a model
+# input or output, and it keeps the sign of what it reads
+_LAYOUT = frozenset({"rearranging", "host_input_tm", "host_output_tm", "sign_keeping"})
+
 def _transpose_shape(shapes, attrs):
     s = list(shapes[0])
     d0, d1 = norm_dim(int(attrs["dim0"]), len(s)), norm_dim(int(attrs["dim1"]), len(s))
@@ -48,7 +52,7 @@ def inverse_backward(ctx, index, grad):
 
 
 register(OpDef("transpose", _transpose_shape, lambda v, a: np.swapaxes(v[0], int(a["dim0"]), int(a["dim1"])),
-               kind="tm", tm=True, lower=_lower_transpose, backward=inverse_backward,
+               kind="tm", groups=_LAYOUT, lower=_lower_transpose, backward=inverse_backward,
                inverse=lambda a, src, out: (("transpose", {"dim0": a["dim0"], "dim1": a["dim1"]}),)))
 
 
@@ -69,7 +73,7 @@ def _lower_permute(ctx):
 
 
 register(OpDef("permute", _permute_shape, lambda v, a: np.transpose(v[0], [int(i) for i in a["axes"]]),
-               kind="tm", tm=True, lower=_lower_permute, backward=inverse_backward,
+               kind="tm", groups=_LAYOUT, lower=_lower_permute, backward=inverse_backward,
                inverse=lambda a, src, out: (("permute", {"axes": [int(i) for i in np.argsort(
                    [int(k) % len(src) for k in a["axes"]])]}),)))
 
@@ -156,7 +160,7 @@ def _lower_flatten_rows(ctx, x, out):
 
 
 register(OpDef("reshape", _reshape_shape, lambda v, a: v[0].reshape(_reshape_shape([v[0].shape], a)),
-               kind="tm", tm=True, lower=lambda ctx: _lower_as_reshape(ctx, ctx.operands[0]),
+               kind="tm", groups=_LAYOUT, lower=lambda ctx: _lower_as_reshape(ctx, ctx.operands[0]),
                backward=inverse_backward, inverse=lambda a, src, out: (("reshape", {"shape": list(src)}),)))
 
 
@@ -231,7 +235,7 @@ def _stack_backward(kind):
 
 
 for _k in ("hslice", "hstack", "vslice", "vstack"):
-    register(OpDef(_k, _stack_shape(_k), _stack_eval(_k), kind="tm", tm=True, lower=_stack_lower(_k),
+    register(OpDef(_k, _stack_shape(_k), _stack_eval(_k), kind="tm", groups={"rearranging"}, lower=_stack_lower(_k),
                    backward=_stack_backward(_k)))
 
 
@@ -266,7 +270,8 @@ def _pad_inverse(attrs, src: tuple, out: tuple) -> tuple:
     return tuple(("narrow", {"dim": d, "start": 0, "length": n}) for d, (n, m) in enumerate(zip(src, out)) if n != m)
 
 
-register(OpDef("pad", _pad_shape, _pad_eval, kind="tm", tm=True, lower=_lower_pad, backward=inverse_backward,
+register(OpDef("pad", _pad_shape, _pad_eval, kind="tm", groups={"host_input_tm"}, lower=_lower_pad,
+               backward=inverse_backward,
                inverse=_pad_inverse))
 
 
@@ -345,7 +350,8 @@ def _narrow_backward(ctx, index, grad):
     return parts[0] if len(parts) == 1 else ctx.op("concatenate", parts, {"dim": d})
 
 
-register(OpDef("narrow", _narrow_shape, _narrow_eval, kind="tm", tm=True, lower=_lower_narrow,
+register(OpDef("narrow", _narrow_shape, _narrow_eval, kind="tm", groups={"rearranging", "host_output_tm"},
+               lower=_lower_narrow,
                backward=_narrow_backward))
 
 
@@ -358,7 +364,7 @@ def _lower_fill_padding(ctx):
 
 
 # Logically the identity; on device it writes `value` into the tile padding along `dim`.
-register(OpDef("fill_padding", lambda s, a: s[0], lambda v, a: v[0], kind="tm", tm=True, lower=_lower_fill_padding,
+register(OpDef("fill_padding", lambda s, a: s[0], lambda v, a: v[0], kind="tm", lower=_lower_fill_padding,
                backward=lambda ctx, i, g: g))
 
 
@@ -372,6 +378,6 @@ def _broadcast_shape(shapes, attrs):
 
 
 register(OpDef("broadcast", _broadcast_shape, lambda v, a: np.broadcast_to(v[0], tuple(a["shape"])).copy(),
-               kind="tm", tm=True,
+               kind="tm", groups={"sign_keeping"},
                lower=lambda ctx: ctx.relabel(ctx.broadcast_to(ctx.operands[0], ctx.node.shape), ctx.node.shape),
                backward=lambda ctx, i, g: g))  # autograd sums the gradient over the broadcast dims

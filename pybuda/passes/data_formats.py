@@ -12,6 +12,7 @@ import re
 from ..dataformat import DataFormat, MathFidelity
 from ..errors import UserInputError
 from ..ir import Graph, epoch_types, gradient_ops
+from ..ops import registry
 
 BFP_ACC_FORBIDDEN = (DataFormat.Bfp2, DataFormat.Bfp2_b, DataFormat.Bfp4, DataFormat.Bfp4_b)
 
@@ -44,9 +45,10 @@ def _amp(bgraph: Graph, level: int) -> None:
         raise UserInputError(f"amp_level={level} is not defined; legal: 0 (off), 1 (mixed B formats), 2 (mixed A "
                              "formats)")
     low, high = (DataFormat.Bfp8_b, DataFormat.Float16_b) if level == 1 else (DataFormat.Bfp8, DataFormat.Float16)
+    kept_high = registry.in_group("amp_float16")
     for node in bgraph.nodes("op"):
         origin = node.framework_op_type
-        if origin in ("softmax", "layernorm", "log_softmax"):
+        if origin in kept_high:
             _set(node, out=high, acc=high)
         elif node.op_type == "matmul" and origin == "matmul":
             _set(node, out=low, acc=high, fidelity=MathFidelity.HiFi2)
@@ -102,7 +104,7 @@ def _legalize(bgraph: Graph, arch: str) -> None:
         if arch == "grayskull" and acc in (DataFormat.Float32, DataFormat.Int32):
             raise UserInputError(f"op {node.name!r}: accumulate format {acc.value} is not supported on grayskull (no "
                                  "32-bit dest); legal: Float16, Float16_b")
-        if node.op_type in ("matmul", "sparse_matmul"):
+        if registry.get(node.op_type).kind == "matmul":
             if node.intermed_df in BFP_ACC_FORBIDDEN:
                 node.intermed_df = acc
             if acc == DataFormat.Float32:
@@ -127,9 +129,10 @@ def _training_formats(bgraph: Graph, arch: str, config) -> None:
     steps of its rounding step: 2^-7 for a layernorm weight near 1.0 in Float16_b). Grayskull's dest is 16-bit, so
     a Float32 copy would gain little there (the sum is rounded in the dest, as on the hardware; a compensated
     update keeps what it drops in the residual) and double the bytes every forward matmul reads: its parameters
-    keep the default format. Where the dest would be Float16 (5-bit exponent) and a per-step scalar is outside Float16's normal range
-    (Adam's eps, ~1e-8: its second moments, 1 / (sqrt(v) + eps) up to 1e8, need the range), the optimizer's ops
-    accumulate in Float16_b for the 8-bit exponent (range before the 3 bits of mantissa Float16 would add)."""
+    keep the default format. Where the dest would be Float16 (5-bit exponent) and a per-step scalar is outside
+    Float16's normal range (Adam's eps, ~1e-8: its second moments, 1 / (sqrt(v) + eps) up to 1e8, need the
+    range), the optimizer's ops accumulate in Float16_b for the 8-bit exponent (range before the 3 bits of
+    mantissa Float16 would add)."""
     types = epoch_types(bgraph)
     optimizer = [name for name, kind in types.items() if kind == "optimizer"]
     if not optimizer:
@@ -155,7 +158,8 @@ def _training_formats(bgraph: Graph, arch: str, config) -> None:
 def assign_data_formats(bgraph: Graph, config, arch: str) -> Graph:
     """Set `df` on every node and intermediate/accumulate formats and fidelity on every op."""
     df = DataFormat.parse(config.default_df_override) if config.default_df_override else DataFormat.Float16_b
-    acc = DataFormat.parse(config.default_accumulate_df) if config.default_accumulate_df else accumulate_format(df, arch)
+    acc = DataFormat.parse(config.default_accumulate_df) if config.default_accumulate_df else \
+        accumulate_format(df, arch)
     fidelity = MathFidelity.parse(config.default_math_fidelity)
     for node in bgraph.nodes():
         node.df = df

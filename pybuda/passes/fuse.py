@@ -2,10 +2,11 @@
 on one core grid, so an epoch holds fewer ops and their intermediate results stay in the dest register and L1
 instead of crossing the NoC.
 
-Which ops fuse: binary add/subtract/multiply/maximum, SFPU unary ops, nop, the Buda row reduce (`reduce`, dim c)
-and matmuls whose second operand is a constant one tile column wide (row sums and means, the in-tile column
-broadcast); not ops named by `dont_fuse` (only those named by `manual_fuse` when it is given), by a balancer or
-placer override, an epoch or chip break, a schedule constraint, a nop insertion or a queue insertion.
+Which ops fuse: the registry's group "fusable" (binary add/subtract/multiply/maximum, SFPU unary ops, nop, the Buda
+reduce and matmul), a reduce only along c (a row reduce) and a matmul only when its second operand is a constant one
+tile column wide (row sums and means, the in-tile column broadcast); not ops named by `dont_fuse` (only those named
+by `manual_fuse` when it is given), by a balancer or placer override, an epoch or chip break, a schedule
+constraint, a nop insertion or a queue insertion.
 
 How groups grow (in topological order, deterministic): an op joins the group of one of its operands when
 - the edge between them carries no TM;
@@ -20,16 +21,17 @@ How groups grow (in topological order, deterministic): an op joins the group of 
 A group then keeps a single output: the first member (in topological order) read outside the group, with its
 input cone; the members it drops form groups of their own in another round. Groups of one op are dropped.
 
-Schedules (`build_group`): members in topological order; a schedule ends after each matmul or reduce (its result
-is needed whole). A value goes to the dest register when only the next sub-op
-of its schedule reads it, once, without a broadcast (not into a matmul or maximum, not from a relu, maximum or
+Schedules (`build_group`): members in topological order; a schedule ends after each matmul or reduce (an op of the
+registry's group "inner_dim": its result is needed whole). A value goes to the dest register when only the next
+sub-op of its schedule reads it, once, without a broadcast (not into a matmul or maximum, not from a relu, maximum or
 quantisation op; only when the accumulation format is the value's own format; on grayskull only as that sub-op's
 first operand, srcA: operands are never swapped for it, since srcA keeps fewer bits than srcB and a swap would
 change the result), else to an intermediate buffer freed after its last reader (`pop_last`), in the members'
 format. So fusion never changes a value: every value a sub-op hands on is stored in the format its op wrote it in
-unfused, and a fused model computes bit for bit what the unfused one does (`tests/test_fusion.py`). An outside value becomes one fused-op input per
-(value, edge TMs, schedule): each schedule streams its inputs anew, as the legacy compiler does; an outside value
-arriving through a transpose or pad TM cannot (the backend takes neither on a fused op's input).
+unfused, and a fused model computes bit for bit what the unfused one does (`tests/test_fusion.py`). An outside value
+becomes one fused-op input per (value, edge TMs, schedule): each schedule streams its inputs anew, as the legacy
+compiler does; an outside value arriving through a transpose or pad TM cannot (the backend takes neither on a fused
+op's input).
 """
 from __future__ import annotations
 
@@ -37,7 +39,8 @@ import dataclasses
 
 from ..arch.optypes import SFPU_OPS
 from ..errors import InternalError
-from ..ir import Graph, Operand, gradient_ops
+from ..ir import Graph, Node, Operand, gradient_ops
+from ..ops import registry
 from ..ops.fused import DEST, OUTPUT, FusedGroup, Ref, SubOp
 
 FUSED_PREFIX = "_fused_op_"
@@ -45,8 +48,6 @@ MAX_INPUTS = 16
 MAX_QUEUE_INPUTS = 8
 MAX_INPUTS_AND_OUTPUTS = 16     # inputs + outputs < 17
 MAX_INTERMEDIATES = 8
-BINARY = frozenset({"add", "subtract", "multiply", "maximum"})
-UNARY = (SFPU_OPS - {"dropout"}) | {"nop"}
 
 
 class FusionError(InternalError):
@@ -54,20 +55,32 @@ class FusionError(InternalError):
 
 
 def fusable(graph: Graph, name: str) -> bool:
-    """Whether an op may become a fused sub-op (its type and operands; not the config's exclusions)."""
+    """Whether an op may become a fused sub-op (its type and operands; not the config's exclusions): an op of the
+    registry's group "fusable" that meets the rule of its type, if its type has one (`_SUB_OP_RULES`)."""
     node = graph.node(name)
-    if node.op_type in BINARY or node.op_type in UNARY:
-        return True
-    if node.op_type == "reduce":
-        return node.attrs.get("dim") == "c"
-    if node.op_type == "matmul":
-        operands = graph.operands(name)
-        if len(operands) != 2 or node.attrs:
-            return False
-        rhs = operands[1]
-        return (graph.node(rhs.src).kind == "constant" and all(tm[0] == "broadcast" and tm[1] == "z" for tm in rhs.tms)
-                and node.shape[-1] == 32)
-    return False
+    if not registry.belongs(node.op_type, "fusable"):
+        return False
+    rule = _SUB_OP_RULES.get(node.op_type)
+    return rule is None or rule(graph, node)
+
+
+def _row_reduce(graph: Graph, node: Node) -> bool:
+    """A reduce fuses along c only (a row reduce)."""
+    return node.attrs.get("dim") == "c"
+
+
+def _column_matmul(graph: Graph, node: Node) -> bool:
+    """A matmul fuses only by a constant one tile column wide (row sums and means, the in-tile column broadcast)."""
+    operands = graph.operands(node.name)
+    if len(operands) != 2 or node.attrs:
+        return False
+    rhs = operands[1]
+    return (graph.node(rhs.src).kind == "constant" and all(tm[0] == "broadcast" and tm[1] == "z" for tm in rhs.tms)
+            and node.shape[-1] == 32)
+
+
+# what a fusable op of these types must meet besides its type
+_SUB_OP_RULES = {"reduce": _row_reduce, "matmul": _column_matmul}
 
 
 def excluded_ops(config) -> set[str]:
@@ -160,7 +173,7 @@ def _schedules(graph: Graph, members: list[str]) -> dict[str, int]:
     schedule_of: dict[str, int] = {}
     for prev, m in zip([None, *members], members):
         k = 0 if prev is None else schedule_of[prev]
-        schedule_of[m] = k + (prev is not None and graph.node(prev).op_type in ("matmul", "reduce"))
+        schedule_of[m] = k + (prev is not None and registry.belongs(graph.node(prev).op_type, "inner_dim"))
     return schedule_of
 
 
@@ -195,7 +208,7 @@ def _sub_attrs(graph: Graph, name: str) -> dict:
     """A member's attributes as a sub-op: matmuls read their whole inner dimension at once (m_k 1)."""
     node = graph.node(name)
     attrs = dict(node.attrs)
-    if node.op_type in ("matmul", "reduce"):
+    if registry.belongs(node.op_type, "inner_dim"):
         k = graph.operand_shape(graph.operands(name)[0])[-1] // 32
         attrs.update(m_k=1, u_kt=k)
     return attrs

@@ -9,12 +9,10 @@ from ..ir import Graph
 from ..ops import registry
 from ..ops.tm import to4d
 
-_INPUT_TMS = {"reshape", "transpose", "permute", "pad"}
-_OUTPUT_TMS = {"reshape", "transpose", "permute", "narrow"}
-
 
 def hoist_io_transforms(graph: Graph, config=None) -> Graph:
-    """Fold input-side and output-side TM chains into the `host_transforms` of the io nodes."""
+    """Fold input-side and output-side TM chains (of the registry's groups "host_input_tm" and "host_output_tm")
+    into the `host_transforms` of the io nodes."""
     for inp in graph.inputs():
         while True:
             users = graph.users(inp.name)
@@ -22,8 +20,8 @@ def hoist_io_transforms(graph: Graph, config=None) -> Graph:
                 break
             user, _ = users[0]
             node = graph.node(user)
-            if node.kind != "op" or node.op_type not in _INPUT_TMS or graph.operands(user)[0].tms \
-                    or len(graph.operands(user)) != 1:
+            if node.kind != "op" or not registry.belongs(node.op_type, "host_input_tm") \
+                    or graph.operands(user)[0].tms or len(graph.operands(user)) != 1:
                 break
             inp.host_transforms = (*inp.host_transforms, (node.op_type, dict(node.attrs)))
             inp.shape = node.shape
@@ -32,7 +30,7 @@ def hoist_io_transforms(graph: Graph, config=None) -> Graph:
         while out.loopback is None:  # a loopback writes the parameter's own layout on the device
             (operand,) = graph.operands(out.name)
             node = graph.node(operand.src)
-            if operand.tms or node.kind != "op" or node.op_type not in _OUTPUT_TMS \
+            if operand.tms or node.kind != "op" or not registry.belongs(node.op_type, "host_output_tm") \
                     or len(graph.users(node.name)) != 1:
                 break
             out.host_transforms = ((node.op_type, dict(node.attrs)), *out.host_transforms)

@@ -15,8 +15,8 @@ from ..ops.common import norm_dim
 from .rewrite import ANY, Pattern, fixpoint, rewrite
 from .simplify import consteval, is_const_like, simplify
 
-# TMs that commute with an elementwise unary op (pad and fill_padding do not: they write values).
-_COMMUTING_TMS = {"reshape", "transpose", "permute", "narrow", "hslice", "hstack", "vslice", "vstack"}
+# TMs that commute with an elementwise op (pad and fill_padding do not: they write values)
+_COMMUTING_TMS = registry.in_group("rearranging")
 _PERMUTES = ("transpose", "permute")
 
 

@@ -63,22 +63,20 @@ def fold_trained_view(graph: Graph, node: Node) -> bool:
     return True
 
 
-_SIGN_KEEPING = ("reshape", "broadcast", "transpose", "permute", "reduce_avg", "reduce_sum", "sqrt")
-
-
 def _sign(graph: Graph, name: str) -> str | None:
     """"positive" (every element >= some c > 0), "nonnegative", or None (unknown) for a value: constants by their
-    values; x*x, square, abs and relu are nonnegative; positive + nonnegative is positive; TMs, sums, means and
-    square roots keep the sign (the sum of an RMS norm: mean(x*x) + eps)."""
+    values; x*x and the registry's group "nonnegative" (square, abs, relu) are nonnegative; positive + nonnegative is
+    positive; its group "sign_keeping" (TMs, sums, means, square roots) keep the sign (the sum of an RMS norm:
+    mean(x*x) + eps)."""
     node = graph.node(name)
     if node.kind in ("parameter", "constant"):
         return "positive" if np.all(node.value > 0) else "nonnegative" if np.all(node.value >= 0) else None
     if node.kind != "op":
         return None
     srcs = [o.src for o in graph.operands(name)]
-    if node.op_type in ("square", "abs", "relu") or (node.op_type == "multiply" and srcs[0] == srcs[1]):
+    if registry.belongs(node.op_type, "nonnegative") or (node.op_type == "multiply" and srcs[0] == srcs[1]):
         return "nonnegative"
-    if node.op_type in _SIGN_KEEPING:
+    if registry.belongs(node.op_type, "sign_keeping"):
         return _sign(graph, srcs[0])
     if node.op_type == "add":
         signs = {_sign(graph, s) for s in srcs}
@@ -97,8 +95,8 @@ def _may_overflow(graph: Graph, node: Node) -> bool:
 
 def _finite(graph: Graph, name: str, memo: dict[str, bool]) -> bool:
     """Whether a value can hold no inf/nan: computed from finite inputs, parameters and constants without log or
-    division by a value that may be zero (softmax, sigmoid and tanh are finite whatever they read). `memo` holds
-    the answers for other nodes."""
+    division by a value that may be zero (the registry's group "bounded", softmax, sigmoid and tanh, are finite
+    whatever they read). `memo` holds the answers for other nodes."""
     stack = [name]
     while stack:
         node = graph.node(stack[-1])
@@ -106,7 +104,7 @@ def _finite(graph: Graph, name: str, memo: dict[str, bool]) -> bool:
             pass
         elif node.kind in ("parameter", "constant"):
             memo[node.name] = bool(np.isfinite(node.value).all())
-        elif node.kind == "input" or node.op_type in ("softmax", "sigmoid", "tanh"):
+        elif node.kind == "input" or registry.belongs(node.op_type, "bounded"):
             memo[node.name] = True
         elif _may_overflow(graph, node):
             memo[node.name] = False

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pybuda.arch import numerics
 from pybuda.dataformat import DataFormat
 from pybuda.netlist import Op
 
@@ -43,17 +44,15 @@ def expect_inputs(op: Op, ins: list, n: int | tuple[int, ...]) -> None:
 
 
 def packer_relu(op: Op, y: np.ndarray) -> np.ndarray:
-    """Packer ReLU (`relu_en`, `relu_threshold`, `relu_mode`), as in the backend's golden model."""
+    """Packer ReLU (`relu_en`, `relu_threshold`, `relu_mode`), by the backend's reference
+    (`pybuda.arch.numerics.packer_relu`)."""
     a = op.attrs
     if not a.relu_en:
         return y
-    threshold = 0.0 if a.relu_threshold is None else float(a.relu_threshold)
     mode = a.relu_mode or "min"
-    if mode == "min":
-        return np.where(y > threshold, y, 0.0).astype(y.dtype)
-    if mode == "max":
-        return np.clip(y, 0.0, threshold).astype(y.dtype)
-    raise SimulatorError(f"op {op.name!r}: relu_mode must be min or max, got {mode!r}")
+    if mode not in numerics.RELU_MODES:
+        raise SimulatorError(f"op {op.name!r}: relu_mode must be min or max, got {mode!r}")
+    return numerics.packer_relu(y, 0.0 if a.relu_threshold is None else float(a.relu_threshold), mode)
 
 
 def clear_outside_tile(x: np.ndarray, tile_dim: tuple[int, int]) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from pybuda.arch import numerics
 from pybuda.arch import optypes as arch_ops
 from pybuda.netlist import Attributes, Op
 
@@ -14,10 +15,8 @@ from .common import expect_inputs, input_formats, int_math, src
 # op types each kernel runs (pybuda.arch.optypes; the quantization ops are not simulated numerically)
 BINARY_OPS = tuple(sorted(arch_ops.BINARY_OPS - arch_ops.QUANTIZATION_OPS))
 SFPU_OPS = tuple(sorted(arch_ops.SFPU_OPS))
-DATACOPY_OPS = tuple(sorted(n for n in arch_ops.OP_TYPES if arch_ops.family_of(n) in ("datacopy", "ethernet", "tilizer")))
-
-_SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
-_INV_SQRT_2PI = float(1.0 / np.sqrt(2.0 * np.pi))
+DATACOPY_OPS = tuple(sorted(n for n in arch_ops.OP_TYPES
+                            if arch_ops.family_of(n) in ("datacopy", "ethernet", "tilizer")))
 
 
 def binary(op: Op, ins: list[np.ndarray]) -> np.ndarray:
@@ -47,19 +46,11 @@ def sfpu(op: Op, ins: list[np.ndarray]) -> np.ndarray:
     return quantize(unary_value(op.type, op.attrs, ins[0], op.name), op.effective_acc_df)
 
 
-def _gelu_derivative(x: torch.Tensor, approx: bool) -> torch.Tensor:
-    if approx:
-        th = torch.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x ** 3))
-        return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
-    return 0.5 * (1.0 + torch.erf(x * float(np.sqrt(0.5)))) + x * torch.exp(-0.5 * x * x) * _INV_SQRT_2PI
-
-
 _TORCH_UNARY = {
     "exp": lambda x, approx: torch.exp(x),
     "log": lambda x, approx: torch.log(x),
     "sqrt": lambda x, approx: torch.sqrt(x),
     "gelu": lambda x, approx: torch.nn.functional.gelu(x, approximate="tanh" if approx else "none"),
-    "gelu_derivative": _gelu_derivative,
     "reciprocal": lambda x, approx: torch.reciprocal(x),
     "sigmoid": lambda x, approx: torch.sigmoid(x),
     "tanh": lambda x, approx: torch.tanh(x),
@@ -70,8 +61,8 @@ _TORCH_UNARY = {
 
 
 def unary_value(kind: str, attrs: Attributes, x: np.ndarray, name: str = "") -> np.ndarray:
-    """Value of an SFPU function in float32 (torch's vectorised, multi-threaded kernels; approximate_mode selects
-    the tanh forms of gelu / gelu_derivative)."""
+    """Value of an SFPU function in float32 (torch's vectorised, multi-threaded kernels; gelu_derivative by the
+    backend's reference, `pybuda.arch.numerics`; approximate_mode selects the tanh forms of gelu / gelu_derivative)."""
     with np.errstate(all="ignore"):
         if kind in ("nop", "datacopy", "ethernet_datacopy", "tilizer", "dropout"):  # dropout: identity (inference)
             return np.asarray(x, dtype=np.float32)
@@ -80,6 +71,8 @@ def unary_value(kind: str, attrs: Attributes, x: np.ndarray, name: str = "") -> 
         if kind == "lrelu":
             slope = 0.01 if attrs.slope is None else float(attrs.slope)
             return np.where(x > 0, x, x * np.float32(slope)).astype(np.float32)
+        if kind == "gelu_derivative":
+            return numerics.gelu_derivative(x, tanh=bool(attrs.approximate_mode)).astype(np.float32)
         if kind == "power":
             if attrs.exp is None:
                 raise SimulatorError(f"op {name!r} (power) needs attribute exp")
