@@ -783,6 +783,12 @@ class CompilerConfig:
             "`NLP` search a common cycle target and place first-fit; `SingleOpPerEpoch` puts each op in an epoch of "
             "its own",
         env=(EnvValue("PYBUDA_BALANCER_POLICY_TYPE"),))
+    balancer_export_models: str | None = option(
+        None, doc="Debugging: a directory the CP-SAT policy writes every epoch model it solves to, before solving it "
+                  "(`<k>_<first op>.pb.txt`, text protobuf, k counting the models of the compile from 0); "
+                  "`pybuda.balancer.epoch_solver.replay(path)` solves one again with the balancer's parameters "
+                  "(docs/balancer.md)",
+        env=(EnvValue("PYBUDA_BALANCER_EXPORT_MODELS"),))
     scheduler_policy: str = option(
         "ModuleInputsBFS", doc="Scheduler policy", choices=SCHEDULER_POLICIES,
         env=(EnvValue("PYBUDA_SCHEDULER_POLICY"),), effective=False)

@@ -41,7 +41,7 @@ from .passes.data_formats import assign_data_formats
 from .passes.decompose import decompose
 from .passes.fuse import fuse
 from .passes.host_io import hoist_io_transforms
-from .passes.fan_out import split_fan_out
+from .passes.fan_out import over_limit, split_fan_out
 from .passes.insert_nops import insert_nops
 from .passes.lower import lower
 from .passes.optimize import optimize
@@ -208,6 +208,8 @@ def insert_nops_stage(state: CompileState) -> CompileState:
     """The NOPs `insert_nop` / `insert_buffering_nop` ask for on edges of the Buda graph (`passes/insert_nops.py`),
     then fan-out NOPs where an op feeds more data users than the backend allows (`passes/fan_out.py`)."""
     limit = state.device.op_consumers
+    if not state.config.buffering_nops_to_insert and not any(over_limit(g, limit) for g in state.device_graphs()):
+        return state
     return _on_device(state, lambda g: split_fan_out(insert_nops(g.copy(), state.config), limit))
 
 

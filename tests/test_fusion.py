@@ -3,6 +3,8 @@ for the stated reason, schedules, dest and intermediate routing, the config swit
 deduplication), the cost of a fused op and its numerics."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -293,7 +295,10 @@ def test_a_fused_op_costs_its_sub_ops(tmp_path):
     perf = next(p for e in compiled.perf.epochs for p in e.ops if p.name == op.name)
     steps = nl.fused_op_of(op).steps(op)
     alone = [kernel_cycles("grayskull", s.op, op.out_df, op.math_fidelity) for s in steps]
-    assert len(steps) >= 2 and perf.kernel_cycles >= max(alone)
+    moves = [kernel_cycles("grayskull", dataclasses.replace(s.op, type="nop"), op.out_df, op.math_fidelity)
+             for s in steps if s.reads_dest or s.writes_dest]
+    # no more than its sub-ops as ops of their own, no less than them without the datacopies dest saves
+    assert len(steps) >= 2 and moves and sum(alone) - sum(moves) <= perf.kernel_cycles < sum(alone)
 
 
 @pytest.mark.parametrize("df, acc, dest", [("Float16_b", "Float16_b", True), ("Bfp8_b", "Float16_b", False),

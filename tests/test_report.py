@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+from html import unescape
 import shutil
 import subprocess
 from pathlib import Path
@@ -77,6 +78,28 @@ def test_cli_report_of_a_legacy_netlist(tmp_path):
     status = main(["report", str(tmp_path / "missing.yaml"), "-o", str(tmp_path / "m.html")],
                   console=Console(file=buf, width=200, color_system=None))
     assert status == 1 and "missing.yaml" in buf.getvalue() and not (tmp_path / "m.html").exists()
+
+
+def test_a_noc_link_that_limits_an_epoch_is_drawn_on_its_grid():
+    """ResNet-50's calibration netlist (n150): epoch 3's slowest op, add_155, is limited by the NOC0 link from core
+    0,2 to core 0,3; the report names it and draws it between those cells."""
+    from pybuda.report import from_file
+    from pybuda.report.render import CELL
+    from pybuda.tools.shared import CALIBRATION_NETLISTS
+    path = CALIBRATION_NETLISTS / "perf_lib__graph_tests__wormhole_b0__inference__resnet50_hifi3_fp16b.yaml"
+    if not path.is_file():
+        pytest.skip("netlist corpus not available")
+    data = from_file(path)
+    epoch = data.parts[0].epochs[3]
+    assert (epoch.slowest_op, epoch.link.label, epoch.link.src, epoch.link.dst) == \
+        ("add_155", "noc0 0,2 -> 0,3", (0, 2), (0, 3))
+    html = unescape(render(data))
+    assert "epoch 3 (" in html and "limited by noc_link noc0 0,2 -> 0,3" in html
+    group = re.search(r'<g class="noc-link" data-link="noc0 0,2 -> 0,3">(.*?)</g>', html, re.S).group(1)
+    line = re.search(r'<line class="noc-link" x1="([\d.]+)" y1="([\d.]+)" x2="([\d.]+)" y2="([\d.]+)"/>', group)
+    centre = [c * CELL + CELL / 2 + 1 for c in (2, 0, 3, 0)]     # cells (row 0, column 2) and (row 0, column 3)
+    assert list(map(float, line.groups())) == centre
+    assert group.count("<circle") == 2
 
 
 @needs_chromium

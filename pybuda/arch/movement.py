@@ -395,6 +395,14 @@ def describe_link(device: DeviceSpec, link: tuple) -> str:
     return f"{role} {link[1]}[{link[2][0]},{link[2][1]}]"
 
 
+def link_ends(device: DeviceSpec, link: tuple) -> tuple:
+    """(from, to) worker cores (row, col) of a routed link or NIU (`pybuda.arch.noc.ends`); (None, None) for the NIU
+    of an unplaced op core or of a DRAM channel."""
+    if link[0] == "link" or isinstance(link[1], int):
+        return noc.ends(device, link)
+    return None, None
+
+
 # --- per-core stream resources ------------------------------------------------------------------------------------
 
 @dataclasses.dataclass

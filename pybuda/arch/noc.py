@@ -83,6 +83,26 @@ def multicast_links(device: DeviceSpec, src: tuple, dsts: list, noc: int) -> tup
     return tuple(links)
 
 
+def _worker(device: DeviceSpec, x: int, y: int) -> tuple | None:
+    """The logical (row, col) of the worker core at NoC (x, y), or None for another node."""
+    if x in device.noc_worker_x and y in device.noc_worker_y:
+        return device.noc_worker_y.index(y), device.noc_worker_x.index(x)
+    return None
+
+
+def ends(device: DeviceSpec, link: tuple) -> tuple:
+    """(from, to) of a link as logical worker cores (row, col), None for a node that is not a worker core; an
+    NIU has one end: its core sends (out) or receives (in)."""
+    kind, x, y = link[0], link[2], link[3]
+    if kind == "out":
+        return _worker(device, x, y), None
+    if kind == "in":
+        return None, _worker(device, x, y)
+    w, h = device.noc_size
+    nx, ny = {"e": ((x + 1) % w, y), "s": (x, (y + 1) % h), "n": (x, (y - 1) % h), "w": ((x - 1) % w, y)}[link[4]]
+    return _worker(device, x, y), _worker(device, nx, ny)
+
+
 def describe(device: DeviceSpec, link: tuple) -> str:
     """A link as a report names it: worker cores by their logical (row, col), other nodes by NoC (x, y)."""
     rows = {y: r for r, y in enumerate(device.noc_worker_y)}

@@ -33,7 +33,7 @@ import math
 from typing import Iterable, Sequence
 
 from ..device import DeviceSpec
-from .movement import MovingOp, describe_link, epoch_pipes, link_cycles, link_loads
+from .movement import MovingOp, describe_link, epoch_pipes, link_cycles, link_ends, link_loads
 
 LINKS = ("dram", "pcie")
 LIMITERS = ("kernel", "noc_link", "dram_in", "pcie_in", "dram_out", "pcie_out", "dram_channel", "ethernet",
@@ -95,6 +95,7 @@ class OpTiming:
     fork: str = ""
     short_input: str = ""
     link: str = ""          # the busiest NoC link or NIU of the op's pipes
+    link_ends: tuple = ()   # its (from, to) worker cores (row, col), None where it is not at a worker core
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,9 +170,9 @@ def ethernet_cycles(device: DeviceSpec, loads: Sequence[OpLoad], once: bool = Fa
     return total / links if total and links else 0.0   # no chip links (grayskull): not modelled
 
 
-def noc_cycles(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, tuple[float, str]]:
-    """Per op, (cycles per input, link) of the busiest NoC link or NIU its pipes load (`pybuda.arch.movement`:
-    every pipe of the epoch summed per link)."""
+def noc_cycles(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, tuple[float, str, tuple]]:
+    """Per op, (cycles per input, link, its ends) of the busiest NoC link or NIU its pipes load
+    (`pybuda.arch.movement`: every pipe of the epoch summed per link)."""
     ops = [load.moving for load in loads if load.moving is not None]
     if not ops:
         return {}
@@ -179,7 +180,8 @@ def noc_cycles(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, tuple[f
     out = {}
     for name, links in touched.items():
         cycles, link = link_cycles(device, totals, links)
-        out[name] = (cycles, describe_link(device, link) if link is not None else "")
+        out[name] = (cycles, *((describe_link(device, link), link_ends(device, link)) if link is not None
+                               else ("", ())))
     return out
 
 
@@ -222,9 +224,9 @@ def op_timing(load: OpLoad, links: EpochLinks) -> OpTiming:
     once_bytes = {"in": 0, "out": 0}
     once_channel = {"in": 0.0, "out": 0.0}
     host_prologue = 0.0
-    link = ""
+    link, ends = "", ()
     if load.name in links.noc:
-        terms["noc_link"], link = links.noc[load.name]
+        terms["noc_link"], link, ends = links.noc[load.name]
     for direction, transfers in (("in", load.reads), ("out", load.writes)):
         for t in transfers:
             host = _host_read(t, direction)
@@ -254,7 +256,8 @@ def op_timing(load: OpLoad, links: EpochLinks) -> OpTiming:
     return OpTiming(name=load.name, kernel_cycles=load.kernel_cycles, terms=terms, limiter=limiter,
                     limiter_cycles=terms[limiter], bw_cycles=bw, prologue_cycles=once_cycles["in"],
                     prologue_bytes=once_bytes["in"], epilogue_cycles=once_cycles["out"],
-                    epilogue_bytes=once_bytes["out"], link=link if limiter == "noc_link" else "")
+                    epilogue_bytes=once_bytes["out"], link=link if limiter == "noc_link" else "",
+                    link_ends=ends if limiter == "noc_link" else ())
 
 
 def epoch_timing(device: DeviceSpec, loads: Sequence[OpLoad], input_count: int) -> EpochTiming:

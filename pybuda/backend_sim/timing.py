@@ -72,6 +72,7 @@ class OpPerf:
     attributes: dict = dataclasses.field(default_factory=dict)
     fork: str = ""          # the fork whose fork-join stalls this op (limiter "fork_join")
     link: str = ""          # the busiest NoC link or NIU of its pipes (limiter "noc_link")
+    link_ends: tuple = ()   # its (from, to) worker cores (row, col), None where it is not at a worker core
 
 
 @dataclasses.dataclass
@@ -413,7 +414,8 @@ def _epoch_perf(nl: nm.Netlist, graphs: list[nm.Graph], settings: Mapping[str, M
             ublock=tuple(op.ublock), m_k=op.geometry.m_k, u_kt=op.geometry.u_kt,
             inputs=[_input_info(nl, op, k, flag(src, "prologue")) for k, src in enumerate(op.inputs)],
             output=_output_info(nl, op, written.get(op.name, []), op.name in read_in_graph),
-            attributes=dict(op.attrs.items()), fork=t.fork, link=t.link))
+            attributes=dict(op.attrs.items()), fork=t.fork, link=t.link,
+            link_ends=t.link_ends))
     epoch_cycles = timing.epoch_cycles
     return EpochPerf(
         index=index, graph=name, input_count=input_count, executions=executions,

@@ -4,6 +4,7 @@ placement, its exact cost and the first per-core stream resource it overuses, if
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from ..arch.movement import Overuse
 from ..arch.perf import EpochTiming
@@ -88,7 +89,7 @@ class Constraints:
     in schedule order, of each `set_epoch_break` entry starts an epoch), the DRAM placement algorithm, the
     queues pinned to a DRAM channel (and the chips named for them), the ops a balancer override names (their
     candidates are their own) and the chip of every op (`chips.chip_assignment`: `set_chip_break` entries start
-    a new chip, and an epoch)."""
+    a new chip, and an epoch) and where the CP-SAT policy exports its epoch models (`balancer_export_models`)."""
 
     grids: dict
     starts: dict
@@ -99,6 +100,7 @@ class Constraints:
     overridden: frozenset = frozenset()
     chips: dict = dataclasses.field(default_factory=dict)
     dram_chips: dict = dataclasses.field(default_factory=dict)
+    export_models: Path | None = None    # where the CP-SAT policy writes its epoch models (debugging)
 
     @classmethod
     def from_config(cls, config, schedule: list[str], device: DeviceSpec) -> "Constraints":
@@ -116,8 +118,9 @@ class Constraints:
         algorithm = getattr(config.dram_placement_algorithm, "value", config.dram_placement_algorithm)
         pinned = {q: o.channel for q, o in config.manual_dram_queue_placement.items() if o.channel is not None}
         pinned_chips = {q: o.chip_id for q, o in config.manual_dram_queue_placement.items() if o.chip_id is not None}
+        export = Path(config.balancer_export_models) if config.balancer_export_models else None
         return cls(grids, starts, frozenset(transposed), frozenset(breaks), algorithm, pinned,
-                   frozenset(config.balancer_op_overrides), chips, pinned_chips)
+                   frozenset(config.balancer_op_overrides), chips, pinned_chips, export)
 
 
 def prologue_choice(graph: Graph, schedule: list[str], models: dict[str, OpModel]) -> dict[str, bool]:

@@ -30,11 +30,14 @@ core locations, the result checked against the greedy plan, lower bounds compute
 """
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Callable, NamedTuple
 
 from ..arch.movement import LIMIT_OF
 from ..device import DeviceSpec
+from ..files import safe_file_stem
 from ..ir import Graph
 from .candidates import Candidate, op_signature
 from .epoch_solver import EpochOp, EpochSolution, solve_epoch
@@ -72,6 +75,18 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
         best.bounds = bounds(table, candidates, schedule, constraints.chips, plan.split_bound,
                              segments_bound.result())
     return best
+
+
+@dataclasses.dataclass(frozen=True)
+class Cut:
+    """Where to cut an epoch that is not planned whole: before its op at offset `before` (> 0), or in the middle
+    (None)."""
+
+    before: int | None = None
+
+    def last_of_first_part(self, first: int, last: int) -> int:
+        """The schedule position of the first part's last op."""
+        return first + self.before - 1 if self.before else (first + last) // 2
 
 
 def _rank(placement: Placement) -> tuple[bool, int]:
@@ -164,7 +179,8 @@ def bounds(table: SegmentTable, candidates: dict[str, list[Candidate]], schedule
     slowest = 0.0
     n = len(schedule)
     for i, name in enumerate(schedule):
-        cycles = [min(c) for c in zip(*(table.context_cycles(i, start, out) for start in (-1, n) for out in (False, True)))]
+        cycles = [min(c) for c in zip(*(table.context_cycles(i, start, out) for start in (-1, n)
+                                        for out in (False, True)))]
         cores = [c.cores for c in candidates[name]]
         chip = chips.get(name, 0)
         work[chip] = work.get(chip, 0.0) + table.inputs[i] * min(a * c for a, c in zip(cores, cycles))
@@ -200,6 +216,7 @@ class _EpochSolver:
         self._banned: set[tuple[str, int]] = set()
         # ops outside an epoch, as its stall check sees them (only their DRAM queues' buffer counts matter there)
         self._outside = {n: candidates[n][0].model for n in table.schedule}
+        self._exported = 0      # epoch models written to `constraints.export_models`
 
     def solve(self, first: int, last: int, hint: tuple) -> list[tuple[int, int, EpochSolution]]:
         """[(first, last, solution)] covering first..last: one epoch, or several where its ops cannot all read
@@ -217,7 +234,7 @@ class _EpochSolver:
             name = self.table.schedule[first]
             streams = " and a core's stream resources" if any(n == name for n, _ in self._banned) else ""
             raise BalancerError(f"op {name!r} fits no epoch of {self.device.name} alone with its constraints{streams}")
-        middle = first + solution - 1 if solution else (first + last) // 2
+        middle = solution.last_of_first_part(first, last)
         return self.solve(first, middle, hint[:middle - first + 1]) + self.solve(middle + 1, last,
                                                                                  hint[middle - first + 1:])
 
@@ -232,15 +249,15 @@ class _EpochSolver:
         return sum(self.table.inputs[first] * s.pipeline for first, _, s in epochs) + \
             (len(epochs) - 1) * self.device.epoch_switch_cycles
 
-    def _solve(self, first: int, last: int, hint: tuple) -> EpochSolution | int:
-        """The epoch's solution, or where to cut it: the offset of the first op that cannot join its producers
-        (0: it does not pack; cut in the middle)."""
+    def _solve(self, first: int, last: int, hint: tuple) -> EpochSolution | Cut:
+        """The epoch's solution, or where to cut it: before the first op that cannot join its producers, or in
+        the middle where it does not pack."""
         key = (self._key(first, last), hint)
         if key not in self._solved:
             self._solved[key] = self._plan(first, last, hint)
         return self._solved[key]
 
-    def _plan(self, first: int, last: int, hint: tuple) -> EpochSolution | int:
+    def _plan(self, first: int, last: int, hint: tuple) -> EpochSolution | Cut:
         """The epoch's solution (or where to cut it), planned again while it overuses a core's stream resources,
         each time without the pair of candidates (or the candidate) that used most of it."""
         while True:
@@ -266,7 +283,7 @@ class _EpochSolver:
             self._banned.add((overuse.op, at[overuse.op]))
         return True
 
-    def _plan_once(self, first: int, last: int, hint: tuple) -> EpochSolution | int:
+    def _plan_once(self, first: int, last: int, hint: tuple) -> EpochSolution | Cut:
         schedule, table = self.table.schedule, self.table
         names = schedule[first:last + 1]
         index = {n: k for k, n in enumerate(names)}
@@ -276,10 +293,10 @@ class _EpochSolver:
         edges = [(index[o.src], k, self._compatible(o.src, name, j))
                  for k, name in enumerate(names) for j, o in enumerate(self.graph.operands(name)) if o.src in index]
         choice = self._compatible_choice(names, cycles, hint, edges)
-        if isinstance(choice, int):
+        if isinstance(choice, Cut):
             return choice
         stalled = self._stalled_join(first, last, choice)
-        if stalled:
+        if stalled is not None:
             return stalled
         lower = max(max(min(c) for c in cycles), self._area_bound(names, cycles), sum(min(d) for d in dram))
         starts = [self.constraints.starts.get(n) for n in names]
@@ -290,7 +307,7 @@ class _EpochSolver:
         best = None if packed is None else EpochSolution(
             tuple(choice), tuple(t for _, t in packed), tuple(loc for loc, _ in packed), pipeline, lower, False)
         if best is None and first < last:     # not even its fewest cores pack first-fit: cut it, not the solver
-            return 0
+            return Cut()
         mb = self.table.inputs[first]   # the solver lowers the pipeline, paid by all inputs but the first
         if best is not None and (mb - 1) / mb * (pipeline - lower) <= (IMPROVE - 1) * pipeline:
             return self._checked(first, last, best)
@@ -305,7 +322,8 @@ class _EpochSolver:
                                       packed[k] if packed is not None else None, tuple(dram[k][j] for j in keep))))
         remap = [keep for keep, _ in ops]
         sub_edges = [(p, c, lambda a, b, f=f, p=p, c=c: f(remap[p][a], remap[c][b])) for p, c, f in edges]
-        solution = solve_epoch([op for _, op in ops], sub_edges, self.device.grid_rows, self.device.grid_cols, lower)
+        solution = solve_epoch([op for _, op in ops], sub_edges, self.device.grid_rows, self.device.grid_cols, lower,
+                               export_to=self._export_path(names[0]))
         if solution is not None:
             solved = tuple(remap[k][j] for k, j in enumerate(solution.choice))
             if best is None or _pipeline(cycles, dram, solved) < pipeline:
@@ -313,14 +331,21 @@ class _EpochSolver:
                                      max(lower, solution.bound), solution.optimal)
         return self._checked(first, last, best)
 
-    def _checked(self, first: int, last: int, solution: EpochSolution | None) -> EpochSolution | int:
-        """The epoch's solution, or where to cut the epoch instead: 0 (in the middle) when it does not pack; the
-        offset of a join that a fork-join stall slows under the solution's choice (`_stalled_join`)."""
+    def _checked(self, first: int, last: int, solution: EpochSolution | None) -> EpochSolution | Cut:
+        """The epoch's solution, or where to cut the epoch instead: in the middle when it does not pack; before a
+        join that a fork-join stall slows under the solution's choice (`_stalled_join`)."""
         if solution is None:
-            return 0
+            return Cut()
         if first == last:
             return solution
         return self._stalled_join(first, last, list(solution.choice)) or solution
+
+    def _export_path(self, first_op: str) -> Path | None:
+        """Where the next epoch model is written (`Constraints.export_models`), or None."""
+        if self.constraints.export_models is None:
+            return None
+        self._exported += 1
+        return self.constraints.export_models / f"{self._exported - 1:03d}_{safe_file_stem(first_op)}.pb.txt"
 
     def _shrink(self, names: list[str], cycles: list[list[float]], dram: list[list[float]], choice: list[int],
                 edges: list, starts: list, forced: list) -> tuple[list[int], list | None]:
@@ -354,10 +379,10 @@ class _EpochSolver:
                 return choice, None
             choice[best[2]] = best[3]
 
-    def _stalled_join(self, first: int, last: int, choice: list[int]) -> int:
-        """The offset of the first op of the epoch that a fork-join stall (`pybuda.arch.perf.fork_join_stalls`)
+    def _stalled_join(self, first: int, last: int, choice: list[int]) -> Cut | None:
+        """A cut before the first op of the epoch that a fork-join stall (`pybuda.arch.perf.fork_join_stalls`)
         makes more than STALL times slower than the epoch's slowest op without stalls, under the choice and
-        after fork-join buffering (`fork_join.buffer_fork_joins`) (0: none). Cutting the epoch there puts the
+        after fork-join buffering (`fork_join.buffer_fork_joins`) (None: none). Cutting the epoch there puts the
         join's short path through a DRAM queue, which holds the whole microbatch. Producers in earlier epochs are
         costed at their first candidate."""
         names = self.table.schedule[first:last + 1]
@@ -366,8 +391,8 @@ class _EpochSolver:
         own = pace(timing)
         for offset, op in enumerate(timing.ops):
             if offset and op.limiter == "fork_join" and op.limiter_cycles > STALL * own:
-                return offset
-        return 0
+                return Cut(offset)
+        return None
 
     def _epoch_models(self, first: int, last: int, choice: list[int]) -> tuple[dict, dict, dict]:
         """(models, epoch of each op: -1 before, 0 in, 1 after, prologue choice) of epoch first..last under the
@@ -380,12 +405,12 @@ class _EpochSolver:
         return buffer_fork_joins(self.graph, self.table.coster, names, models, epoch_of, prologue), epoch_of, prologue
 
     def _compatible_choice(self, names: list[str], cycles: list[list[float]], hint: tuple,
-                           edges: list) -> list[int] | int:
+                           edges: list) -> list[int] | Cut:
         """The hint made compatible along the epoch's edges, in schedule order: an op that cannot read its
         producers' chosen streamings takes its fewest-core candidate that can (the fastest one if none is within
         the hint's pipeline); where it has none, its streamed producers take their fewest-core unstreamed
         candidates (an unstreamed output can be read in any streaming) and the walk resumes from the first of
-        them. Returns the offset of the first op that still has none."""
+        them. Returns a cut before the first op that still has none (in the middle if it is the first)."""
         choice = list(hint)
         pipeline = max(c[k] for c, k in zip(cycles, choice))
         preds: dict[int, list] = {}
@@ -419,7 +444,7 @@ class _EpochSolver:
                     pinned.add(p)
                     moved.append(p)
             if not moved:
-                return k
+                return Cut(k or None)
             k = min(moved)
         return choice
 

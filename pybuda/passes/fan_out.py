@@ -15,11 +15,15 @@ def data_users(graph: Graph, name: str) -> list[str]:
     return list(dict.fromkeys(user for user, _ in graph.users(name)))
 
 
+def over_limit(graph: Graph, limit: int) -> list[str]:
+    """The ops that feed more than `limit` data users, in topological order."""
+    return [n for n in graph.topo_order() if graph.node(n).kind == "op" and len(data_users(graph, n)) > limit]
+
+
 def split_fan_out(graph: Graph, limit: int) -> Graph:
     """The graph with fan-out NOPs wherever an op feeds more than `limit` data users (module docstring)."""
-    for name in graph.topo_order():
-        if graph.node(name).kind == "op":
-            _split(graph, name, limit)
+    for name in over_limit(graph, limit):
+        _split(graph, name, limit)
     return graph
 
 

@@ -57,6 +57,16 @@ class OpView:
 
 
 @dataclasses.dataclass(frozen=True)
+class LinkView:
+    """The NoC link or NIU that limits an epoch's slowest op: its name and its ends on the core grid ((row, col),
+    None where an end is not a worker core: a DRAM or PCIe node, or the other side of an NIU)."""
+
+    label: str
+    src: tuple | None
+    dst: tuple | None
+
+
+@dataclasses.dataclass(frozen=True)
 class EpochView:
     """One epoch: its cycles split as the backend model adds them up (the epoch switch before it; fill, the
     first input through the pipeline; pipeline, the slowest op per input for each further input; parameter reload,
@@ -75,6 +85,7 @@ class EpochView:
     slowest_op: str
     math_utilization: float
     ops: tuple[OpView, ...]
+    link: LinkView | None = None     # the busiest link, when it limits the slowest op (drawn on the grid)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,9 +137,12 @@ def _op_view(op: Any, perf: OpPerf) -> OpView:
 def _epoch_view(netlist: Netlist, epoch: EpochPerf, switch: float) -> EpochView:
     ops = tuple(_op_view(netlist.graphs[o.graph].ops[o.name], o) for o in epoch.ops)
     pipeline = epoch.pipeline_cycles * max(epoch.input_count - 1, 0)
+    slow = next((o for o in epoch.ops if o.name == epoch.slowest_op), None)
+    link = LinkView(slow.link, *slow.link_ends) if slow is not None and slow.limiter == "noc_link" and \
+        slow.link_ends else None
     return EpochView(epoch.index, epoch.graph, epoch.input_count, epoch.cores, switch, epoch.fill_cycles, pipeline,
                      epoch.prologue_cycles, epoch.epilogue_cycles, epoch.epoch_cycles + switch, epoch.slowest_op,
-                     epoch.math_utilization, ops)
+                     epoch.math_utilization, ops, link)
 
 
 def part_view(name: str, netlist: Netlist, report: PerfReport) -> PartView:
