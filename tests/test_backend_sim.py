@@ -796,8 +796,9 @@ def test_estimate_prologue_and_math_utilization():
     assert ff1.kernel_cycles == 208887
     # weights (not prologue) stream from DRAM every input: 512 tiles per core at half the per-core DRAM rate
     assert ff1.terms["dram_in"] == pytest.approx(512 * 2080 / (8.75 / 2))
-    # ... and all 8 buffers of that weight sit in channel 5: its 16 reading cores share one channel
-    assert ff1.terms["dram_channel"] == pytest.approx(16 * 512 * 2080 / 8.75) and ff1.limiter == "dram_channel"
+    # ... and all 8 buffers of that weight sit in channel 5: the second operand of a 2x8 matmul is read once per
+    # grid column and multicast down it, so the channel serves 8 columns' 512 tiles
+    assert ff1.terms["dram_channel"] == pytest.approx(8 * 512 * 2080 / 8.75) and ff1.limiter == "dram_channel"
     bias_mm = ops["ff.bert.encoder.layer.0.intermediate.dense.bias_s_brcst_m2_0_0.lc1"]
     assert bias_mm.prologue_bytes_per_core > 0 and "dram_in" not in bias_mm.terms
     (ep,) = r.epochs

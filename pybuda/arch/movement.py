@@ -19,6 +19,9 @@ are summed per link and NIU; without them (the balancer comparing plans before p
 cores it leaves and enters are loaded (a lower bound of the routed loads). An op's data-movement time per input
 is its busiest link over the pipes into and out of it (`link_cycles`).
 
+DRAM (§2.6): a channel serves the tiles the epoch's pipes read from and write to the buffers it holds
+(`channel_bytes`): a matmul operand streamed from DRAM is read once per grid row (column) and multicast.
+
 Streams (§3): per core, the multicast pipes it hosts, the extra streams (forked output buffers, gathers, DRAM
 reads, pre-TM prologue buffers), DRAM reader and writer streams, distinct DRAM buffers it reads, destinations its
 output feeds and stream phases (`core_streams`), each against its limit on the device (`STREAM_LIMITS`,
@@ -371,6 +374,22 @@ def link_loads(device: DeviceSpec, ops: Sequence[MovingOp], pipes: Sequence[Pipe
             if name in touched:
                 touched[name].update(loads)
     return totals, touched
+
+
+def channel_bytes(ops: Sequence[MovingOp], pipes: Sequence[Pipe]) -> dict[int, float]:
+    """Bytes per input each DRAM channel serves for an epoch's pipes: every tile a pipe reads from a queue buffer
+    (a matmul operand once per grid row or column, which the pipe then multicasts) and every tile an op writes
+    into one, counted in the channel of that buffer (`DeviceSpec.system_channel` ids)."""
+    queues = {q.name: q for o in ops for q in (*o.writes, *(i.queue for i in o.inputs if i.queue is not None))}
+    served: dict[int, float] = {}
+    for pipe in pipes:
+        tile_bytes = pipe.bytes / pipe.tiles if pipe.tiles else 0.0
+        ends = [(name, unit, n * tile_bytes) for kind, name, unit, n in pipe.sources if kind == "dram"]
+        ends += [(dest[1], dest[2], pipe.bytes) for dest in pipe.dests if dest[0] == "dram"]
+        for name, buffer, nbytes in ends:
+            channel = _channel(queues[name], buffer)
+            served[channel] = served.get(channel, 0.0) + nbytes
+    return served
 
 
 def link_cycles(device: DeviceSpec, totals: dict, links: Iterable) -> tuple[float, tuple | None]:

@@ -33,7 +33,7 @@ import math
 from typing import Iterable, Sequence
 
 from ..device import DeviceSpec
-from .movement import MovingOp, describe_link, epoch_pipes, link_cycles, link_ends, link_loads
+from .movement import MovingOp, channel_bytes, describe_link, epoch_pipes, link_cycles, link_ends, link_loads
 
 LINKS = ("dram", "pcie")
 LIMITERS = ("kernel", "noc_link", "dram_in", "pcie_in", "dram_out", "pcie_out", "dram_channel", "ethernet",
@@ -140,10 +140,15 @@ def host_read_cycles(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, f
     return {kind: sum(queues.values()) / device.pcie_bw_bytes_per_cycle for kind, queues in sources.items()}
 
 
-def channel_cycles(device: DeviceSpec, loads: Sequence[OpLoad], once: bool = False) -> dict[int, float]:
-    """Cycles each DRAM channel needs for the epoch's reads and writes of its buffers (all cores of every op, each
-    core's bytes spread evenly over its queue's buffers): per input, or (`once`) the prologue reads and epilogue
-    writes of one epoch."""
+def channel_cycles(device: DeviceSpec, loads: Sequence[OpLoad], once: bool = False,
+                   pipes: Sequence | None = None) -> dict[int, float]:
+    """Cycles each DRAM channel needs for the epoch's reads and writes of its buffers: per input, the tiles the
+    epoch's `pipes` move to and from its buffers (`pybuda.arch.movement.channel_bytes`), else all cores of every
+    op, each core's bytes spread evenly over its queue's buffers; or (`once`) the prologue reads and epilogue
+    writes of one epoch (per core, spread likewise)."""
+    if pipes is not None and not once:
+        served = channel_bytes([load.moving for load in loads], pipes)
+        return {ch: b / device.dram_channel_bw_bytes_per_cycle for ch, b in served.items()}
     load_bytes: dict[int, float] = {}
     for load in loads:
         for t in (*load.reads, *load.writes):
@@ -170,13 +175,13 @@ def ethernet_cycles(device: DeviceSpec, loads: Sequence[OpLoad], once: bool = Fa
     return total / links if total and links else 0.0   # no chip links (grayskull): not modelled
 
 
-def noc_cycles(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, tuple[float, str, tuple]]:
-    """Per op, (cycles per input, link, its ends) of the busiest NoC link or NIU its pipes load
+def noc_cycles(device: DeviceSpec, loads: Sequence[OpLoad], pipes: Sequence) -> dict[str, tuple[float, str, tuple]]:
+    """Per op, (cycles per input, link, its ends) of the busiest NoC link or NIU the epoch's `pipes` load
     (`pybuda.arch.movement`: every pipe of the epoch summed per link)."""
     ops = [load.moving for load in loads if load.moving is not None]
     if not ops:
         return {}
-    totals, touched = link_loads(device, ops, epoch_pipes(ops))
+    totals, touched = link_loads(device, ops, pipes)
     out = {}
     for name, links in touched.items():
         cycles, link = link_cycles(device, totals, links)
@@ -202,9 +207,14 @@ class EpochLinks:
 
     @classmethod
     def of(cls, device: DeviceSpec, loads: Sequence[OpLoad]) -> "EpochLinks":
-        return cls(shared_bandwidths(device, loads), host_read_cycles(device, loads), channel_cycles(device, loads),
-                   channel_cycles(device, loads, once=True), ethernet_cycles(device, loads),
-                   ethernet_cycles(device, loads, once=True), noc_cycles(device, loads))
+        """What the epoch's ops share; the pipes (`pybuda.arch.movement.epoch_pipes`) where every op states how
+        its data moves."""
+        moving = all(load.moving is not None for load in loads)
+        pipes = epoch_pipes([load.moving for load in loads]) if moving else None
+        return cls(shared_bandwidths(device, loads), host_read_cycles(device, loads),
+                   channel_cycles(device, loads, pipes=pipes), channel_cycles(device, loads, once=True),
+                   ethernet_cycles(device, loads), ethernet_cycles(device, loads, once=True),
+                   noc_cycles(device, loads, pipes) if pipes is not None else {})
 
 
 def _host_read(t: Transfer, direction: str) -> bool:
@@ -248,7 +258,8 @@ def op_timing(load: OpLoad, links: EpochLinks) -> OpTiming:
             if host:
                 terms["pcie_in"] = host_reads["pcie_in"]
             if t.channels:
-                terms["dram_channel"] = max([terms.get("dram_channel", 0.0), *(links.channels[c] for c in t.channels)])
+                terms["dram_channel"] = max([terms.get("dram_channel", 0.0),
+                                             *(links.channels.get(c, 0.0) for c in t.channels)])
     once_cycles["in"] = max(once_cycles["in"], host_prologue, once_channel["in"])
     once_cycles["out"] = max(once_cycles["out"], once_channel["out"])
     limiter = max(LIMITERS, key=lambda name: (terms.get(name, -1.0), -LIMITERS.index(name)))

@@ -369,14 +369,27 @@ def read_tiles(graph: Graph, name: str, model: OpModel, index: int, tiles: tuple
     return (tiles[0] * replay, tiles[1], tiles[2])
 
 
+def raw_prologue_grid(graph: Graph, param: str, model: OpModel) -> tuple | None:
+    """The grid of DRAM buffers a parameter or constant read by one op only (under `model`) gets when that op
+    prologues it: the op's own grid where it divides the tensor's tiles, so that when the backend keeps the
+    prologue raw (§2.6: buffer (r, c) copied into core (r, c)) each core holds its share; None otherwise (read by
+    several ops, or not divisible: the queue keeps its host layout)."""
+    if len({u for u, _ in graph.users(param) if graph.node(u).kind == "op"}) != 1:
+        return None
+    _, rt, ct = tiles_of(graph.node(param).shape)
+    return tuple(model.grid) if rt % model.grid[0] == 0 and ct % model.grid[1] == 0 else None
+
+
 def _prologue_choice(graph: Graph, name: str, model: OpModel, geom: OpGeometry, inputs: list[NetlistInput],
                      l1_usable: int, fused_tiles: int, min_tiles: tuple,
                      dram_parameters: bool) -> tuple[int, frozenset, tuple] | None:
     """(L1 bytes, prologued inputs, input_buf_min_size_tiles) of one core, or None if the op does not fit
-    (`_buffer_bytes`). Parameters and constants are prologued, cheapest first, while L1 allows keeping them
-    transformed (`pybuda.arch.movement.post_tm_fits`: the kernel input buffer holds the post-TM tiles one core
-    reads, raised with input_buf_min_size_tiles where it does not already), the others streamed from DRAM every
-    input (none prologued if `dram_parameters`); sparse operands always are (read in place)."""
+    (`_buffer_bytes`). Parameters and constants are prologued, cheapest first, while L1 allows: transformed
+    (`pybuda.arch.movement.post_tm_fits`: the kernel input buffer holds the post-TM tiles one core reads, raised
+    with input_buf_min_size_tiles where it does not already), else raw where the op is the tensor's only reader
+    and its grid lays it out (`raw_prologue_grid`: each core holds its share, re-streamed through the edge's pipes
+    every input), else streamed from DRAM every input (none prologued if `dram_parameters`); sparse operands
+    always are (read in place)."""
     mins = list(min_tiles) if min_tiles else [0] * len(inputs)
     total = _buffer_bytes(graph, name, geom, inputs, fused_tiles, tuple(mins), model.buf_size_mb)
     if total > l1_usable:
@@ -388,16 +401,20 @@ def _prologue_choice(graph: Graph, name: str, model: OpModel, geom: OpGeometry, 
             continue
         tb = i.df.tile_bytes
         need = math.ceil(tiles_read_per_core(geom, k, read_tiles(graph, name, model, k, i.tiles)))
+        raw = math.prod(i.src_tiles) // model.cores * tb if raw_prologue_grid(graph, i.src, model) else 0
         if post_tm_fits(geom, k, need, tb, mins[k]):
-            options.append((0, k, mins[k]))
+            options.append((0, k, mins[k], raw))
         else:
             extra = (kernel_input_buffer_tiles(geom, k, tb, need) - kernel_input_buffer_tiles(geom, k, tb, mins[k]))
-            options.append((extra * tb, k, need))
-    for extra, k, minimum in sorted(options):
+            options.append((extra * tb, k, need, raw))
+    for extra, k, minimum, raw in sorted(options):
         if total + extra <= l1_usable:
             total += extra
             prologue.add(inputs[k].src)
             mins[k] = minimum
+        elif raw and total + raw <= l1_usable:
+            total += raw
+            prologue.add(inputs[k].src)
     return total, frozenset(prologue), tuple(mins) if any(mins) else ()
 
 

@@ -31,7 +31,7 @@ from ..ir import Graph, epoch_types, loopback_writers
 from .chips import home_chip
 from .dram import DramPlacement, assumed_channels
 from .op_model import (NetlistInput, OpModel, buda_op_type, e2e_queue, geometry, netlist_inputs,
-                       op_attributes, operand_inputs, operand_port, read_tiles)
+                       op_attributes, operand_inputs, operand_port, raw_prologue_grid, read_tiles)
 from .placer import PlacedOp
 from .queues import e2e_queue_blocking, host_queue_grid
 
@@ -257,7 +257,9 @@ class PlanCoster:
         if inp.kind == "input" and self.links.inputs == "pcie":
             grid = host_queue_grid(self.graph.node(inp.src).shape, self.device)
             return QueueLayout(inp.src, inp.src_tiles, grid, (), self.device.mmio_chip, inp.df.tile_bytes)
-        grid = producer.grid if producer is not None else host_queue_grid(self.graph.node(inp.src).shape, self.device)
+        raw = raw_prologue_grid(self.graph, inp.src, model) if inp.src in model.prologue else None
+        grid = producer.grid if producer is not None else raw or host_queue_grid(self.graph.node(inp.src).shape,
+                                                                                  self.device)
         home = self._home(inp.src)
         return QueueLayout(inp.src, inp.src_tiles, tuple(grid), channels_of(inp.src, grid[0] * grid[1], home), home,
                            inp.df.tile_bytes)

@@ -94,6 +94,22 @@ def _rank(placement: Placement) -> tuple[bool, int]:
     return placement.overuse is not None, placement.estimated_cycles
 
 
+class _Epoch(NamedTuple):
+    """An epoch being planned (`_EpochSolver._epoch_data`): its schedule positions and ops, per op and candidate
+    its cycles and DRAM cycles in the epoch's context, its edges (producer, consumer, compatible), the lower bound
+    of its pipeline, per op the user's start and orientation."""
+
+    first: int
+    last: int
+    names: list
+    cycles: list
+    dram: list
+    edges: list
+    lower: float
+    starts: list
+    forced: list
+
+
 class _Plan(NamedTuple):
     """A finished plan of the segment split (`chains`: which of SPLITS, `cuts`: the planner's own epoch starts)
     and its epochs' solver bound."""
@@ -258,12 +274,19 @@ class _EpochSolver:
         return self._solved[key]
 
     def _plan(self, first: int, last: int, hint: tuple) -> EpochSolution | Cut:
-        """The epoch's solution (or where to cut it), planned again while it overuses a core's stream resources,
-        each time without the pair of candidates (or the candidate) that used most of it."""
+        """The epoch's solution (or where to cut it). A choice that overuses a core's stream resources is made
+        again without the pair of candidates (or the candidate) that used most of it: the packed choice before
+        the solver runs, the solver's after."""
+        epoch = self._epoch_data(first, last)
+        solver = True
         while True:
-            solution = self._plan_once(first, last, hint)
+            packed = self._packed(epoch, hint)
+            if isinstance(packed, Cut):
+                return packed
+            solution = self._improved(epoch, *packed, solver=solver)
             if not isinstance(solution, EpochSolution) or not self._avoid_overuse(first, last, solution.choice):
                 return solution
+            solver = False      # the solver's choice overused: the packed choices only from here (one solve each)
 
     def _avoid_overuse(self, first: int, last: int, choice: tuple) -> bool:
         """Whether the choice overuses a core's stream resources (`PlanCoster.overuse`); if so, what uses it is
@@ -283,33 +306,52 @@ class _EpochSolver:
             self._banned.add((overuse.op, at[overuse.op]))
         return True
 
-    def _plan_once(self, first: int, last: int, hint: tuple) -> EpochSolution | Cut:
-        schedule, table = self.table.schedule, self.table
-        names = schedule[first:last + 1]
+    def _epoch_data(self, first: int, last: int) -> _Epoch:
+        """What planning epoch first..last reads: its ops' cycles and DRAM cycles per candidate in their contexts,
+        its edges, the lower bound of its pipeline, the user's starts and orientations."""
+        table = self.table
+        names = table.schedule[first:last + 1]
         index = {n: k for k, n in enumerate(names)}
         contexts = [(first + k, first, table.last_user[first + k] > last) for k in range(len(names))]
         cycles = [table.context_cycles(*context) for context in contexts]
         dram = [table.context_dram_cycles(*context) for context in contexts]
         edges = [(index[o.src], k, self._compatible(o.src, name, j))
                  for k, name in enumerate(names) for j, o in enumerate(self.graph.operands(name)) if o.src in index]
-        choice = self._compatible_choice(names, cycles, hint, edges)
-        if isinstance(choice, Cut):
-            return choice
-        stalled = self._stalled_join(first, last, choice)
-        if stalled is not None:
-            return stalled
         lower = max(max(min(c) for c in cycles), self._area_bound(names, cycles), sum(min(d) for d in dram))
         starts = [self.constraints.starts.get(n) for n in names]
         forced = [True if n in self.constraints.transposed else (None if starts[k] is None else False)
                   for k, n in enumerate(names)]
-        choice, packed = self._shrink(names, cycles, dram, choice, edges, starts, forced)
+        return _Epoch(first, last, names, cycles, dram, edges, lower, starts, forced)
+
+    def _packed(self, epoch: _Epoch, hint: tuple) -> tuple[list[int], list | None] | Cut:
+        """The hint made compatible, checked for fork-join stalls, shrunk until it packs, and made again while
+        the packed choice overuses a core's stream resources: (choice, its packing or None), or a cut."""
+        while True:
+            choice = self._compatible_choice(epoch.names, epoch.cycles, hint, epoch.edges)
+            if isinstance(choice, Cut):
+                return choice
+            stalled = self._stalled_join(epoch.first, epoch.last, choice)
+            if stalled is not None:
+                return stalled
+            choice, packed = self._shrink(epoch.names, epoch.cycles, epoch.dram, choice, epoch.edges, epoch.starts,
+                                          epoch.forced)
+            if packed is None or not self._avoid_overuse(epoch.first, epoch.last, tuple(choice)):
+                return choice, packed
+
+    def _improved(self, epoch: _Epoch, choice: list[int], packed: list | None,
+                  solver: bool = True) -> EpochSolution | Cut:
+        """The packed choice, or (with `solver`) the CP-SAT model's where the packed pipeline could come down
+        towards the bound by more than IMPROVE (or it did not pack) and the solver finds a faster one; a cut where
+        neither packs or a fork-join stall slows the result."""
+        names, cycles, dram, first, last, lower = epoch.names, epoch.cycles, epoch.dram, epoch.first, epoch.last, \
+            epoch.lower
         pipeline = _pipeline(cycles, dram, choice)
         best = None if packed is None else EpochSolution(
             tuple(choice), tuple(t for _, t in packed), tuple(loc for loc, _ in packed), pipeline, lower, False)
         if best is None and first < last:     # not even its fewest cores pack first-fit: cut it, not the solver
             return Cut()
         mb = self.table.inputs[first]   # the solver lowers the pipeline, paid by all inputs but the first
-        if best is not None and (mb - 1) / mb * (pipeline - lower) <= (IMPROVE - 1) * pipeline:
+        if best is not None and (not solver or (mb - 1) / mb * (pipeline - lower) <= (IMPROVE - 1) * pipeline):
             return self._checked(first, last, best)
         limit = pipeline if packed is not None else max(max(c) for c in cycles)
         ops = []
@@ -317,11 +359,11 @@ class _EpochSolver:
             keep = [j for j, c in enumerate(cycles[k]) if c <= limit and (name, j) not in self._banned] or \
                 [j for j in range(len(cycles[k])) if (name, j) not in self._banned]
             ops.append((keep, EpochOp(name, tuple(self.candidates[name][j].model.grid for j in keep),
-                                      tuple(cycles[k][j] for j in keep), forced[k], starts[k],
+                                      tuple(cycles[k][j] for j in keep), epoch.forced[k], epoch.starts[k],
                                       keep.index(choice[k]) if choice[k] in keep else 0,
                                       packed[k] if packed is not None else None, tuple(dram[k][j] for j in keep))))
         remap = [keep for keep, _ in ops]
-        sub_edges = [(p, c, lambda a, b, f=f, p=p, c=c: f(remap[p][a], remap[c][b])) for p, c, f in edges]
+        sub_edges = [(p, c, lambda a, b, f=f, p=p, c=c: f(remap[p][a], remap[c][b])) for p, c, f in epoch.edges]
         solution = solve_epoch([op for _, op in ops], sub_edges, self.device.grid_rows, self.device.grid_cols, lower,
                                export_to=self._export_path(names[0]))
         if solution is not None:

@@ -8,7 +8,9 @@ writer's blocking; an epoch-to-epoch queue read by epochs of another type (forwa
 epochs read) is static, since its writer and readers run in different programs.
 
 Layout: a queue the host writes (graph input, parameter, constant) is split into as many buffers as the device has
-DRAM channels where its tiles allow (`host_queue_grid`), so its readers' traffic spreads over the channels (the
+DRAM channels where its tiles allow (`host_queue_grid`; a parameter or constant its only reader prologues takes
+that reader's grid instead, `op_model.raw_prologue_grid`, so that a prologue the backend keeps raw leaves each
+core its share), so its readers' traffic spreads over the channels (the
 legacy compiler gave a parameter its smallest reader's grid: often one buffer, one channel, for a weight that every
 core streams). So is an epoch-to-epoch queue whose writer has fewer cores than the device has channels
 (`e2e_queue_blocking`; the backend's pipes reblock an op's output into a queue of another grid with the same
@@ -29,8 +31,8 @@ from ..device import DeviceSpec
 from ..ir import Graph, epoch_types, loopback_writers
 from ..netlist.sizes import QUEUE_HEADER_BYTES
 from .chips import home_chip
-from .op_model import (SPARSE_QUEUES, OpModel, best_ublock, divisors, e2e_queue, sparse_queue_operands,
-                       sparse_tiles_df, tiles_of)
+from .op_model import (SPARSE_QUEUES, OpModel, best_ublock, divisors, e2e_queue, raw_prologue_grid,
+                       sparse_queue_operands, sparse_tiles_df, tiles_of)
 
 GROUPS = {"input": "input", "parameter": "parameter", "constant": "constant", "sparse": "constant",
           "output": "output", "e2e": "epoch_to_epoch", "optimizer_parameter": "optimizer_parameter",
@@ -162,6 +164,12 @@ def _plan_queues(graph: Graph, models: dict[str, OpModel], epoch_of: dict[str, i
             continue
         kind = node.role if node.role not in ("", "trained") else node.kind
         queue = host_queue(node, kind, "ram", 1, "dram")
+        reader = next(iter(readers.get(node.name, ())), None)
+        grid = raw_prologue_grid(graph, node.name, models[reader]) \
+            if reader is not None and node.name in models[reader].prologue else None
+        if grid is not None:       # prologued by its only reader: laid out on its grid (kept raw, each core its share)
+            queue = dataclasses.replace(queue, grid=grid, **dict(zip(("t", "mblock", "ublock"),
+                                                                    _blocking_on(node.shape, grid))))
         if node.name in writers:
             w = writers[node.name]
             m = models[w]
