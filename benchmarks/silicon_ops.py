@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"Sparse matmul with the backend's V2 tables instead: {len(backend)} rows, "
               f"mean abs error {100 * sum(backend) / len(backend):.1f} %")
     if args.worst:
-        print(f"\n| worst rows | estimate | measured | err % |\n|---|---:|---:|---:|")
+        print("\n| worst rows | estimate | measured | err % |\n|---|---:|---:|---:|")
         ranked = sorted(((e, name, r) for name, rows in errors.items() for e, r in rows), key=lambda x: -x[0])
         for e, name, r in ranked[:args.worst]:
             print(f"| {name}: {_describe(r)} | {estimate(r)} | {r.measured:.0f} | {100 * e:.1f} |")

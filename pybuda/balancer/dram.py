@@ -12,8 +12,8 @@ host-written queues), by `dram_placement_algorithm`:
   equally near ones.
 Parameters, constants and sparse operands go to the channels nearest their readers whatever the policy, each
 buffer of a queue to a channel its other buffers do not use while there is one (so a weight's buffers still spread
-over every channel). `manual_dram_queue_placement` pins a queue's buffers to a channel. A buffer that does not fit its channel goes to
-the next channel that has room.
+over every channel). `manual_dram_queue_placement` pins a queue's buffers to a channel. A buffer that does not
+fit its channel goes to the next channel that has room.
 
 Before the plan exists (while the balancer compares candidate plans), a queue's buffers are assumed in
 consecutive channels from one its name picks (`assumed_channels`); the plan's final cost and the netlist use the

@@ -27,7 +27,8 @@ def op_schedule(graph: Graph, orderings: list[list[str]]) -> list[str]:
     except nx.NetworkXUnfeasible:
         cycle = " -> ".join(a for a, _ in nx.find_cycle(order))
         raise BalancerError(f"add_schedule_constraint: the orderings {orderings!r} contradict the graph's "
-                            f"dependencies (cycle {cycle}); an op can only be scheduled after the ops it reads") from None
+                            f"dependencies (cycle {cycle}); an op can only be scheduled after the ops it "
+                            "reads") from None
 
 
 def epoch_type_breaks(graph: Graph, schedule: list[str]) -> set[str]:

@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 
 from ..balancer import Placement
-from ..balancer.op_model import (SPARSE_QUEUES, buda_op_type, e2e_queue, fused_layout, netlist_inputs,
+from ..balancer.op_model import (SPARSE_QUEUES, buda_op_type, fused_layout, netlist_inputs,
                                  op_attributes, operand_port, sparse_queue_operands)
 from ..balancer.queues import QueuePlan
 from ..dataformat import NOC_ALIGN, MathFidelity

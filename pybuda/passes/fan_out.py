@@ -1,9 +1,9 @@
 """Fan-out NOPs (shared/reference/data-movement.md §6: the legacy compiler's kMaxDRAMOutQueues, whose
 NodeExceedsMaxOpForks it answers with NOPs): an op of the Buda graph feeds at most `DeviceSpec.op_consumers` data
 users, ops and output queues. An op with more keeps its outputs and its first op users, and feeds the others
-(outputs too when there are not enough op users to move) through a NOP `fanout_<op>` (split again while it has too many). A NOP keeps its producer's data format and takes
-its first consumer's math formats, as user-inserted NOPs do (`insert_nops.py`), so the numerics do not change; the
-balancer costs it like any op. Counting every op user bounds the netlist's count: users in later epochs read one
+(outputs too when there are not enough op users to move) through a NOP `fanout_<op>` (split again while it has
+too many). A NOP keeps its producer's data format and takes its first consumer's math formats, as user-inserted
+NOPs do (`insert_nops.py`), so the numerics do not change; the balancer costs it like any op. Counting every op user bounds the netlist's count: users in later epochs read one
 epoch-to-epoch queue."""
 from __future__ import annotations
 
