@@ -11,6 +11,7 @@ import pytest
 
 from pybuda.device import get_device
 from pybuda.netlist import check, load
+from pybuda.tools.shared import CALIBRATION_NETLISTS
 
 Q = "ublock_order: r, df: Float16_b, target_device: 0, loc: dram"
 OP = "buf_size_mb: 2, ublock_order: r, out_df: Float16_b, intermed_df: Float16_b, acc_df: Float16_b, " \
@@ -114,3 +115,19 @@ def test_stream_phases_within_half_the_overlay_blob():
     assert refused(text, "overlay.phases", dataclasses.replace(E150, overlay_blob_bytes=16 * 2 * 38)) == []
     assert refused(text, "overlay.phases", dataclasses.replace(E150, overlay_blob_bytes=16 * 2 * 38 - 1)) == \
         ["core [0, 0] of op src uses 16 producer stream phases; a core has 15"]
+
+
+CALIBRATION = sorted(p.name for p in CALIBRATION_NETLISTS.glob("*.yaml")) if CALIBRATION_NETLISTS.is_dir() else []
+
+
+@pytest.mark.parametrize("name", CALIBRATION)
+def test_the_calibration_netlists_validate_under_every_rule(name):
+    """They ran on silicon: the stream rules (and every other) accept them, as they accept the real corpus
+    (`tests/test_netlist_corpus.py`)."""
+    assert check(load(CALIBRATION_NETLISTS / name)) == []
+
+
+def test_the_calibration_netlists_are_there():
+    if not CALIBRATION_NETLISTS.is_dir():
+        pytest.skip("netlist corpus not available")
+    assert len(CALIBRATION) == 3
