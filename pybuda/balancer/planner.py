@@ -227,9 +227,10 @@ class _EpochSolver:
         self._signatures: dict[str, tuple] = {}
         self._edge_ok: dict[tuple, bool] = {}
         # what a stream overuse ruled out (`_avoid_overuse`): (producer, its candidate, consumer, its candidate)
-        # pairs, and (op, candidate) for an overuse no producer in the epoch shares
+        # pairs in any epoch, and per epoch (first, last) the (op, candidate)s whose overuse no producer in the
+        # epoch shares (what a core's output feeds depends on the epoch's other ops)
         self._forbidden: set[tuple] = set()
-        self._banned: set[tuple[str, int]] = set()
+        self._banned: dict[tuple[int, int], set[tuple[str, int]]] = {}
         # ops outside an epoch, as its stall check sees them (only their DRAM queues' buffer counts matter there)
         self._outside = {n: candidates[n][0].model for n in table.schedule}
         self._exported = 0      # epoch models written to `constraints.export_models`
@@ -248,7 +249,7 @@ class _EpochSolver:
             return halves if self._cycles(halves) < self._cycles(whole) else whole
         if first == last:
             name = self.table.schedule[first]
-            streams = " and a core's stream resources" if any(n == name for n, _ in self._banned) else ""
+            streams = " and a core's stream resources" if self._banned.get((first, last)) else ""
             raise BalancerError(f"op {name!r} fits no epoch of {self.device.name} alone with its constraints{streams}")
         middle = solution.last_of_first_part(first, last)
         return self.solve(first, middle, hint[:middle - first + 1]) + self.solve(middle + 1, last,
@@ -303,7 +304,7 @@ class _EpochSolver:
         if producer is not None and not LIMIT_OF[overuse.resource].producer_side:
             self._forbidden.add((producer, at[producer], consumer, at[consumer]))
         else:
-            self._banned.add((overuse.op, at[overuse.op]))
+            self._banned.setdefault((first, last), set()).add((overuse.op, at[overuse.op]))
         return True
 
     def _epoch_data(self, first: int, last: int) -> _Epoch:
@@ -327,14 +328,15 @@ class _EpochSolver:
         """The hint made compatible, checked for fork-join stalls, shrunk until it packs, and made again while
         the packed choice overuses a core's stream resources: (choice, its packing or None), or a cut."""
         while True:
-            choice = self._compatible_choice(epoch.names, epoch.cycles, hint, epoch.edges)
+            banned = self._banned.get((epoch.first, epoch.last), set())
+            choice = self._compatible_choice(epoch.names, epoch.cycles, hint, epoch.edges, banned)
             if isinstance(choice, Cut):
                 return choice
             stalled = self._stalled_join(epoch.first, epoch.last, choice)
             if stalled is not None:
                 return stalled
             choice, packed = self._shrink(epoch.names, epoch.cycles, epoch.dram, choice, epoch.edges, epoch.starts,
-                                          epoch.forced)
+                                          epoch.forced, banned)
             if packed is None or not self._avoid_overuse(epoch.first, epoch.last, tuple(choice)):
                 return choice, packed
 
@@ -354,10 +356,11 @@ class _EpochSolver:
         if best is not None and (not solver or (mb - 1) / mb * (pipeline - lower) <= (IMPROVE - 1) * pipeline):
             return self._checked(first, last, best)
         limit = pipeline if packed is not None else max(max(c) for c in cycles)
+        banned = self._banned.get((first, last), set())
         ops = []
         for k, name in enumerate(names):      # candidates no slower than the packed plan (index kept)
-            keep = [j for j, c in enumerate(cycles[k]) if c <= limit and (name, j) not in self._banned] or \
-                [j for j in range(len(cycles[k])) if (name, j) not in self._banned]
+            keep = [j for j, c in enumerate(cycles[k]) if c <= limit and (name, j) not in banned] or \
+                [j for j in range(len(cycles[k])) if (name, j) not in banned]
             ops.append((keep, EpochOp(name, tuple(self.candidates[name][j].model.grid for j in keep),
                                       tuple(cycles[k][j] for j in keep), epoch.forced[k], epoch.starts[k],
                                       keep.index(choice[k]) if choice[k] in keep else 0,
@@ -390,10 +393,10 @@ class _EpochSolver:
         return self.constraints.export_models / f"{self._exported - 1:03d}_{safe_file_stem(first_op)}.pb.txt"
 
     def _shrink(self, names: list[str], cycles: list[list[float]], dram: list[list[float]], choice: list[int],
-                edges: list, starts: list, forced: list) -> tuple[list[int], list | None]:
+                edges: list, starts: list, forced: list, banned: set) -> tuple[list[int], list | None]:
         """The choice made to pack: while it does not, the op move to a candidate with fewer cores (still
-        compatible with its neighbours' choices) that raises the epoch's pipeline cycles least. Returns the
-        choice and its packing (None: no move left)."""
+        compatible with its neighbours' choices, not `banned`) that raises the epoch's pipeline cycles least.
+        Returns the choice and its packing (None: no move left)."""
         neighbours: dict[int, list] = {}
         for p, c, compatible in edges:
             neighbours.setdefault(c, []).append((p, compatible))        # ok(neighbour's candidate, own)
@@ -411,7 +414,7 @@ class _EpochSolver:
                 cands = self.candidates[name]
                 others = max(top[:k] + top[k + 1:], default=0.0)
                 for j, cand in enumerate(cands):
-                    if cand.cores >= cands[choice[k]].cores or (name, j) in self._banned or \
+                    if cand.cores >= cands[choice[k]].cores or (name, j) in banned or \
                             not all(ok(choice[n], j) for n, ok in neighbours.get(k, ())):
                         continue
                     key = (max(others, cycles[k][j], total - dram[k][choice[k]] + dram[k][j]),
@@ -447,12 +450,13 @@ class _EpochSolver:
         return buffer_fork_joins(self.graph, self.table.coster, names, models, epoch_of, prologue), epoch_of, prologue
 
     def _compatible_choice(self, names: list[str], cycles: list[list[float]], hint: tuple,
-                           edges: list) -> list[int] | Cut:
+                           edges: list, banned: set) -> list[int] | Cut:
         """The hint made compatible along the epoch's edges, in schedule order: an op that cannot read its
         producers' chosen streamings takes its fewest-core candidate that can (the fastest one if none is within
         the hint's pipeline); where it has none, its streamed producers take their fewest-core unstreamed
         candidates (an unstreamed output can be read in any streaming) and the walk resumes from the first of
-        them. Returns a cut before the first op that still has none (in the middle if it is the first)."""
+        them; `banned` candidates are not taken. Returns a cut before the first op that still has none (in the
+        middle if it is the first)."""
         choice = list(hint)
         pipeline = max(c[k] for c, k in zip(cycles, choice))
         preds: dict[int, list] = {}
@@ -470,7 +474,7 @@ class _EpochSolver:
         while k < len(names):
             cands = self.candidates[names[k]]
             allowed = [j for j, c in enumerate(cands) if (k not in pinned or not c.model.t_stream) and
-                       (names[k], j) not in self._banned]
+                       (names[k], j) not in banned]
             ok = [j for j in allowed if all(compatible(choice[p], j) for p, compatible in preds.get(k, ()))]
             if ok:
                 if choice[k] not in ok:
