@@ -1,6 +1,7 @@
 """The compiler keeps what the backend builds within its per-core and per-op stream limits: fan-out NOPs for an op
 with more data users than the backend allows (`passes/fan_out.py`), and plans whose cores stay within their
-stream resources (`PlanCoster.overuse`), the netlist validating against the same device description."""
+stream resources (`PlanCoster.overuse`; an op short of stream phases gets the extended overlay blob where its L1
+has room), the netlist validating against the same device description."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,6 +10,8 @@ import sys
 import torch
 
 import pybuda
+from pybuda.arch.movement import EXTENDED_OVERLAY_BYTES
+from pybuda.balancer.op_model import OpModel, with_overlay
 from pybuda.device import get_device
 from pybuda.netlist import check
 from pybuda.verify import pcc
@@ -64,3 +67,34 @@ def test_plans_stay_within_the_devices_fan_out_limit(tmp_path, monkeypatch):
     with torch.no_grad():
         expected = model(x).numpy()
     assert pcc(guarded(x).numpy(), expected) >= 0.99
+
+
+def test_an_op_short_of_stream_phases_gets_the_extended_overlay_blob(tmp_path, monkeypatch):
+    """With a device whose default overlay blob holds 8 phases per side, ops that need more get the 128 KiB blob
+    the legacy compiler gives them (`overlay_size`, 1,724 phases, 64 KiB of L1 counted in their footprint) instead
+    of being planned around; the netlist validates against that device and computes the same."""
+    torch.manual_seed(0)
+    model, x = ManyReaders(3).eval(), torch.randn(2, 128, 64)
+    tight = dataclasses.replace(get_device("e150"), overlay_blob_bytes=8 * 2 * 38)
+    plain = _compile(model, x, tmp_path / "plain")
+    assert any(e.rule == "overlay.phases" for e in check(plain.netlist, device=tight))
+    monkeypatch.setattr(sys.modules["pybuda.compile"], "get_device", lambda name: tight)
+    extended = _compile(model, x, tmp_path / "extended")
+    assert check(extended.netlist, device=tight) == []
+    ops = {name: op for g in extended.netlist.graphs.values() for name, op in g.ops.items()}
+    granted = {name for name, op in ops.items() if op.overlay_size}
+    assert granted and {ops[name].overlay_size for name in granted} == {EXTENDED_OVERLAY_BYTES}
+    models = extended.placement.models
+    assert all(models[name].overlay_size == EXTENDED_OVERLAY_BYTES for name in granted)
+    assert extended.placement.epochs == plain.placement.epochs
+    with torch.no_grad():
+        expected = model(x).numpy()
+    assert pcc(extended(x).numpy(), expected) >= 0.99
+
+
+def test_the_extended_overlay_blob_is_counted_in_l1_and_refused_without_room():
+    e150 = get_device("e150")
+    model = OpModel((1, 1), 1, (1, 1), (1, 1), l1_bytes=e150.l1_usable - 64 * 1024)
+    granted = with_overlay(model, e150, EXTENDED_OVERLAY_BYTES)
+    assert granted.overlay_size == EXTENDED_OVERLAY_BYTES and granted.l1_bytes == e150.l1_usable
+    assert with_overlay(dataclasses.replace(model, l1_bytes=model.l1_bytes + 1), e150, EXTENDED_OVERLAY_BYTES) is None

@@ -16,6 +16,11 @@ from .operands import OpGeometry, input_buffer_tiles, input_granule
 OVERLAY_INCLUDED_BYTES = 64 * 1024   # overlay blob space every core already has (L1 reservation)
 
 
+def overlay_extra_bytes(overlay_size: int) -> int:
+    """L1 data-buffer bytes an op's `overlay_size` takes beyond the blob every core already has."""
+    return max(0, overlay_size - OVERLAY_INCLUDED_BYTES)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class InputBuffer:
     """How one input of an op lives in L1.
@@ -62,4 +67,4 @@ def footprint(op: OpGeometry, inputs: list[InputBuffer], *, out_tile_bytes: int,
             fork_join += (with_min - tiles) * buf.tile_bytes
         streamed += (tiles + buf.dram_io_tiles) * buf.tile_bytes
     return {"output": out, "intermediate": inter, "inputs": streamed, "prologue": prologue,
-            "overlay": max(0, overlay_size - OVERLAY_INCLUDED_BYTES), "input_buf_min_size": fork_join}
+            "overlay": overlay_extra_bytes(overlay_size), "input_buf_min_size": fork_join}

@@ -547,6 +547,18 @@ class Overuse:
                 f"has {self.limit}")
 
 
+EXTENDED_OVERLAY_BYTES = 128 * 1024   # the overlay blob the legacy compiler gives an op short of phases (§6)
+
+
+def phase_hungry(device: DeviceSpec, usage: dict) -> set[str]:
+    """Ops of `usage` (`core_streams`) with a core that needs more stream phases on one side than the default
+    overlay blob holds: the ops the legacy compiler gives an `EXTENDED_OVERLAY_BYTES` blob where their L1 allows
+    (data-movement.md, `kPhases32kb` / `kPhases64kb`)."""
+    budget = device.phase_budget()
+    return {name for (name, _), streams in usage.items()
+            if max(streams.consumer_phases, streams.producer_phases) > budget}
+
+
 def overuses(device: DeviceSpec, usage: dict, overlay_size: Callable[[str], int] = lambda _: 0,
              resources: Iterable[str] | None = None) -> list[Overuse]:
     """Every (op, core) of `usage` (`core_streams`) over a limit of `STREAM_LIMITS` (those of `resources`, or

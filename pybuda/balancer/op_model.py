@@ -16,7 +16,7 @@ import numpy as np
 
 from ..arch.cycles import FusedStep, fused_op_cycles, kernel_cycles
 from ..arch.fused import SubBlock, input_roles, intermediate_tiles
-from ..arch.l1 import InputBuffer, footprint
+from ..arch.l1 import InputBuffer, footprint, overlay_extra_bytes
 from ..arch.movement import kernel_input_buffer_tiles, post_tm_fits
 from ..arch.operands import OpGeometry, inner_dim, prologue_tiles_per_core, tiles_read_per_core
 from ..arch.streaming import replay_factor
@@ -63,6 +63,7 @@ class OpModel:
     t_stream: tuple = ()        # ("r" | "c", factor): the output streamed in factor slices (t = z * factor)
     input_buf_min: tuple = ()   # input_buf_min_size_tiles per netlist input (): the backend sizes every buffer
     buf_size_mb: int = BUF_SIZE_MB   # output buffer in mblocks (`internal_override_output_buffer_multiplier`)
+    overlay_size: int = 0       # the netlist's overlay_size (0: the default blob); its L1 is in l1_bytes
 
     @property
     def cores(self) -> int:
@@ -435,10 +436,20 @@ def with_input_buffers(graph: Graph, name: str, model: OpModel, device: DeviceSp
     """`model` with input_buf_min_size_tiles `min_tiles` (one per netlist input, 0: the backend's size) and its L1
     recounted, its prologued inputs kept; None if that does not fit the usable L1."""
     geom, inputs, fused = _l1_context(graph, name, model)
-    total = _buffer_bytes(graph, name, geom, inputs, fused, min_tiles, model.buf_size_mb)
+    total = _buffer_bytes(graph, name, geom, inputs, fused, min_tiles, model.buf_size_mb) + \
+        overlay_extra_bytes(model.overlay_size)
     if total > device.l1_usable:
         return None
     return dataclasses.replace(model, input_buf_min=tuple(min_tiles) if any(min_tiles) else (), l1_bytes=total)
+
+
+def with_overlay(model: OpModel, device: DeviceSpec, overlay_size: int) -> OpModel | None:
+    """`model` with an overlay blob of `overlay_size` bytes and its L1 counted; None if that does not fit the
+    usable L1."""
+    extra = overlay_extra_bytes(overlay_size) - overlay_extra_bytes(model.overlay_size)
+    if model.l1_bytes + extra > device.l1_usable:
+        return None
+    return dataclasses.replace(model, overlay_size=overlay_size, l1_bytes=model.l1_bytes + extra)
 
 
 def legal_op_models(graph: Graph, name: str, device: DeviceSpec,

@@ -13,7 +13,7 @@ from ..ir import Graph
 from .chips import chip_assignment, first_of_entries
 from .dram import DramPlacement, place_dram
 from .fork_join import buffer_fork_joins
-from .op_model import BalancerError, OpModel
+from .op_model import BalancerError, OpModel, with_overlay
 from .placer import PlacedOp
 from .plan_cost import PlanCoster
 from .queues import QueuePlan, plan_queues
@@ -138,11 +138,14 @@ def prologue_choice(graph: Graph, schedule: list[str], models: dict[str, OpModel
 def finish(graph: Graph, coster: PlanCoster, schedule: list[str], models: dict[str, OpModel],
            placed: dict[str, PlacedOp], policy: str, constraints: Constraints) -> Placement:
     """The placement of a choice of models and locations: its queues (`queues.plan_queues`), their DRAM placement
-    (`dram.place_dram`) and its exact cost with them (`PlanCoster.cost`); joins that fork-join stalls would slow
-    get bigger input buffers (`fork_join.buffer_fork_joins`)."""
+    (`dram.place_dram`) and its exact cost with them (`PlanCoster.cost`); ops that need more stream phases than
+    the default overlay blob holds get the extended one where their L1 has room (`PlanCoster.overlays`), then
+    joins that fork-join stalls would slow get bigger input buffers (`fork_join.buffer_fork_joins`)."""
     device = coster.device
     prologue = prologue_choice(graph, schedule, models)
     epoch_of = {n: p.epoch for n, p in placed.items()}
+    overlays = coster.overlays(schedule, models, epoch_of, prologue)
+    models = {name: with_overlay(m, device, overlays[name]) if name in overlays else m for name, m in models.items()}
     models = buffer_fork_joins(graph, coster, schedule, models, epoch_of, prologue)
     queues = plan_queues(graph, models, epoch_of, device, coster.microbatch, coster.links.inputs == "pcie",
                          coster.links.outputs == "pcie", coster.queued, constraints.chips)
@@ -154,7 +157,7 @@ def finish(graph: Graph, coster: PlanCoster, schedule: list[str], models: dict[s
         cores[name] = [(p.loc[0] + r, p.loc[1] + c) for r in range(rows) for c in range(cols)]
     dram = place_dram(queues, device, constraints.dram_algorithm, constraints.dram_channels, cores)
     cost = coster.cost(schedule, models, epoch_of, prologue, dram, placed=placed)
-    overuse = coster.overuse(schedule, models, epoch_of, prologue)
+    overuse = coster.overuse(schedule, models, epoch_of, prologue, extend=False)
     return Placement(models=models, placed=placed, prologue=prologue, epochs=sum(map(len, cost.temporal)),
                      estimated_cycles=cost.cycles, epoch_timings=cost.epochs, queues=queues, dram=dram, policy=policy,
                      queued_edges=coster.queued, temporal=cost.temporal,

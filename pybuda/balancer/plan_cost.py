@@ -21,8 +21,8 @@ import dataclasses
 import itertools
 import math
 
-from ..arch.movement import (MovingInput, MovingOp, Overuse, QueueLayout, core_streams, epoch_pipes, heaviest_input,
-                             overuses)
+from ..arch.movement import (EXTENDED_OVERLAY_BYTES, MovingInput, MovingOp, Overuse, QueueLayout, core_streams,
+                             epoch_pipes, heaviest_input, overuses, phase_hungry)
 from ..arch.operands import OpGeometry, input_buffer_inputs, output_buffer_inputs, output_granules, tiles_read_per_core
 from ..arch.perf import EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles, temporal_epochs
 from ..arch.streaming import edge_tms
@@ -31,7 +31,7 @@ from ..ir import Graph, epoch_types, loopback_writers
 from .chips import home_chip
 from .dram import DramPlacement, assumed_channels
 from .op_model import (NetlistInput, OpModel, buda_op_type, e2e_queue, geometry, netlist_inputs,
-                       op_attributes, operand_inputs, operand_port, raw_prologue_grid, read_tiles)
+                       op_attributes, operand_inputs, operand_port, raw_prologue_grid, read_tiles, with_overlay)
 from .placer import PlacedOp
 from .queues import e2e_queue_blocking, host_queue_grid
 
@@ -370,20 +370,45 @@ class PlanCoster:
         cycles = program_cycles(self.device, ((e.epoch_cycles, 1) for e in epochs), max(0, len(epochs) - programs))
         return PlanCost(cycles, tuple(epochs), tuple(groups))
 
-    def overuse(self, schedule: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
-                prologue: dict[str, bool]) -> tuple[Overuse, str | None, str] | None:
-        """The first per-core stream resource a plan's epochs overuse (`pybuda.arch.movement.overuses`, what the
-        validator's stream rules check on its netlist) with the edge whose pipes use most of it
-        (`heaviest_input`): (overuse, producer op in the same epoch or None, consumer op), or None. Ops of other
-        epochs count at their `models`."""
+    def _epoch_streams(self, schedule: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
+                       prologue: dict[str, bool]):
+        """Per epoch of the plan, in order: (its ops' names, their `MovingOp`s, its pipes, their `core_streams`)."""
         by_epoch, _, temporal = self._grouped(schedule, epoch_of)
         for epoch in sorted(by_epoch):
             ops = [self.op_load(name, models[name], epoch_of, prologue, self.writes_queue(name, epoch_of),
                                 models=models, temporal=temporal).moving for name in by_epoch[epoch]]
             pipes = epoch_pipes(ops)
-            found = overuses(self.device, core_streams(ops, pipes))
+            yield by_epoch[epoch], ops, pipes, core_streams(ops, pipes)
+
+    def overlays(self, schedule: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
+                 prologue: dict[str, bool]) -> dict[str, int]:
+        """The ops of a plan that need more stream phases than the default overlay blob holds and have the L1 for
+        `EXTENDED_OVERLAY_BYTES` (what the legacy compiler gives them), with that size."""
+        return {name: EXTENDED_OVERLAY_BYTES
+                for _, _, _, usage in self._epoch_streams(schedule, models, epoch_of, prologue)
+                for name in sorted(phase_hungry(self.device, usage))
+                if name in models and with_overlay(models[name], self.device, EXTENDED_OVERLAY_BYTES) is not None}
+
+    def overuse(self, schedule: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
+                prologue: dict[str, bool], extend: bool = True) -> tuple[Overuse, str | None, str] | None:
+        """The first per-core stream resource a plan's epochs overuse (`pybuda.arch.movement.overuses`, what the
+        validator's stream rules check on its netlist) with the edge whose pipes use most of it
+        (`heaviest_input`): (overuse, producer op in the same epoch or None, consumer op), or None. Ops of other
+        epochs count at their `models`. An op's stream phases count against its model's overlay blob, or with
+        `extend` against the extended blob where its L1 has room for it (`overlays`, given when the plan is
+        finished)."""
+        def overlay(name: str) -> int:
+            model = models.get(name)     # None: a prologue holder, not an op
+            if model is None:
+                return 0
+            if extend and not model.overlay_size and with_overlay(model, self.device, EXTENDED_OVERLAY_BYTES):
+                return EXTENDED_OVERLAY_BYTES
+            return model.overlay_size
+
+        for names, ops, pipes, usage in self._epoch_streams(schedule, models, epoch_of, prologue):
+            found = overuses(self.device, usage, overlay)
             if found:
                 consumer, index = heaviest_input(pipes, found[0])
                 src = next(o for o in ops if o.name == consumer).inputs[index].src if index >= 0 else None
-                return found[0], src if src in by_epoch[epoch] else None, consumer
+                return found[0], src if src in names else None, consumer
         return None
