@@ -7,7 +7,6 @@ saves a TTI image and returns a model that does not run; RunOnly loads a saved i
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import warnings
 from pathlib import Path
@@ -18,40 +17,24 @@ import torch
 
 from . import config as cfg
 from .config import CompileDepth, DeviceMode
-from .dataformat import DataFormat
-from .errors import InternalError, UsageError, UserInputError, UserTypeError
+from .errors import UsageError, UserInputError, UserTypeError
 from .progress import StageProgress
 from .device import get_device
 from .files import safe_file_stem, usable_output_dir
 from .frontend.pybuda_trace import trace_module
-from .ir import Graph, loss_gradient_input
+from .ir import Graph
 from .module import PyBudaModule, to_numpy
 from .runtime import RuntimeModel
 from .runtime.training import TrainingRuntime
 from .runtime import load as load_tti
 from .stages import STAGES, CompileState, Stage, check_stages, run_stages, stop_stage
-from .training import check_training, tensors
+from .training import TrainingReference, check_training, tensors
 from .passes.cpu_fallback import Segment
-from .runtime.loss import TrainingError, host_loss
-from .verify import GRAPH_PCC_THRESHOLD, golden_gradients, netlist_pcc_threshold, pcc, run_golden, run_segments
+from .runtime.loss import TrainingError
+from .verify import (GRAPH_PCC_THRESHOLD, StageCheck, VerificationError, golden_gradients, netlist_pcc_threshold,
+                     pcc, run_golden, run_segments)
 
 DEFAULT_DEVICE = "e150"
-
-
-class VerificationError(InternalError, AssertionError):
-    """A stage's golden outputs diverge from the framework's; the message names the first such stage."""
-
-
-@dataclasses.dataclass
-class StageCheck:
-    """One verify result: a stage's worst output against the framework. For the netlist stage (the netlist run in
-    the backend simulator) also its least precise data format and that format's PCC threshold."""
-
-    stage: str
-    pcc: float
-    max_abs_error: float
-    data_format: str | None = None
-    threshold: float = GRAPH_PCC_THRESHOLD
 
 
 class CompiledModel:
@@ -196,89 +179,6 @@ class CompiledModel:
         return "\n".join(lines)
 
 
-# how far a gradient's or an updated parameter's norm may be from torch's: a graph evaluates in float32, a netlist in
-# its data formats
-NORM_TOLERANCE = {"graph": 1e-3, "netlist": 0.1}
-
-
-@dataclasses.dataclass
-class _TrainingReference:
-    """torch's side of a training compile's verification: the loss gradient of the framework outputs, every
-    parameter's gradient and its value after one optimizer step (eval mode: dropout off, as compiled)."""
-
-    outputs: list
-    targets: tuple
-    loss: object
-    gradients: dict
-    stepped: dict
-
-    @classmethod
-    def of(cls, model, sample_inputs: tuple, training) -> "_TrainingReference | None":
-        if not isinstance(model, torch.nn.Module):
-            return None   # a PyBudaModule: its forward outputs are verified, its gradients are not
-        ref = copy.deepcopy(model).eval()
-        outputs = tensors(ref(*sample_inputs))
-        total = sum(training.loss(o, t) for o, t in zip(outputs, training.sample_targets))
-        total.backward()
-        gradients = {n: to_numpy(p.grad) for n, p in ref.named_parameters() if p.grad is not None}
-        training.optimizer.torch_optimizer(ref.parameters()).step()
-        stepped = {n: to_numpy(p.detach()) for n, p in ref.named_parameters()}
-        return cls([o.detach() for o in outputs], training.sample_targets, training.loss, gradients, stepped)
-
-    def loss_gradients(self, output_names: list[str]) -> dict[str, np.ndarray]:
-        _, grads = host_loss(self.loss, self.outputs, self.targets)
-        return {loss_gradient_input(name): g for name, g in zip(output_names, grads)}
-
-    def _compare(self, stage: str, got: dict, want: dict, threshold: float, what: str,
-                 rounding: dict[str, float] | None = None) -> StageCheck:
-        """The worst parameter's PCC (and its norm within `NORM_TOLERANCE` of torch's: PCC is blind to scale); a
-        parameter whose reference is constant (a gradient that is 0 in exact arithmetic, e.g. an attention key
-        bias's) is left out: its PCC measures noise. `rounding` (relative, by parameter) accepts a value that is
-        torch's up to its stored format's rounding step (an update below it is lost on the device, as on the
-        hardware; a parameter near-constant like a layernorm weight then has no PCC to speak of)."""
-        worst = StageCheck(stage, 1.0, 0.0, threshold=threshold)
-        for name, expected in want.items():
-            if name not in got or np.ptp(expected) <= 1e-6 * max(np.abs(expected).max(), 1e-30) \
-                    or np.abs(expected).max() < 1e-9:
-                continue
-            value = np.asarray(got[name]).reshape(expected.shape)
-            check = dataclasses.replace(worst, pcc=pcc(value, expected),
-                                        max_abs_error=float(np.max(np.abs(value - expected))))
-            ratio = float(np.linalg.norm(value) / np.linalg.norm(expected))
-            tolerance = NORM_TOLERANCE["netlist" if stage.startswith("netlist") else "graph"]
-            close = check.pcc >= threshold and abs(ratio - 1.0) <= tolerance
-            if close:
-                worst = check if check.pcc < worst.pcc else worst
-                continue
-            if rounding is not None and check.max_abs_error <= rounding[name] * float(np.abs(expected).max()):
-                continue
-            raise VerificationError(f"stage {stage!r}: the {what} of parameter {name!r} diverges from torch's: pcc "
-                                    f"{check.pcc:.6f} (threshold {threshold}), norm {ratio:.4f}x torch's "
-                                    f"(tolerance {tolerance}), max abs error {check.max_abs_error:.3g}")
-        return worst
-
-    def check_gradients(self, stage: str, gradients: dict, threshold: float) -> StageCheck:
-        return self._compare(f"{stage} gradients", gradients, self.gradients, threshold, "gradient")
-
-    def check_step(self, state, training) -> list[StageCheck]:
-        """One training step of the netlist in a simulator of its own: gradients and updated parameters against
-        torch's, with the threshold of the netlist's least precise format."""
-        fmt, _, threshold = netlist_pcc_threshold(state.netlists[0])
-        runtime = TrainingRuntime(state.netlists[0], state.manifest, state.arrays, training.loss, training.optimizer)
-        inputs = tuple(torch.as_tensor(x) for x in state.sample_inputs)
-        runtime.train_step(inputs, self.targets)
-        grads = {k: v.numpy() for k, v in runtime.gradients().items()}
-        params = {k: v.numpy() for k, v in runtime.state_dict().items()}
-        queues = state.netlists[0].queues   # a parameter trained or updated on the host is Float32
-        on_device = {name for name in params if name in queues and runtime.host_optimizer is None}
-        rounding = {name: 2.0 ** -(queues[name].df if name in on_device else DataFormat.Float32).mantissa_bits
-                    for name in params}
-        return [dataclasses.replace(self._compare("netlist gradients", grads, self.gradients, threshold, "gradient"),
-                                    data_format=fmt.value),
-                dataclasses.replace(self._compare("netlist step", params, self.stepped, threshold, "updated value",
-                                                  rounding), data_format=fmt.value)]
-
-
 def _check(stage: str, segments: tuple[Segment, ...], outputs: list[str], batch: dict[str, np.ndarray],
            expected: list[np.ndarray]) -> StageCheck:
     return _compare(StageCheck(stage, 1.0, 0.0), run_segments(segments, batch, outputs), expected,
@@ -368,7 +268,7 @@ def _compile(model, sample_inputs: tuple, spec, config: cfg.CompilerConfig, out_
     result = CompiledModel(name, spec.name, config, microbatch)
 
     expected = _framework_outputs(model, sample_inputs) if verify else None
-    reference = _TrainingReference.of(model, sample_inputs, training) if verify and training else None
+    reference = TrainingReference.of(model, sample_inputs, training) if verify and training else None
     batch: dict[str, np.ndarray] = {}
     state = CompileState(model=model, sample_inputs=sample_inputs, config=config, device=spec, microbatch=microbatch,
                          name=name, output_dir=out_dir, optimizer=training.optimizer if training else None)

@@ -2,10 +2,12 @@
 netlist run in the backend simulator must reach for its least precise data format."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .dataformat import DataFormat, MathFidelity
-from .errors import UserInputError
+from .errors import InternalError, UserInputError
 from .ir import Graph, accumulated_parameter, apply_tms
 from .netlist import Netlist
 from .ops import registry
@@ -25,6 +27,22 @@ NETLIST_PCC_THRESHOLDS: dict[DataFormat, tuple[float, float]] = {
     DataFormat.Fp8_e4m3: (0.85, 0.85), DataFormat.Bfp4: (0.85, 0.85), DataFormat.Bfp4_b: (0.85, 0.85),
     DataFormat.Bfp2: (0.1, 0.1), DataFormat.Bfp2_b: (0.1, 0.1),
 }
+
+
+class VerificationError(InternalError, AssertionError):
+    """A stage's golden outputs diverge from the framework's; the message names the first such stage."""
+
+
+@dataclasses.dataclass
+class StageCheck:
+    """One verify result: a stage's worst output against the framework. For the netlist stage (the netlist run in
+    the backend simulator) also its least precise data format and that format's PCC threshold."""
+
+    stage: str
+    pcc: float
+    max_abs_error: float
+    data_format: str | None = None
+    threshold: float = GRAPH_PCC_THRESHOLD
 
 
 def least_precise_format(netlist: Netlist) -> DataFormat:
