@@ -1,6 +1,6 @@
-"""CNN path: batchnorm, clip, constant pad, grouped/depthwise conv, average pools (each op against torch through
-every compiler stage), the conv folds and layout rewrites, and small ResNet / MobileNetV2 models end to end
-(compile, simulate, compare with PyTorch)."""
+"""CNN path: batchnorm, clip, constant pad, grouped/depthwise conv, average pools, max pools in ceil mode (each op
+against torch through every compiler stage), the conv folds and layout rewrites, and small ResNet / MobileNetV2
+models end to end (compile, simulate, compare with PyTorch)."""
 from __future__ import annotations
 
 import numpy as np
@@ -137,6 +137,48 @@ def test_average_pools_match_torch(op_type, attrs, image, reference):
     stage, _ = _check_stages(g, {"x": x}, reference(_t(x)).numpy())
     if attrs.get("output_size") == [1, 1]:  # a global pool of an NCHW input: means over W and H, no layout change
         assert [n.op_type for n in stage.nodes("op")] == ["reduce_avg", "reduce_avg"]
+
+
+MAX_POOLS = [
+    ({"kernel": 3, "stride": 2, "ceil_mode": True}, 8),              # VoVNet's pools: the last window overhangs
+    ({"kernel": 3, "stride": 2, "padding": 1, "ceil_mode": True}, 10),
+    ({"kernel": 2, "stride": 2, "ceil_mode": True}, 7),
+    ({"kernel": 3, "stride": 2, "ceil_mode": True}, 9),              # ceil mode adds no window: as floor
+]
+
+
+@pytest.mark.parametrize("attrs, image", MAX_POOLS, ids=["k3s2", "k3s2p1", "k2s2_odd", "k3s2_exact"])
+def test_max_pool_in_ceil_mode_matches_torch(attrs, image):
+    x = RNG.standard_normal((1, 6, image, image)).astype(np.float32) - 3.0    # negative: padding must not win
+    expected = F.max_pool2d(_t(x), attrs["kernel"], attrs["stride"], attrs.get("padding", 0), ceil_mode=True).numpy()
+    g = _graph("max_pool2d", {"x": x.shape}, {}, attrs)
+    assert g.node("op").shape == expected.shape
+    stage, _ = _check_stages(g, {"x": x}, expected)
+    assert "max_pool2d" not in {n.op_type for n in stage.nodes("op")}
+
+
+class CeilPools(nn.Module):
+    """A conv, then a max pool and an average pool in ceil mode (VoVNet's and Inception's downsampling)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.max = nn.MaxPool2d(3, 2, ceil_mode=True)
+        self.avg = nn.AvgPool2d(3, 2, padding=1, ceil_mode=True, count_include_pad=False)
+
+    def forward(self, x):
+        return self.avg(self.max(torch.relu(self.conv(x))) - 0.5)
+
+
+def test_ceil_mode_pools_compile_and_match_torch(tmp_path):
+    torch.manual_seed(0)
+    model, x = CeilPools().eval(), torch.randn(2, 3, 14, 14)
+    compiled = pybuda.compile(model, x, output_dir=tmp_path, verify=True)
+    with torch.no_grad():
+        expected = model(x)
+    got = compiled(x)
+    assert got.shape == expected.shape == (2, 8, 4, 4)
+    assert pcc(got.numpy(), expected.numpy()) >= 0.99
 
 
 # ---- the conv folds and the layout rewrites ----------------------------------------------------------

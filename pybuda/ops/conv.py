@@ -34,23 +34,35 @@ def _pads(v) -> tuple:
     return (v[0], v[1], v[0], v[1]) if len(v) == 2 else v
 
 
+def out_size(n: int, k: int, s: int, pad_lo: int, pad_hi: int, ceil_mode: bool = False, d: int = 1) -> int:
+    """Output length of a window op (torch's pooling_output_shape_pad_lr): with `ceil_mode` a last window that
+    runs past the padded end still counts when it starts inside the input or its low padding."""
+    out = (n + pad_lo + pad_hi - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= n + pad_lo:
+        out -= 1
+    return out
+
+
 def _geometry(h: int, w: int, attrs: dict, kernel: tuple) -> tuple:
     sh, sw = _pair(attrs.get("stride", 1))
     dh, dw = _pair(attrs.get("dilation", 1))
     pt, pl, pb, pr = _pads(attrs.get("padding", 0))
     kh, kw = kernel
-    ho = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
-    wo = (w + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    ceil_mode = bool(attrs.get("ceil_mode", False))
+    ho, wo = out_size(h, kh, sh, pt, pb, ceil_mode, dh), out_size(w, kw, sw, pl, pr, ceil_mode, dw)
     if ho < 1 or wo < 1:
         raise OpError(f"kernel {kernel} larger than padded input {(h, w)}")
     return ho, wo, (sh, sw), (dh, dw), (pt, pl, pb, pr)
 
 
 def _windows(x: np.ndarray, kernel: tuple, attrs: dict, fill: float) -> np.ndarray:
-    """(..., C, Ho, Wo, kh, kw) windows of x (..., C, H, W) with padding `fill`."""
+    """(..., C, Ho, Wo, kh, kw) windows of x (..., C, H, W) with padding `fill` (and, in ceil mode, the last
+    windows' overhang past the padded end filled alike)."""
     ho, wo, (sh, sw), (dh, dw), (pt, pl, pb, pr) = _geometry(x.shape[-2], x.shape[-1], attrs, kernel)
-    xp = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(pt, pb), (pl, pr)], constant_values=fill)
     kh, kw = kernel
+    over_h = max(0, (ho - 1) * sh + (kh - 1) * dh + 1 - (x.shape[-2] + pt + pb))
+    over_w = max(0, (wo - 1) * sw + (kw - 1) * dw + 1 - (x.shape[-1] + pl + pr))
+    xp = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(pt, pb + over_h), (pl, pr + over_w)], constant_values=fill)
     win = sliding_window_view(xp, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(-2, -1))
     return win[..., ::sh, ::sw, ::dh, ::dw][..., :ho, :wo, :, :]
 
@@ -296,8 +308,6 @@ register(OpDef("conv2d", _conv_shape, _conv_eval, arity=(2, 3), kind="nn", decom
 
 def _pool_shape(shapes, attrs):
     x = shapes[0]
-    if attrs.get("ceil_mode"):
-        raise OpError("max_pool2d with ceil_mode=True is not supported yet")
     ho, wo, *_ = _geometry(x[-2], x[-1], attrs, _pair(attrs["kernel"]))
     return (*x[:-2], ho, wo)
 

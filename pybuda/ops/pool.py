@@ -14,22 +14,14 @@ import numpy as np
 
 from ..sparse import SparseMatrix
 from .common import ceil_tile
-from .conv import _pads, _pair, from_spatial_rows, picker_matmul, to_spatial_rows
+from .conv import _pads, _pair, from_spatial_rows, out_size, picker_matmul, to_spatial_rows
 from . import registry
 from .registry import OpDef, OpError, register
 
 
-def _out_size(n: int, k: int, s: int, pad_lo: int, pad_hi: int, ceil_mode: bool) -> int:
-    """torch's pooling_output_shape_pad_lr (dilation 1)."""
-    out = (n + pad_lo + pad_hi - k + (s - 1 if ceil_mode else 0)) // s + 1
-    if ceil_mode and (out - 1) * s >= n + pad_lo:
-        out -= 1
-    return out
-
-
 def _avg_windows(n: int, k: int, s: int, pad_lo: int, pad_hi: int, ceil_mode: bool):
     """Per output index: (first, last+1) input index inside the image, and the padded window size."""
-    out = _out_size(n, k, s, pad_lo, pad_hi, ceil_mode)
+    out = out_size(n, k, s, pad_lo, pad_hi, ceil_mode)
     if out < 1:
         raise OpError(f"kernel {k} larger than padded input {n}")
     wins = []
@@ -95,7 +87,7 @@ def _avg_out_hw(h, w, attrs):
     sh, sw = _pair(attrs.get("stride", attrs["kernel"]))
     pt, pl, pb, pr = _pads(attrs.get("padding", 0))
     ceil_mode = bool(attrs.get("ceil_mode", False))
-    ho, wo = _out_size(h, kh, sh, pt, pb, ceil_mode), _out_size(w, kw, sw, pl, pr, ceil_mode)
+    ho, wo = out_size(h, kh, sh, pt, pb, ceil_mode), out_size(w, kw, sw, pl, pr, ceil_mode)
     if ho < 1 or wo < 1:
         raise OpError(f"kernel {(kh, kw)} larger than padded input {(h, w)}")
     return ho, wo
