@@ -181,6 +181,34 @@ def test_ceil_mode_pools_compile_and_match_torch(tmp_path):
     assert pcc(got.numpy(), expected.numpy()) >= 0.99
 
 
+class InceptionBlock(nn.Module):
+    """Channel concatenation of three branches with unequal channel counts, none a multiple of 32 (1x1 conv, 3x3
+    conv, max pool), read by a strided conv."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 12, 3, padding=1)
+        self.a = nn.Conv2d(12, 5, 1)
+        self.b = nn.Conv2d(12, 7, 3, padding=1)
+        self.pool = nn.MaxPool2d(3, 1, padding=1)
+        self.head = nn.Conv2d(5 + 7 + 12, 8, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        s = torch.relu(self.stem(x))
+        return self.head(torch.cat([torch.relu(self.a(s)), torch.relu(self.b(s)), self.pool(s)], dim=1))
+
+
+def test_channel_concatenation_compiles_and_matches_torch(tmp_path):
+    torch.manual_seed(0)
+    model, x = InceptionBlock().eval(), torch.randn(2, 3, 12, 12)
+    compiled = pybuda.compile(model, x, output_dir=tmp_path, verify=True)
+    assert "concatenate" in {n.op_type for n in compiled.graphs["initial_graph"].nodes("op")}
+    assert "concatenate" not in {n.op_type for n in compiled.device_graph.nodes("op")}   # placement matmuls
+    with torch.no_grad():
+        expected = model(x)
+    assert pcc(compiled(x).numpy(), expected.numpy()) >= 0.99
+
+
 # ---- the conv folds and the layout rewrites ----------------------------------------------------------
 
 def test_pad_and_batchnorm_fold_into_the_conv():

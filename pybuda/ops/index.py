@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .common import ceil_tile, norm_dim
+from .conv import from_spatial_rows, to_spatial_rows
 from .registry import OpDef, OpError, register
 
 
@@ -218,10 +219,26 @@ def _lower_concat(ctx):
             p = ctx.constant_padded(place[None, None], (n, total), f"concat_place_{k}")
             p = ctx.broadcast_to(p, (*x.shape[:-2], n, total), axes="z")
             part = ctx.op("matmul", [x, p], {}, pad_zero=(x.pad_zero[0], True), aux=f"concat_{k}")
+        last = k == len(ctx.operands) - 1
         acc = part if acc is None else ctx.op("add", [acc, part], {}, pad_zero=tuple(
-            a and b for a, b in zip(acc.pad_zero, part.pad_zero)), aux=None if k == len(ctx.operands) - 1 else f"concat_sum_{k}")
+            a and b for a, b in zip(acc.pad_zero, part.pad_zero)), aux=None if last else f"concat_sum_{k}")
         offset += n
     return acc
+
+
+def _decompose_concat(ctx):
+    """A channel concatenation of (..., C, H, W) tensors (dim -3, H x W > 1) in the CNN layout: each operand as its
+    (H*W, C_k) matrix, concatenated along the columns, back to (..., C, H, W); between convolutions the layout
+    changes cancel (`optimize`), so the device concatenates columns (`_lower_concat`). Other dims stay."""
+    rank = len(ctx.node.shape)
+    if rank < 3 or norm_dim(int(ctx.node.attrs["dim"]), rank) != -3 or len(ctx.operands) < 2:
+        return
+    *lead, c, h, w = ctx.node.shape
+    if h * w == 1:
+        return
+    parts = [to_spatial_rows(ctx, x, ctx.node_input_shape(k)[-3], h, w)[0] for k, x in enumerate(ctx.operands)]
+    matrix = ctx.op("concatenate", parts, {"dim": -1})
+    ctx.replace(from_spatial_rows(ctx, matrix, tuple(lead), c, h, w, h * w))
 
 
 def _concat_backward(ctx, index, grad):
@@ -231,4 +248,4 @@ def _concat_backward(ctx, index, grad):
 
 
 register(OpDef("concatenate", _concat_shape, lambda v, a: np.concatenate(v, axis=int(a["dim"])), arity=(1, 64),
-               kind="tm", lower=_lower_concat, backward=_concat_backward))
+               kind="tm", decompose=_decompose_concat, lower=_lower_concat, backward=_concat_backward))
