@@ -9,6 +9,7 @@ import dataclasses
 
 import pytest
 
+from pybuda.arch.tilemap import edge_reads
 from pybuda.device import get_device
 from pybuda.netlist import check, load
 from pybuda.tools.shared import CALIBRATION_NETLISTS
@@ -62,9 +63,10 @@ def matmul(outputs: int = 1) -> str:
           f"{Q}, dram: [[0, 0x30000000]]}}"
     w = f"w: {{input: HOST, type: queue, entries: 2, grid_size: [1, 1], t: 1, mblock: [4, 4], ublock: [1, 1], {Q}, " \
         f"dram: [[2, 0x30000000]]}}"
+    def dram(k: int) -> str:
+        return ", ".join(f"[{3 + k}, {hex(0x30000000 + 0x1000000 * j)}]" for j in range(4))
     outs = [f"out{k}: {{input: mm, type: queue, entries: 2, grid_size: [2, 2], t: 1, mblock: [1, 1], "
-            f"ublock: [2, 2], {Q}, dram: [{', '.join(f'[{3 + k}, {hex(0x30000000 + 0x1000000 * j)}]' for j in range(4))}]}}"
-            for k in range(outputs)]
+            f"ublock: [2, 2], {Q}, dram: [{dram(k)}]}}" for k in range(outputs)]
     mm = (f"mm: {{type: matmul, grid_loc: [2, 0], grid_size: [2, 2], inputs: [a, w], t: 1, mblock: [1, 1], "
           f"ublock: [2, 2], in_df: [Float16_b, Float16_b], {OP}, attributes: {{m_k: 4, u_kt: 1}}}}")
     return _netlist([act, w, *outs], [_nop("a", (0, 0), (2, 2), "act", (2, 2)), mm], ["act", "w"])
@@ -131,3 +133,11 @@ def test_the_calibration_netlists_are_there():
     if not CALIBRATION_NETLISTS.is_dir():
         pytest.skip("netlist corpus not available")
     assert len(CALIBRATION) == 3
+
+
+def test_an_edge_to_a_grid_no_device_has_maps_to_nothing():
+    """A mutant's grid of 2^40 rows (found by the property test): the edge is not mapped (grid.bounds reports the
+    op) instead of sizing arrays by it."""
+    assert edge_reads((1, 2, 2), (1, 1), (), None, None, (1 << 40, 1), "rows") == ()
+    assert edge_reads((1, 2, 2), (1 << 40, 1), (), None, None, (1, 1), "rows") == ()
+    assert edge_reads((1, 2, 2), (1, 1), (), None, None, (2, 1), "rows") != ()

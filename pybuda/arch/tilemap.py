@@ -77,7 +77,7 @@ def _block_index(index: np.ndarray, size: int, parts: int) -> np.ndarray:
 def edge_reads(producer_shape: tuple, producer_grid: tuple, tms: tuple, unpad: tuple | None, pad: tuple | None,
                consumer_grid: tuple, role: str) -> tuple:
     """Per consumer group, what it reads of the producer per input (`GroupReads`, groups in row-major order);
-    none where a TM does not apply or a shape is empty or beyond `MAX_TILES` (an inconsistent netlist).
+    none where a TM does not apply or a shape or grid is empty or beyond `MAX_TILES` (an inconsistent netlist).
 
     producer_shape: (t, rt, ct) of the producer's output (an op) or of one queue entry; producer_grid: the
     producer's grid (its cores, or a queue's buffers). role: "rows" (a group per consumer grid row), "cols" (per
@@ -93,10 +93,12 @@ def edge_reads(producer_shape: tuple, producer_grid: tuple, tms: tuple, unpad: t
     out = shapes[-1]
     if pad:
         out = (out[0], out[1] + pad[0], out[2] + pad[1])
-    if min(*out, *shape, *producer_grid, *consumer_grid) <= 0 or out[0] * out[1] * out[2] > MAX_TILES:
+    gr, gc = consumer_grid
+    groups = gr if role == "rows" else gc if role == "cols" else gr * gc
+    if min(*out, *shape, *producer_grid, *consumer_grid) <= 0 or out[0] * out[1] * out[2] > MAX_TILES \
+            or groups > MAX_TILES or producer_grid[0] * producer_grid[1] > MAX_TILES:
         return ()
     t, r, c = (a.ravel() for a in np.indices(out, dtype=np.int64))
-    gr, gc = consumer_grid
     row = _block_index(r, out[1], gr)
     col = _block_index(c, out[2], gc)
     group = row if role == "rows" else col if role == "cols" else row * gc + col
@@ -113,7 +115,6 @@ def edge_reads(producer_shape: tuple, producer_grid: tuple, tms: tuple, unpad: t
     # consumer tile order within a group: t-major, then rows, then columns
     order = np.lexsort((c, r, t, group))
     group, unit, valid, first_t = group[order], unit[order], valid[order], t[order] == 0
-    groups = (gr if role == "rows" else gc if role == "cols" else gr * gc)
     result = []
     bounds = np.searchsorted(group, np.arange(groups + 1))
     for g in range(groups):

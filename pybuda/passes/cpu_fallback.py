@@ -1,7 +1,9 @@
 """CPU fallback: partition the framework graph into an ordered list of host and device segments.
 
 The ops whose type (or framework op type, for decomposed ops) is in `cpu_fallback_ops` run on the host, and
-take along the side of them that does none of the device's work (the legacy pre/post fallback devices):
+take along the side of them that does none of the device's work (the legacy pre/post fallback devices); so do,
+whatever that option says, the ops with no device lowering that are computed from model inputs and constants only
+(an attention mask's casts and comparisons: `ahead_of_device`), with what is computed from them alone:
     at the start    no ancestor is device work      -> they go with it to the host before the device (host-pre)
     at the end      else, no descendant is          -> they go with it to the host after the device (host-post)
     in the middle   else it runs alone on the host, splitting the device graph (host-mid)
@@ -63,10 +65,12 @@ def partition(graph: Graph, config) -> tuple[Segment, ...]:
     """The segments of a framework graph, in run order (one device segment when nothing falls back)."""
     types = fallback_types(config)
     fallback = [n.name for n in graph.nodes("op") if n.op_type in types or n.framework_op_type in types]
-    if not fallback:
+    host = _host_ops(graph, fallback)
+    if config is None or config.enable_tvm_cpu_fallback:
+        host |= ahead_of_device(graph, host)
+    if not host:
         return (Segment(DEVICE, graph),)
     types = epoch_types(graph) if graph.loopbacks_present() else None
-    host = _host_ops(graph, fallback)
     if types is not None:
         host |= _host_updates(graph, host, types)
     index = _segment_index(graph, host, types)
@@ -126,6 +130,25 @@ def _host_ops(graph: Graph, fallback: list[str]) -> set[str]:
         elif not any(_device_work(graph, d) for d in descendants):
             host |= descendants
     return host
+
+
+def ahead_of_device(graph: Graph, host: set[str]) -> set[str]:
+    """Ops with no device lowering computed from model inputs and constants alone (an attention mask's casts,
+    comparisons and logical ops, position ids), with every op computed from those alone that is not device work:
+    they run on the host ahead of the device, in the first host part, whatever `cpu_fallback_ops` says."""
+    g = graph._g
+    ahead: set[str] = set()
+    for name in graph.topo_order():
+        node = graph.node(name)
+        if node.kind != "op" or name in host or _device_work(graph, name):
+            continue
+        ops_read = [o.src for o in graph.operands(name) if graph.node(o.src).kind == "op"]
+        if ops_read and all(src in ahead for src in ops_read):
+            ahead.add(name)
+        elif registry.get(node.op_type).lower is None and not any(
+                _device_work(graph, a) for a in nx.ancestors(g, name) if graph.node(a).kind == "op"):
+            ahead.add(name)
+    return ahead
 
 
 def _device_work(graph: Graph, op: str) -> bool:

@@ -1,12 +1,13 @@
 """Value folds (PyBuda IR), run by decompose and between the optimize sweeps: evaluate ops that read only
-parameters and constants (consteval), fold the infinity tests of values that cannot be infinite, and bypass
-where/add/multiply that leave an operand unchanged."""
+parameters and constants (consteval), fold the infinity tests of values that cannot be infinite, make a softmax
+masked with -inf under torch's safe-softmax guard finite, and bypass where/add/multiply that leave an operand
+unchanged."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..ir import Graph, Node
-from ..ops import registry
+from ..ops import add_op, registry
 from .rewrite import ANY, CONSTANT, Pattern, fixpoint, rewrite
 
 
@@ -144,6 +145,83 @@ def fold_infinity_tests(graph: Graph, node: Node, memo: dict[str, bool]) -> bool
     return True
 
 
+MASK_FILL = -1.0e4   # a masked score: exp(MASK_FILL - max) is 0 in every format while unmasked scores differ by less
+_GUARD_CHAIN = ("logical_not", "cast", "reduce_max", "cast", "logical_not", "equal")   # from where's condition up
+
+
+def _all(graph: Graph, name: str, value: float) -> bool:
+    node = graph.node(name)
+    return node.kind in ("constant", "parameter") and not node.mutable and bool(np.all(node.value == value))
+
+
+def _guard_chain(graph: Graph, cond: str) -> list[str] | None:
+    """The ops of torch's safe-softmax guard `not any(x != -inf)` over the last dim (a row all -inf gives 0, not
+    NaN) from `cond` up, as torch.export writes it: logical_not(cast(reduce_max(cast(logical_not(equal(x,
+    -inf)))))), or None; x is the last op's first operand."""
+    chain, name = [], cond
+    for op_type in _GUARD_CHAIN:
+        node = graph.node(name)
+        if node.kind != "op" or node.op_type != op_type or any(o.tms for o in graph.operands(name)):
+            return None
+        if op_type == "reduce_max" and int(node.attrs["dim"]) not in (-1, len(graph.operand_shape(
+                graph.operands(name)[0])) - 1):
+            return None
+        chain.append(name)
+        if op_type == "equal":
+            return chain if _all(graph, graph.operands(name)[1].src, -np.inf) else None
+        name = graph.operands(name)[0].src
+    return None
+
+
+def _remove_unused(graph: Graph, names: list[str]) -> None:
+    """Remove the ops and constants among `names`, in order, that have no users (left by a rewrite)."""
+    for name in names:
+        if name in graph and graph.node(name).kind in ("op", "constant") and not graph.users(name) \
+                and name not in graph.output_names:
+            graph.remove_node(name)
+
+
+@rewrite(Pattern("where", operands=(ANY, CONSTANT, Pattern("softmax"))), sweep_state=dict)
+def finite_masked_softmax(graph: Graph, node: Node, memo: dict[str, bool]) -> bool:
+    """softmax(s + where(c, 0, -inf)) under torch's safe-softmax guard (scaled-dot-product attention with a boolean
+    mask: a row with every key masked gives 0) -> softmax(s + where(c, 0, MASK_FILL)) * any(c) over the row, for a
+    finite s and a mask c computed from model inputs (a constant mask folds instead): the same values wherever
+    unmasked scores differ by less than -MASK_FILL (about 10^4), and no infinity or guard left for the device; c
+    runs on the host ahead of the device (`cpu_fallback.ahead_of_device`)."""
+    cond, zero, probs = (o.src for o in graph.operands(node.name))
+    chain = _guard_chain(graph, cond)
+    x = graph.operands(chain[-1])[0].src if chain else None
+    softmax = graph.node(probs)
+    if x is None or not _all(graph, zero, 0.0) or graph.operands(probs)[0].src != x \
+            or int(softmax.attrs["dim"]) not in (-1, len(softmax.shape) - 1):
+        return False
+    add = graph.node(x)
+    if add.kind != "op" or add.op_type != "add" or any(o.tms for o in graph.operands(x)):
+        return False
+    for scores, mask in (tuple(o.src for o in graph.operands(x)), tuple(o.src for o in graph.operands(x))[::-1]):
+        m = graph.node(mask)
+        if m.kind == "op" and m.op_type == "where" and not any(o.tms for o in graph.operands(mask)) \
+                and _finite(graph, scores, memo):
+            c, keep, fill = (o.src for o in graph.operands(mask))
+            if _all(graph, keep, 0.0) and _all(graph, fill, -np.inf) and not is_const_like(graph, c):
+                break       # (a constant mask folds: consteval, then `fold_infinity_tests`)
+    else:
+        return False
+    finite_mask, any_key = f"{mask}.finite", f"{c}.any_key"      # one of each per mask, shared by its layers
+    if finite_mask not in graph:
+        fill_value = graph.add_constant(graph.unique_name(f"{mask}.fill"), np.array(MASK_FILL, dtype=np.float32))
+        add_op(graph, finite_mask, "where", [c, keep, fill_value])
+    if any_key not in graph:
+        add_op(graph, any_key, "reduce_max", [c], {"dim": -1, "keep_dim": True})
+    masked = add_op(graph, graph.unique_name(f"{x}.finite"), "add", [scores, finite_mask])
+    probs_finite = add_op(graph, graph.unique_name(f"{probs}.finite"), "softmax", [masked], dict(softmax.attrs))
+    guarded = add_op(graph, graph.unique_name(f"{node.name}.guarded"), "multiply", [probs_finite, any_key])
+    inf = graph.operands(chain[-1])[1].src
+    graph.replace(node.name, guarded)
+    _remove_unused(graph, [*chain, inf, zero, probs, x, mask, fill])
+    return True
+
+
 @rewrite(Pattern(("where", "add", "multiply")))
 def bypass_trivial(graph: Graph, node: Node) -> bool:
     """where(all-true/all-false constant, a, b) -> a/b; x + 0 -> x; x * 1 -> x (when the shapes allow)."""
@@ -166,7 +244,7 @@ def bypass_trivial(graph: Graph, node: Node) -> bool:
 
 def simplify(graph: Graph, config=None) -> Graph:
     """The folds to a fixpoint (consteval unless `enable_consteval` is off)."""
-    folds = [fold_infinity_tests, bypass_trivial, fold_trained_view]
+    folds = [fold_infinity_tests, finite_masked_softmax, bypass_trivial, fold_trained_view]
     if config is None or config.enable_consteval:
         folds.append(consteval)
     fixpoint(graph, folds)
