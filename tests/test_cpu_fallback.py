@@ -265,3 +265,27 @@ def test_partition_positions(ops, expected):
     assert segments[-1].graph.output_names == ["out"]
     for before, after in zip(segments, segments[1:]):
         assert set(after.graph.input_names) <= set(before.graph.output_names) | {"x"}
+
+
+class PredictedClass(nn.Module):
+    """A classifier returning its logits and the predicted class (argmax: no device lowering, nothing after it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x):
+        logits = self.head(x)
+        return logits, logits.argmax(-1)
+
+
+def test_an_op_no_device_work_follows_runs_on_the_host_after_the_device_without_asking(tmp_path):
+    torch.manual_seed(0)
+    model, x = PredictedClass().eval(), torch.randn(4, 64)
+    compiled = pybuda.compile(model, x, output_dir=tmp_path, verify=True)
+    assert [s.kind for s in compiled.segments] == ["device", "host"] and compiled.host_ops == ["argmax_3"]
+    logits, predicted = compiled(x)
+    with torch.no_grad():
+        expected_logits, expected = model(x)
+    assert pcc(logits.numpy(), expected_logits.numpy()) >= 0.99
+    np.testing.assert_array_equal(predicted.numpy(), expected.numpy())   # float32 holding the class indices

@@ -307,7 +307,8 @@ def _astype(imp: _Importer, call: relax.Call, out: tuple) -> str:
 
 def _ints(expr) -> list[int]:
     """A Relax tuple / shape of integer immediates as Python ints."""
-    fields = expr.fields if isinstance(expr, relax.Tuple) else expr.values if isinstance(expr, relax.ShapeExpr) else expr
+    fields = expr.fields if isinstance(expr, relax.Tuple) else \
+        expr.values if isinstance(expr, relax.ShapeExpr) else expr
     return [int(getattr(f, "value", f)) for f in fields]
 
 
@@ -439,6 +440,18 @@ def _reduce(op_type: str) -> Handler:
     return handler
 
 
+def _argmax(imp: _Importer, call: relax.Call, out: tuple) -> str:
+    """argmax along one axis (or of the flattened tensor: axis None)."""
+    x = imp.arg(call, 0)
+    if call.attrs.axis is None:
+        x = imp.emit("reshape", [x], {"shape": [int(np.prod(imp.shape(x)))]})
+        dim = -1
+    else:
+        dim = int(call.attrs.axis) - len(imp.shape(x)) if int(call.attrs.axis) >= 0 else int(call.attrs.axis)
+    y = imp.emit("argmax", [x], {"dim": dim, "keep_dim": bool(call.attrs.keepdims)})
+    return y if tuple(imp.shape(y)) == tuple(out) else imp.emit("reshape", [y], {"shape": list(out)})
+
+
 def _bitwise_not(imp: _Importer, call: relax.Call, out: tuple) -> str:
     """Bitwise not of a boolean is logical not; of integers it is not supported."""
     dtype = str(call.args[0].ty.dtype)
@@ -477,6 +490,7 @@ _OPS: dict[str, Handler] = {
     "relax.mean": _reduce("reduce_avg"),
     "relax.sum": _reduce("reduce_sum"),
     "relax.max": _reduce("reduce_max"),
+    "relax.argmax": _argmax,
     "relax.nn.dropout": _dropout,
     "relax.strided_slice": _strided_slice,
     "relax.take": _take,

@@ -1,4 +1,4 @@
-"""Reductions: PyBuda reduce_sum / reduce_avg / reduce_max and the Buda `reduce` (max) op."""
+"""Reductions: PyBuda reduce_sum / reduce_avg / reduce_max / argmax and the Buda `reduce` (max) op."""
 from __future__ import annotations
 
 import numpy as np
@@ -101,6 +101,15 @@ register(OpDef("reduce_avg", _shape, _evaluator(np.mean), kind="reduce", groups=
                decompose=_decompose_keep_dim, lower=_lower_sum_like(True), backward=_avg_backward))
 register(OpDef("reduce_max", _shape, _evaluator(np.max), kind="reduce", decompose=_decompose_keep_dim,
                lower=_lower_max, backward=_max_backward))
+
+
+def _argmax(x, axis, keepdims):
+    return np.argmax(x, axis=axis, keepdims=keepdims).astype(np.float32)
+
+
+# the index of the first largest value along `dim` (a classifier's predicted class); no device lowering: at the
+# end of a model it runs on the host after the device (`cpu_fallback.behind_device`)
+register(OpDef("argmax", _shape, _evaluator(_argmax), kind="reduce"))
 
 
 # ---- Buda reduce: tile-level semantics on 4-D padded arrays --------------------------------------

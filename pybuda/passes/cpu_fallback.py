@@ -3,7 +3,8 @@
 The ops whose type (or framework op type, for decomposed ops) is in `cpu_fallback_ops` run on the host, and
 take along the side of them that does none of the device's work (the legacy pre/post fallback devices); so do,
 whatever that option says, the ops with no device lowering that are computed from model inputs and constants only
-(an attention mask's casts and comparisons: `ahead_of_device`), with what is computed from them alone:
+(an attention mask's casts and comparisons: `ahead_of_device`), with what is computed from them alone, and the
+ops with no device lowering that no device work follows (an argmax of the logits: `behind_device`):
     at the start    no ancestor is device work      -> they go with it to the host before the device (host-pre)
     at the end      else, no descendant is          -> they go with it to the host after the device (host-post)
     in the middle   else it runs alone on the host, splitting the device graph (host-mid)
@@ -68,6 +69,7 @@ def partition(graph: Graph, config) -> tuple[Segment, ...]:
     host = _host_ops(graph, fallback)
     if config is None or config.enable_tvm_cpu_fallback:
         host |= ahead_of_device(graph, host)
+        host |= behind_device(graph, host)
     if not host:
         return (Segment(DEVICE, graph),)
     types = epoch_types(graph) if graph.loopbacks_present() else None
@@ -149,6 +151,15 @@ def ahead_of_device(graph: Graph, host: set[str]) -> set[str]:
                 _device_work(graph, a) for a in nx.ancestors(g, name) if graph.node(a).kind == "op"):
             ahead.add(name)
     return ahead
+
+
+def behind_device(graph: Graph, host: set[str]) -> set[str]:
+    """Ops with no device lowering that no device work follows (an argmax over a classifier's logits), with what
+    follows them: they run on the host after the device, whatever `cpu_fallback_ops` says."""
+    g = graph._g
+    behind = [n.name for n in graph.nodes("op") if n.name not in host and registry.get(n.op_type).lower is None
+              and not any(_device_work(graph, d) for d in nx.descendants(g, n.name) if graph.node(d).kind == "op")]
+    return {d for name in behind for d in (name, *nx.descendants(g, name)) if graph.node(d).kind == "op"}
 
 
 def _device_work(graph: Graph, op: str) -> bool:
