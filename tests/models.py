@@ -1,4 +1,5 @@
-"""Test models: PyBudaModule MLP and attention block (the MNIST CNN lives in pybuda.tools.models)."""
+"""Test models: PyBudaModule MLP and attention block, a torch model with a host op between two device parts (the
+MNIST CNN lives in pybuda.tools.models)."""
 from __future__ import annotations
 
 import torch
@@ -72,3 +73,15 @@ def torch_mlp(module: MLP, x: torch.Tensor) -> torch.Tensor:
     p = {k.split(".")[-1]: v.value() for k, v in module.get_parameters().items()}
     h = torch.nn.functional.gelu(x @ p["w1"] + p["b1"])
     return torch.softmax(h @ p["w2"], dim=-1)
+
+
+class CumsumMiddle(torch.nn.Module):
+    """A cumsum (no device lowering: a CPU fallback op) between two linear layers, so between two device parts."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(32, 64)
+        self.b = torch.nn.Linear(64, 32)
+
+    def forward(self, x):
+        return self.b(torch.cumsum(torch.relu(self.a(x)), dim=-1))

@@ -17,6 +17,8 @@ from pybuda.ops import add_op
 from pybuda.passes.cpu_fallback import partition
 from pybuda.verify import pcc
 
+from models import CumsumMiddle
+
 FLOAT32 = {"default_df_override": "Float32"}
 
 
@@ -28,16 +30,6 @@ class EmbedFirst(nn.Module):
 
     def forward(self, ids):
         return self.fc(self.emb(ids))
-
-
-class CumsumMiddle(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a = nn.Linear(32, 64)
-        self.b = nn.Linear(64, 32)
-
-    def forward(self, x):
-        return self.b(torch.cumsum(torch.relu(self.a(x)), dim=-1))
 
 
 class CumsumResidual(nn.Module):

@@ -16,19 +16,7 @@ from pybuda.levels import LEVELS, ContractError
 from pybuda.optimizers import SGD
 from pybuda.stages import STAGES, CompileState, Stage, run_stages
 
-from models import MLP
-
-
-class FallbackMiddle(nn.Module):
-    """A host op (cumsum, as cpu fallback) between two device parts."""
-
-    def __init__(self):
-        super().__init__()
-        self.a = nn.Linear(32, 64)
-        self.b = nn.Linear(64, 32)
-
-    def forward(self, x):
-        return self.b(torch.cumsum(torch.relu(self.a(x)), dim=-1))
+from models import MLP, CumsumMiddle
 
 
 def _recording(states: list) -> list[Stage]:
@@ -54,7 +42,7 @@ def test_every_level_holds_on_the_real_stage_outputs(case, tmp_path):
         pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path, stages=_recording(states))
     elif case == "cpu_fallback":
         config = pybuda.CompilerConfig(cpu_fallback_ops={"cumsum"})
-        compiled = pybuda.compile(FallbackMiddle(), torch.randn(2, 8, 32), output_dir=tmp_path, config=config,
+        compiled = pybuda.compile(CumsumMiddle(), torch.randn(2, 8, 32), output_dir=tmp_path, config=config,
                                   stages=_recording(states))
         assert len(compiled.netlist_paths) == 2
     else:

@@ -443,12 +443,18 @@ def with_input_buffers(graph: Graph, name: str, model: OpModel, device: DeviceSp
     return dataclasses.replace(model, input_buf_min=tuple(min_tiles) if any(min_tiles) else (), l1_bytes=total)
 
 
+def overlay_fits(model: OpModel, device: DeviceSpec, overlay_size: int) -> bool:
+    """Whether `model`'s L1 has room for an overlay blob of `overlay_size` bytes."""
+    extra = overlay_extra_bytes(overlay_size) - overlay_extra_bytes(model.overlay_size)
+    return model.l1_bytes + extra <= device.l1_usable
+
+
 def with_overlay(model: OpModel, device: DeviceSpec, overlay_size: int) -> OpModel | None:
     """`model` with an overlay blob of `overlay_size` bytes and its L1 counted; None if that does not fit the
     usable L1."""
-    extra = overlay_extra_bytes(overlay_size) - overlay_extra_bytes(model.overlay_size)
-    if model.l1_bytes + extra > device.l1_usable:
+    if not overlay_fits(model, device, overlay_size):
         return None
+    extra = overlay_extra_bytes(overlay_size) - overlay_extra_bytes(model.overlay_size)
     return dataclasses.replace(model, overlay_size=overlay_size, l1_bytes=model.l1_bytes + extra)
 
 

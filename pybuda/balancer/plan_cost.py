@@ -31,7 +31,7 @@ from ..ir import Graph, epoch_types, loopback_writers
 from .chips import home_chip
 from .dram import DramPlacement, assumed_channels
 from .op_model import (NetlistInput, OpModel, buda_op_type, e2e_queue, geometry, netlist_inputs,
-                       op_attributes, operand_inputs, operand_port, raw_prologue_grid, read_tiles, with_overlay)
+                       op_attributes, operand_inputs, operand_port, overlay_fits, raw_prologue_grid, read_tiles)
 from .placer import PlacedOp
 from .queues import e2e_queue_blocking, host_queue_grid
 
@@ -387,7 +387,7 @@ class PlanCoster:
         return {name: EXTENDED_OVERLAY_BYTES
                 for _, _, _, usage in self._epoch_streams(schedule, models, epoch_of, prologue)
                 for name in sorted(phase_hungry(self.device, usage))
-                if name in models and with_overlay(models[name], self.device, EXTENDED_OVERLAY_BYTES) is not None}
+                if name in models and overlay_fits(models[name], self.device, EXTENDED_OVERLAY_BYTES)}
 
     def overuse(self, schedule: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
                 prologue: dict[str, bool], extend: bool = True) -> tuple[Overuse, str | None, str] | None:
@@ -401,7 +401,7 @@ class PlanCoster:
             model = models.get(name)     # None: a prologue holder, not an op
             if model is None:
                 return 0
-            if extend and not model.overlay_size and with_overlay(model, self.device, EXTENDED_OVERLAY_BYTES):
+            if extend and not model.overlay_size and overlay_fits(model, self.device, EXTENDED_OVERLAY_BYTES):
                 return EXTENDED_OVERLAY_BYTES
             return model.overlay_size
 

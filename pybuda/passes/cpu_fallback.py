@@ -134,21 +134,32 @@ def _host_ops(graph: Graph, fallback: list[str]) -> set[str]:
     return host
 
 
+def _after_device_work(graph: Graph, order: list[str], neighbours) -> set[str]:
+    """The ops that have device work among their ancestors (`order` topological, `neighbours` the operands) or
+    descendants (`order` reversed, `neighbours` the users): one pass over the graph."""
+    after: set[str] = set()
+    for name in order:
+        if any(n in after or _device_work(graph, n) for n in neighbours(name) if graph.node(n).kind == "op"):
+            after.add(name)
+    return after
+
+
+def _unlowerable(graph: Graph, name: str) -> bool:
+    return registry.get(graph.node(name).op_type).lower is None
+
+
 def ahead_of_device(graph: Graph, host: set[str]) -> set[str]:
     """Ops with no device lowering computed from model inputs and constants alone (an attention mask's casts,
     comparisons and logical ops, position ids), with every op computed from those alone that is not device work:
     they run on the host ahead of the device, in the first host part, whatever `cpu_fallback_ops` says."""
-    g = graph._g
+    order = [n for n in graph.topo_order() if graph.node(n).kind == "op"]
+    below = _after_device_work(graph, order, lambda n: [o.src for o in graph.operands(n)])
     ahead: set[str] = set()
-    for name in graph.topo_order():
-        node = graph.node(name)
-        if node.kind != "op" or name in host or _device_work(graph, name):
+    for name in order:
+        if name in host or _device_work(graph, name):
             continue
         ops_read = [o.src for o in graph.operands(name) if graph.node(o.src).kind == "op"]
-        if ops_read and all(src in ahead for src in ops_read):
-            ahead.add(name)
-        elif registry.get(node.op_type).lower is None and not any(
-                _device_work(graph, a) for a in nx.ancestors(g, name) if graph.node(a).kind == "op"):
+        if (ops_read and all(src in ahead for src in ops_read)) or (_unlowerable(graph, name) and name not in below):
             ahead.add(name)
     return ahead
 
@@ -156,10 +167,15 @@ def ahead_of_device(graph: Graph, host: set[str]) -> set[str]:
 def behind_device(graph: Graph, host: set[str]) -> set[str]:
     """Ops with no device lowering that no device work follows (an argmax over a classifier's logits), with what
     follows them: they run on the host after the device, whatever `cpu_fallback_ops` says."""
-    g = graph._g
-    behind = [n.name for n in graph.nodes("op") if n.name not in host and registry.get(n.op_type).lower is None
-              and not any(_device_work(graph, d) for d in nx.descendants(g, n.name) if graph.node(d).kind == "op")]
-    return {d for name in behind for d in (name, *nx.descendants(g, name)) if graph.node(d).kind == "op"}
+    order = [n for n in graph.topo_order() if graph.node(n).kind == "op"]
+    above = _after_device_work(graph, order[::-1], lambda n: [u for u, _ in graph.users(n)])
+    behind: set[str] = set()
+    for name in order:
+        ops_read = [o.src for o in graph.operands(name) if graph.node(o.src).kind == "op"]
+        if name not in above and ((name not in host and _unlowerable(graph, name)) or
+                                  any(src in behind for src in ops_read)):
+            behind.add(name)
+    return behind
 
 
 def _device_work(graph: Graph, op: str) -> bool:
