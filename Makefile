@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-zoo test-models test-sweep perf bench install browser clean
+.PHONY: demo test test-zoo test-models test-published test-sweep perf bench install install-published browser clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,18 @@ $(STAMP): setup.py | $(PY)
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# the published benchmark table's model packages (pybuda.tools.published), for its slow tier only: timm and pytorchcv
+# beside the pinned torch (so pip picks the torchvision built for it), and the yolov5 package without its training
+# and logging dependencies (ultralytics pulls CUDA torch and an old huggingface-hub), only what its model code imports
+PUBLISHED_STAMP := $(VENV)/.published
+$(PUBLISHED_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet torch==2.13.0 timm==1.0.31 pytorchcv==0.0.74 opencv-python-headless==5.0.0.93 \
+	  psutil seaborn "setuptools<81"
+	$(PY) -m pip install --quiet --no-deps yolov5==7.0.14 ultralytics==8.4.190
+	touch $(PUBLISHED_STAMP)
+
+install-published: $(PUBLISHED_STAMP)
 
 demo: $(STAMP)
 	$(PY) -m pybuda.tools.demo
@@ -41,6 +53,10 @@ test-zoo: $(STAMP)
 # the models users bring (DistilBERT, Llama, ConvNeXt, SegFormer, ...: small configs, random weights)
 test-models: $(STAMP)
 	$(PY) -m pytest -q -m models tests/test_zoo_models.py
+
+# the published benchmark table: its 13 models at microbatch 1 against PyTorch, its 26 configurations compiled
+test-published: $(PUBLISHED_STAMP)
+	$(PY) -m pytest -q -m published tests/test_published.py
 
 # the fast-tier zoo x 3 microbatches x 2 formats swept on Ray on this machine (tests/test_sweep.py)
 test-sweep: $(STAMP)

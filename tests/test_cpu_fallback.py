@@ -281,3 +281,35 @@ def test_an_op_no_device_work_follows_runs_on_the_host_after_the_device_without_
         expected_logits, expected = model(x)
     assert pcc(logits.numpy(), expected_logits.numpy()) >= 0.99
     np.testing.assert_array_equal(predicted.numpy(), expected.numpy())   # float32 holding the class indices
+
+
+class DetectHead(nn.Module):
+    """YOLOv5's detect head, small: a 1x1 conv of 3 anchors x 7 outputs per cell, viewed (batch, anchor, output,
+    H, W) and permuted to (batch, anchor, H, W, output), a shape no device tensor holds (a non-unit dim before the
+    last three); sigmoid, the first two outputs offset by a cell grid, flattened to (batch, anchor*H*W, output)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.detect = nn.Conv2d(8, 3 * 7, 1)
+        self.register_buffer("grid", torch.randn(1, 3, 6, 6, 2))
+
+    def forward(self, x):
+        y = self.detect(torch.relu(self.stem(x)))
+        b, _, h, w = y.shape
+        y = y.view(b, 3, 7, h, w).permute(0, 1, 3, 4, 2).sigmoid()
+        xy, rest = y.split((2, 5), 4)
+        return torch.cat((xy * 2 + self.grid, rest), 4).view(b, -1, 7)
+
+
+def test_ops_on_values_no_device_tensor_holds_run_on_the_host_after_the_device(tmp_path):
+    torch.manual_seed(0)
+    model, x = DetectHead().eval(), torch.randn(1, 3, 6, 6)
+    compiled = pybuda.compile(model, x, output_dir=tmp_path, verify=True)
+    assert [s.kind for s in compiled.segments] == ["device", "host"]
+    host = {compiled.segments[1].graph.node(n).op_type for n in compiled.host_ops}
+    assert {"add", "concatenate"} <= host and "conv2d" not in host
+    assert set(compiled.perf.host_ops) == set(compiled.host_ops)     # the estimate lists them, untimed
+    with torch.no_grad():
+        expected = model(x)
+    assert pcc(compiled(x).numpy(), expected.numpy()) >= 0.99

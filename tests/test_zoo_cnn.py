@@ -209,6 +209,43 @@ def test_channel_concatenation_compiles_and_matches_torch(tmp_path):
     assert pcc(compiled(x).numpy(), expected.numpy()) >= 0.99
 
 
+class ChannelSplit(nn.Module):
+    """A channel slice on each side of a concatenation (lightweight OpenPose's refinement stages, ShuffleNet's
+    split): 20 channels cut at 7 and 13 (neither a multiple of 32), each part through its own conv."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 20, 3, padding=1)
+        self.a = nn.Conv2d(7, 6, 3, padding=1)
+        self.b = nn.Conv2d(13, 6, 1)
+
+    def forward(self, x):
+        s = torch.relu(self.stem(x))
+        return torch.cat([self.a(s[:, :7]), self.b(s[:, 7:])], dim=1) * 2
+
+
+def test_channel_slices_compile_and_match_torch(tmp_path):
+    torch.manual_seed(0)
+    model, x = ChannelSplit().eval(), torch.randn(2, 3, 10, 10)
+    compiled = pybuda.compile(model, x, output_dir=tmp_path, verify=True)
+    with torch.no_grad():
+        expected = model(x)
+    assert pcc(compiled(x).numpy(), expected.numpy()) >= 0.99
+
+
+def test_unet_skip_concatenation_compiles_and_matches_torch(tmp_path):
+    """The published U-Net's constructs, small: transposed 2x2 convs up, skips concatenated along the channels."""
+    from pybuda.tools.published import BrainUNet
+    torch.manual_seed(0)
+    model, x = _randomize_batchnorm(BrainUNet(features=4)).eval(), torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        model.head.weight.mul_(30)      # logits spread over the sigmoid's range, not all near 0.5
+    compiled = pybuda.compile(model, x, output_dir=tmp_path, verify=True)
+    with torch.no_grad():
+        expected = model(x)
+    assert pcc(compiled(x).numpy(), expected.numpy()) >= 0.99
+
+
 # ---- the conv folds and the layout rewrites ----------------------------------------------------------
 
 def test_pad_and_batchnorm_fold_into_the_conv():

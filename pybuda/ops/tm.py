@@ -8,6 +8,7 @@ import numpy as np
 
 from ..arch.tms import apply_tm
 from .common import ceil_tile, norm_dim
+from .conv import from_spatial_rows, to_spatial_rows
 from . import registry
 from .registry import OpDef, OpError, register
 
@@ -309,6 +310,22 @@ def _lower_narrow(ctx):
                   "needs data movement across z and has no device lowering yet (narrow of the last two dims has)")
 
 
+def _decompose_narrow(ctx):
+    """A channel slice of a (..., C, H, W) tensor (dim -3, H x W > 1) in the CNN layout: the (H*W, C) matrix's
+    columns `start`..`start+length`, back to (..., length, H, W); between convolutions the layout changes cancel
+    (`optimize`), so the device slices columns (`_lower_narrow`). Other dims stay."""
+    shape = ctx.node_input_shape(0)
+    if len(shape) < 3 or norm_dim(int(ctx.node.attrs["dim"]), len(shape)) != -3:
+        return
+    *lead, c, h, w = shape
+    length = int(ctx.node.attrs["length"])
+    if h * w == 1 or length == c:
+        return
+    matrix, lead = to_spatial_rows(ctx, ctx.operands[0], c, h, w)
+    cols = ctx.op("narrow", [matrix], {"dim": -1, "start": int(ctx.node.attrs["start"]), "length": length})
+    ctx.replace(from_spatial_rows(ctx, cols, lead, length, h, w, h * w))
+
+
 def pick(ctx, x, dim: int, index: np.ndarray, aux: str | None = None):
     """Positions `index` of x along dim -1 or -2, by a constant 0/1 picker matmul (see `place`)."""
     return place(ctx, x, dim, np.asarray(index), np.arange(len(index)), len(index), aux)
@@ -351,7 +368,7 @@ def _narrow_backward(ctx, index, grad):
 
 
 register(OpDef("narrow", _narrow_shape, _narrow_eval, kind="tm", groups={"rearranging", "host_output_tm"},
-               lower=_lower_narrow,
+               decompose=_decompose_narrow, lower=_lower_narrow,
                backward=_narrow_backward))
 
 

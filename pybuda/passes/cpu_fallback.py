@@ -2,9 +2,10 @@
 
 The ops whose type (or framework op type, for decomposed ops) is in `cpu_fallback_ops` run on the host, and
 take along the side of them that does none of the device's work (the legacy pre/post fallback devices); so do,
-whatever that option says, the ops with no device lowering that are computed from model inputs and constants only
-(an attention mask's casts and comparisons: `ahead_of_device`), with what is computed from them alone, and the
-ops with no device lowering that no device work follows (an argmax of the logits: `behind_device`):
+whatever that option says, the ops with no device lowering (by type, or a value of more than (z, r, c) dims) that
+are computed from model inputs and constants only (an attention mask's casts and comparisons: `ahead_of_device`),
+with what is computed from them alone, and the ops with no device lowering that no device work follows (an argmax
+of the logits, YOLOv5's 5-D detect head after its convolutions: `behind_device`):
     at the start    no ancestor is device work      -> they go with it to the host before the device (host-pre)
     at the end      else, no descendant is          -> they go with it to the host after the device (host-post)
     in the middle   else it runs alone on the host, splitting the device graph (host-mid)
@@ -145,7 +146,10 @@ def _after_device_work(graph: Graph, order: list[str], neighbours) -> set[str]:
 
 
 def _unlowerable(graph: Graph, name: str) -> bool:
-    return registry.get(graph.node(name).op_type).lower is None
+    """No device lowering for the op's type, or a value no device tensor holds: a non-unit dim before the last
+    three (YOLOv5's detect head: (1, 3, 40, 40, 85) per anchor, cell and channel)."""
+    node = graph.node(name)
+    return registry.get(node.op_type).lower is None or any(d != 1 for d in node.shape[:-3])
 
 
 def ahead_of_device(graph: Graph, host: set[str]) -> set[str]:

@@ -154,7 +154,9 @@ def heads_to_slices(graph: Graph, node: Node) -> bool:
         (x,) = graph.operands(src.name)
         in_shape = graph.operand_shape(x)
         _, s, n, d = (1, *src.shape)[-4:]
-        if in_shape[-1] == n * d and int(np.prod(in_shape[:-1])) == int(np.prod(out[:-3])) * s:
+        # the rows stay the rows: a reshape that also splits a leading dim out of them, (.., B*S, H) -> (.., B, S,
+        # n, d) as in YOLOv5's detect head, is no head split (hslice keeps B*S rows behind the heads)
+        if in_shape[-1] == n * d and in_shape[-2] == s and int(np.prod(in_shape[:-2])) == int(np.prod(out[:-3])):
             y = add_op(graph, graph.unique_name(f"{node.name}.hslice"), "hslice", [x], {"factor": n})
             if perm == [-2, -1, -3]:
                 y = add_op(graph, graph.unique_name(f"{node.name}.kt"), "transpose", [y], {"dim0": -2, "dim1": -1})

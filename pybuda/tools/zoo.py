@@ -8,6 +8,7 @@ from typing import Callable
 import torch
 
 from ..errors import UserInputError
+from . import published as pub
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +95,20 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in [
     ZooModel("vit_b16", _vit(768, 12, 12, 3072, image=224, patch=16), _images(224), True),
     ZooModel("resnet50", _resnet(), _images(224), True),
     ZooModel("mobilenetv2", _mobilenet_v2(), _images(224), True),
+    # the rest of the published benchmark table (pybuda.tools.published; timm, pytorchcv, yolov5: optional)
+    ZooModel("bert_large_384_cls", pub.bert_classifier(1024, 24, 16, 4096), pub.tokens_and_mask(30522, 384, 64),
+             True),
+    ZooModel("mobilenetv1", pub.transformers_model("MobileNetV1Config", "MobileNetV1ForImageClassification"),
+             _images(224), True),
+    ZooModel("mobilenetv3_large", pub.timm_model("mobilenetv3_large_100"), _images(224), True),
+    ZooModel("deit_b16", pub.transformers_model("DeiTConfig", "DeiTForImageClassificationWithTeacher"),
+             _images(224), True),
+    ZooModel("vovnet39", pub.timm_model("ese_vovnet39b"), _images(224), True),
+    ZooModel("hrnet_w64", pub.timm_model("hrnet_w64"), _images(224), True),
+    ZooModel("yolov5s", pub.yolov5, _images(320), True),
+    ZooModel("unet", pub.BrainUNet, _images(256), True),
+    ZooModel("inception_v4", pub.timm_model("inception_v4"), _images(224), True),
+    ZooModel("openpose_2d", pub.pytorchcv_model("lwopenpose2d_mobilenet_cmupan_coco"), _images(224), True),
 ]}
 
 
@@ -118,8 +133,8 @@ BENCHMARKS: tuple[BenchmarkConfig, ...] = (
     BenchmarkConfig("bert_base_384", "n150", 64, "Bfp8_b", "LoFi"),
     BenchmarkConfig("bert_large_128", "e150", 64, "Bfp8_b", "LoFi"),
     BenchmarkConfig("bert_large_128", "n150", 64, "Bfp8_b", "LoFi"),
-    BenchmarkConfig("bert_large_384", "e150", 64, "Bfp8_b", "LoFi", 99.0),
-    BenchmarkConfig("bert_large_384", "n150", 64, "Bfp8_b", "LoFi", 118.0),
+    BenchmarkConfig("bert_large_384", "e150", 64, "Bfp8_b", "LoFi"),
+    BenchmarkConfig("bert_large_384", "n150", 64, "Bfp8_b", "LoFi"),
     BenchmarkConfig("gpt2_small", "e150", 64, "Bfp8_b", "LoFi"),
     BenchmarkConfig("gpt2_small", "n150", 64, "Bfp8_b", "LoFi"),
     BenchmarkConfig("vit_b16", "e150", 64, "Bfp8_b", "LoFi", 363.0),
@@ -128,7 +143,28 @@ BENCHMARKS: tuple[BenchmarkConfig, ...] = (
     BenchmarkConfig("resnet50", "n150", 256, "Bfp8_b", "LoFi", 2891.0),
     BenchmarkConfig("mobilenetv2", "e150", 64, "Float16_b", "HiFi3", 1491.0),
     BenchmarkConfig("mobilenetv2", "n150", 256, "Bfp8_b", "LoFi", 2721.0),
+    BenchmarkConfig("bert_large_384_cls", "e150", 64, "Bfp8_b", "LoFi", 99.0),
+    BenchmarkConfig("bert_large_384_cls", "n150", 64, "Bfp8_b", "LoFi", 118.0),
+    BenchmarkConfig("mobilenetv1", "e150", 64, "Float16_b", "HiFi3", 2924.0),
+    BenchmarkConfig("mobilenetv1", "n150", 128, "Bfp8_b", "LoFi", 3102.0),
+    BenchmarkConfig("mobilenetv3_large", "e150", 64, "Float16_b", "HiFi3", 1741.0),
+    BenchmarkConfig("mobilenetv3_large", "n150", 64, "Float16_b", "HiFi2", 1981.0),
+    BenchmarkConfig("deit_b16", "e150", 64, "Bfp8_b", "LoFi", 363.0),
+    BenchmarkConfig("deit_b16", "n150", 256, "Bfp8_b", "LoFi", 539.0),
+    BenchmarkConfig("vovnet39", "e150", 64, "Float16_b", "HiFi3", 819.0),
+    BenchmarkConfig("vovnet39", "n150", 128, "Bfp8_b", "LoFi", 1603.0),
+    BenchmarkConfig("hrnet_w64", "e150", 64, "Bfp8_b", "LoFi", 233.0),
+    BenchmarkConfig("hrnet_w64", "n150", 128, "Bfp8_b", "LoFi", 324.0),
+    BenchmarkConfig("yolov5s", "e150", 64, "Float16_b", "HiFi3", 232.0),
+    BenchmarkConfig("yolov5s", "n150", 128, "Float16_b", "HiFi3", 1190.0),
+    BenchmarkConfig("unet", "e150", 64, "Float16_b", "HiFi3", 268.0),
+    BenchmarkConfig("unet", "n150", 64, "Bfp8_b", "LoFi", 490.0),
+    BenchmarkConfig("inception_v4", "e150", 64, "Float16_b", "HiFi3", 458.0),
+    BenchmarkConfig("inception_v4", "n150", 128, "Bfp8_b", "LoFi", 1061.0),
+    BenchmarkConfig("openpose_2d", "e150", 64, "Float16", "HiFi3", 1098.0),
+    BenchmarkConfig("openpose_2d", "n150", 64, "Float16", "HiFi3", 1252.0),
 )
+PUBLISHED: tuple[BenchmarkConfig, ...] = tuple(b for b in BENCHMARKS if b.silicon is not None)
 
 
 def compile_zoo_model(name: str, device: str, microbatch: int, df: str | None = None, fidelity: str | None = None,

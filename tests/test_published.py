@@ -1,0 +1,39 @@
+"""The published benchmark table (`make test-published`, slow; needs `make install-published`): each of its 13
+models compiles at microbatch 1 and its simulated outputs match PyTorch (PCC >= 0.99 at Float16_b), and each of its
+26 configurations (device, microbatch, data format, fidelity) compiles and its netlist validates."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pybuda
+from pybuda.netlist import validate
+from pybuda.tools.zoo import PUBLISHED, ZOO, compile_zoo_model
+from pybuda.verify import pcc
+
+MODELS = list(dict.fromkeys(b.model for b in PUBLISHED))
+
+
+def _first(out) -> torch.Tensor:
+    """The first output tensor (HF models return ModelOutputs, YOLOv5's export path a tuple)."""
+    return out if isinstance(out, torch.Tensor) else out[0]
+
+
+@pytest.mark.published
+@pytest.mark.parametrize("name", MODELS)
+def test_published_model_matches_torch(tmp_path, name):
+    entry = ZOO[name]
+    model, inputs = entry.build(), entry.inputs(1)
+    with torch.no_grad():
+        expected = _first(model(*inputs)).numpy()
+        compiled = pybuda.compile(model, *inputs, device="e150", output_dir=tmp_path)
+    validate(compiled.netlist)
+    assert pcc(_first(compiled(*inputs)).numpy(), expected) >= 0.99
+
+
+@pytest.mark.published
+@pytest.mark.parametrize("bench", PUBLISHED, ids=lambda b: f"{b.model}-{b.device}-mb{b.microbatch}")
+def test_published_configuration_compiles(bench):
+    compiled = compile_zoo_model(bench.model, bench.device, bench.microbatch, bench.df, bench.fidelity)
+    validate(compiled.netlist)
+    assert compiled.perf.samples == bench.microbatch and compiled.perf.samples_per_second > 0
