@@ -3,6 +3,8 @@ models compiles at microbatch 1 and its simulated outputs match PyTorch (PCC >= 
 26 configurations (device, microbatch, data format, fidelity) compiles and its netlist validates."""
 from __future__ import annotations
 
+import ml_dtypes
+import numpy as np
 import pytest
 import torch
 
@@ -28,7 +30,14 @@ def test_published_model_matches_torch(tmp_path, name):
         expected = _first(model(*inputs)).numpy()
         compiled = pybuda.compile(model, *inputs, device="e150", output_dir=tmp_path)
     validate(compiled.netlist)
-    assert pcc(_first(compiled(*inputs)).numpy(), expected) >= 0.99
+    assert pcc(_first(compiled(*inputs)).numpy(), expected) >= min(0.99, _rounding_floor(expected) - 0.01)
+
+
+def _rounding_floor(expected: np.ndarray) -> float:
+    """The PCC of PyTorch's output rounded to Float16_b against itself: what an exact compile can reach. Below
+    0.99 where the output spreads less than the format resolves (the random-weight U-Net's sigmoid output: 0.520
+    to 0.536, where Float16_b steps by 0.004, rounds to PCC 0.85)."""
+    return pcc(expected.astype(ml_dtypes.bfloat16).astype(np.float32), expected)
 
 
 @pytest.mark.published

@@ -15,6 +15,7 @@ from pybuda.balancer.op_model import BalancerError, legal_op_models
 from pybuda.balancer.streaming import direction_problems, factors, op_streams
 from pybuda.config import CompilerConfig
 from pybuda.device import get_device
+from pybuda.verify import pcc
 
 from models import MLP
 
@@ -130,8 +131,7 @@ def mlp_graph(tmp_path_factory):
 def test_which_ops_may_stream(mlp_graph):
     g = mlp_graph
     assert direction_problems(g, "mm1") == {} and direction_problems(g, "gelu1") == {}
-    out = g.output_source(g.output_names[0])
-    assert "goes to the host" in direction_problems(g, out)["r"]
+    assert direction_problems(g, g.output_source(g.output_names[0])) == {}   # the host stacks its slices back
     reduce = next(n.name for n in g.nodes("op") if n.op_type == "reduce")
     assert set(direction_problems(g, reduce)) == {"c"}            # a row max does not stream along columns
 
@@ -192,10 +192,20 @@ def test_an_override_no_grid_admits_lists_the_legal_factors(tmp_path):
     with pytest.raises(BalancerError, match=r"override_t_stream_shape\('mm1', \(3, 1\)\): no grid of op 'mm1' fits "
                                             r"a factor of 3 along its 8 tile rows.*legal factors per grid: 1x1: 2, 4, 8"):
         pybuda.compile(MLP(), torch.randn(2, 256, 64), config=cfg, output_dir=tmp_path)
+
+
+@pytest.mark.parametrize("shape", [(2, 1), (1, 2)], ids=["rows", "columns"])
+def test_an_op_a_model_output_reads_streams_and_the_host_stacks_the_slices_back(tmp_path, shape):
+    """The model's last op streamed: its output queue holds t = 2 slices, which the runtime stacks back."""
     cfg = CompilerConfig()
-    cfg.balancer_op_override("softmax.dc.multiply.7", "t_stream_shape", (2, 1))
-    with pytest.raises(BalancerError, match="cannot stream along rows: its output goes to the host"):
-        pybuda.compile(MLP(), torch.randn(2, 256, 64), config=cfg, output_dir=tmp_path)
+    cfg.balancer_op_override("softmax.dc.multiply.7", "t_stream_shape", shape)
+    model, x = MLP(d_out=64), torch.randn(2, 256, 64)
+    compiled = pybuda.compile(model, x, config=cfg, output_dir=tmp_path, verify=True)
+    assert compiled.placement.models["softmax.dc.multiply.7"].t_stream == ("r" if shape[0] == 2 else "c", 2)
+    (queue,) = [q for q in compiled.netlist.queues.values() if q.input == "softmax.dc.multiply.7"]
+    assert queue.t == 2
+    expected = torch.softmax(torch.nn.functional.gelu(x @ model.w1.value() + model.b1.value()) @ model.w2.value(), -1)
+    assert pcc(compiled(x).numpy(), expected.numpy()) >= 0.99
 
 
 def test_streaming_lets_an_op_fit_where_whole_blocks_do_not(tmp_path):

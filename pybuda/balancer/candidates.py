@@ -97,6 +97,10 @@ class CandidateTable:
                                  lambda gr, gc: op_streams(graph, name, self.config, gr, gc, dims["rt"], dims["ct"]),
                                  request)
         shape = getattr(self.config.balancer_op_overrides.get(name), "t_stream_shape", None)
+        if shape is None and any(graph.node(u).kind == "output" for u, _ in graph.users(name)):
+            # the host restacks a streamed output's slices (work the estimate does not time): only where no
+            # unstreamed model fits L1 (the U-Net's 65,536 x 1 sigmoid output)
+            models = [m for m in models if not m.t_stream] or models
         if not models and shape is not None and shape != (1, 1):
             raise stream_override_error(name, shape, dims["rt"], dims["ct"],
                                         [m.grid for m in legal_op_models(graph, name, self.device)])

@@ -29,8 +29,8 @@ def direction_problems(graph: Graph, name: str) -> dict[str, str]:
     elif node.op_type == "fused_op" and any(registry.belongs(s.op_type, "inner_dim")
                                             for s in node.attrs["fused"].sub_ops):
         whole = "a fused op with a matmul or reduce sub-op does not stream (the legacy compiler's rule)"
-    elif any(graph.node(u).kind == "output" for u, _ in graph.users(name)):
-        whole = "its output goes to the host, which reads the queue unstreamed"
+    elif any(graph.node(u).kind == "output" and graph.node(u).loopback is not None for u, _ in graph.users(name)):
+        whole = "it writes a parameter or accumulator in place, which keeps its unstreamed layout"
     if whole:
         return {d: whole for d in DIRECTIONS}
     if node.op_type == "reduce":

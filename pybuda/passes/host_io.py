@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arch.tms import apply_tm
+from ..errors import InternalError
 from ..ir import Graph
 from ..ops import registry
+from ..ops.common import ceil_tile
 from ..ops.tm import to4d
 
 
@@ -58,8 +61,24 @@ def to_device_layout(value: np.ndarray, transforms: list | tuple, device_shape: 
 
 
 def from_device_layout(value: np.ndarray, logical_shape: tuple, transforms: list | tuple) -> np.ndarray:
-    """Device output entries (any number along axis 0) back in the framework layout: each sample's tile padding
-    removed, reshaped to `logical_shape`, host transforms applied; samples concatenated along axis 0."""
+    """Device output entries (any number along axis 0) back in the framework layout: each sample's slices stacked
+    back if a streamed op wrote them (`unstream`), tile padding removed, reshaped to `logical_shape`, host
+    transforms applied; samples concatenated along axis 0."""
     _, z, r, c = to4d(logical_shape)
-    samples = value.reshape(-1, *value.shape[-3:])[:, :z, :r, :c]
+    samples = [unstream(s, (z, ceil_tile(r), ceil_tile(c)))[:z, :r, :c]
+               for s in value.reshape(-1, *value.shape[-3:])]
     return np.concatenate([apply_host_transforms(s.reshape(logical_shape), transforms) for s in samples], axis=0)
+
+
+def unstream(entry: np.ndarray, padded: tuple) -> np.ndarray:
+    """One output entry (t, R, C) back to its tile-padded (z, R, C) shape `padded`: an op t-streamed along its rows
+    wrote t = z * f slices of R / f rows (stacked back by a vstack), along its columns slices of C / f columns (an
+    hstack); an unstreamed op's entry is returned as it is."""
+    z, r, c = padded
+    if entry.shape == (z, r, c):
+        return entry
+    t, rows, cols = entry.shape
+    tm = ("vstack", r // rows) if rows != r else ("hstack", c // cols)
+    if t != z * tm[1] or rows * cols * t != z * r * c:
+        raise InternalError(f"an output entry of shape {entry.shape} is no streaming of the padded output {padded}")
+    return apply_tm(entry, tm)

@@ -5,7 +5,9 @@ edge gets the TMs of `pybuda.arch.streaming.edge_tms` (the producer's slices sta
 consumer's slicing or replay), so every op reads the values it read before: the golden evaluation of the
 streamed graph equals the unstreamed one's (`compile(..., verify=True)` checks it after this stage).
 
-Requires: a Buda graph whose ops read by graph outputs do not stream (the balancer's rule).
+An op a model output reads may stream: its output queue holds the slices and the host stacks them back
+(`host_io.unstream`). Requires: a Buda graph whose ops that write parameters or accumulators in place (loopback
+outputs) do not stream (the balancer's rule).
 """
 from __future__ import annotations
 
@@ -34,8 +36,9 @@ def apply_streaming(graph: Graph, streams: dict[str, Stream]) -> Graph:
     """Edit `graph` for the ops of `streams` (op name -> streaming; others do not stream) and return it."""
     for name, stream in streams.items():
         node = graph.node(name)
-        if any(graph.node(u).kind == "output" for u, _ in graph.users(name)):
-            raise OpError(f"op {name!r} streams {stream} but a graph output reads it; outputs do not stream")
+        if any(graph.node(u).kind == "output" and graph.node(u).loopback is not None for u, _ in graph.users(name)):
+            raise OpError(f"op {name!r} streams {stream} but writes a parameter or accumulator in place, which "
+                          "keeps its unstreamed layout")
         node.shape = streamed_shape(node.shape, stream)
         if node.op_type == "fused_op":
             group = node.attrs["fused"]

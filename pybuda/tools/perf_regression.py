@@ -11,6 +11,7 @@ baseline took less than `MIN_COMPILE_S` for are not compared: on a shared machin
 
     python -m pybuda.tools.perf_regression                  # the fast tier (tiny zoo models, e150 and n150)
     python -m pybuda.tools.perf_regression --tier full      # the full-size BENCHMARKS configurations (slow)
+    python -m pybuda.tools.perf_regression --tier published --model unet   # the published table's rows, one model
     python -m pybuda.tools.perf_regression --update         # write the measured figures as the new baseline
 """
 from __future__ import annotations
@@ -28,13 +29,14 @@ import numpy as np
 from pybuda.device import get_device
 from pybuda.errors import UserInputError
 from pybuda.files import write_atomically
-from pybuda.tools.zoo import BENCHMARKS, ZOO, compile_zoo_model
+from pybuda.tools.zoo import BENCHMARKS, PUBLISHED, ZOO, compile_zoo_model
 
 BASELINE = Path(__file__).resolve().parents[2] / "benchmarks" / "perf_baseline.json"
 TOLERANCE = 0.005          # a plan this much slower than its baseline is a regression
 COMPILE_TOLERANCE = 0.25   # a compile this much slower (in reference units) than its baseline is a regression
 MIN_COMPILE_S = 5.0        # shorter compiles are not compared: on a shared 2-core machine they vary more than that
 FAST_MICROBATCH = 4
+TIERS = ("fast", "full", "published")
 REFERENCE_REPEATS = 5      # runs of the reference workload before each compile; the fastest is the unit
 
 
@@ -54,13 +56,15 @@ class PerfCase:
 
 
 def cases(tier: str) -> list[PerfCase]:
-    """The cases of a tier: "fast" (every fast-tier zoo model on e150 and n150) or "full" (`zoo.BENCHMARKS`)."""
+    """The cases of a tier: "fast" (every fast-tier zoo model on e150 and n150), "full" (`zoo.BENCHMARKS`) or
+    "published" (its rows of the published benchmark table, `zoo.PUBLISHED`)."""
     if tier == "fast":
         return [PerfCase(name, device, FAST_MICROBATCH) for name, entry in ZOO.items() if not entry.full_size
                 for device in ("e150", "n150")]
-    if tier == "full":
-        return [PerfCase(b.model, b.device, b.microbatch, b.df, b.fidelity) for b in BENCHMARKS]
-    raise UserInputError(f"unknown tier {tier!r}; legal: fast, full")
+    if tier in ("full", "published"):
+        return [PerfCase(b.model, b.device, b.microbatch, b.df, b.fidelity)
+                for b in (BENCHMARKS if tier == "full" else PUBLISHED)]
+    raise UserInputError(f"unknown tier {tier!r}; legal: {', '.join(TIERS)}")
 
 
 def reference_seconds(repeats: int = REFERENCE_REPEATS) -> float:
@@ -141,7 +145,8 @@ def _warm_up() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tier", default="fast", choices=("fast", "full"))
+    parser.add_argument("--tier", default="fast", choices=TIERS)
+    parser.add_argument("--model", action="append", help="only this zoo model's cases (repeatable)")
     parser.add_argument("--update", action="store_true", help="write the measured figures as the baseline")
     parser.add_argument("--baseline", type=Path, default=BASELINE)
     args = parser.parse_args(argv)
@@ -149,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     _warm_up()
     measured = {}
     for case in cases(args.tier):
+        if args.model and case.model not in args.model:
+            continue
         figures = measured[case.key] = measure(case)
         ratio = figures["estimated_cycles"] / figures["lower_bound_cycles"]
         print(f"{case.key:48s} {figures['estimated_cycles']:>14,} cycles {figures['samples_per_s']:>10,.1f} "
