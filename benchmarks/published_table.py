@@ -19,10 +19,10 @@ HEADER = ("| model | device | microbatch | format | estimate samples/s | silicon
 
 
 def row(bench: BenchmarkConfig, figures: dict | None) -> str:
-    """One Markdown row; a configuration without figures says so."""
+    """One Markdown row; a configuration the baseline has no figures for did not compile when it was recorded."""
     head = f"| {bench.model} | {bench.device} | {bench.microbatch} | {bench.df}/{bench.fidelity} |"
     if figures is None:
-        return f"{head} not measured | {bench.silicon:,.0f} | | | | | |"
+        return f"{head} does not compile yet | {bench.silicon:,.0f} | | | | | |"
     estimate = figures["samples_per_s"]
     return (f"{head} {estimate:,.1f} | {bench.silicon:,.0f} | {estimate / bench.silicon:.2f}x | {figures['epochs']} "
             f"| {figures['cores']} | {figures['bound_ratio']:.2f}x | {figures['compile_s']:.0f} |")

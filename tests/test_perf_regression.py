@@ -1,6 +1,8 @@
 """The performance regression runner (`pybuda.tools.perf_regression`): its comparison flags a slower plan and
 only that, and the fast tier on e150 holds its checked-in baseline (`benchmarks/perf_baseline.json`), with the
 default (CP-SAT) plan never worse than the greedy policy's."""
+from pathlib import Path
+
 import pytest
 
 from pybuda.tools import perf_regression as pr
@@ -41,13 +43,26 @@ def test_compare_notes_a_netlist_whose_bytes_changed():
 
 
 def test_unknown_tier_is_refused():
-    with pytest.raises(ValueError, match="legal: fast, full"):
+    with pytest.raises(ValueError, match="legal: fast, full, published"):
         pr.cases("medium")
 
 
 def test_baseline_covers_the_fast_tier():
     baseline = pr.load_baseline()
     assert {case.key for case in pr.cases("fast")} <= set(baseline)
+
+
+def test_baseline_covers_the_published_rows_and_the_docs_show_them():
+    """Every configuration of the published benchmark table is in the baseline (or, if it does not compile, listed
+    as not measured), and docs/models.md holds the table `benchmarks/published_table.py` makes from it."""
+    import importlib.util
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("published_table", root / "benchmarks" / "published_table.py")
+    published_table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(published_table)
+    baseline = pr.load_baseline()
+    assert sum(case.key in baseline for case in pr.cases("published")) >= 23   # 3 do not compile (docs)
+    assert published_table.table(baseline) in (root / "docs" / "models.md").read_text()
 
 
 @pytest.mark.parametrize("case", E150_FAST, ids=lambda c: c.key)

@@ -9,7 +9,9 @@ import pytest
 import torch
 
 import pybuda
+from pybuda.errors import UserInputError
 from pybuda.netlist import validate
+from pybuda.tools.published import optional_package
 from pybuda.tools.zoo import PUBLISHED, ZOO, compile_zoo_model
 from pybuda.verify import pcc
 
@@ -40,9 +42,24 @@ def _rounding_floor(expected: np.ndarray) -> float:
     return pcc(expected.astype(ml_dtypes.bfloat16).astype(np.float32), expected)
 
 
+# configurations that do not compile yet (docs/models.md, "The published benchmark table"); strict: a fix shows
+NOT_YET = {("unet", "e150"): "a one-core reader of a 64-buffer queue from an earlier epoch (DRAM input buffers)",
+           ("vovnet39", "n150"): "the 9-tap max pool's fused maximum fits no epoch within a core's streams",
+           ("inception_v4", "n150"): "the 9-tap max pool's fused maximum fits no epoch within a core's streams"}
+CONFIGURATIONS = [pytest.param(b, id=f"{b.model}-{b.device}-mb{b.microbatch}",
+                               marks=[pytest.mark.xfail(strict=True, reason=NOT_YET[b.model, b.device])]
+                               if (b.model, b.device) in NOT_YET else [])
+                  for b in PUBLISHED]
+
+
 @pytest.mark.published
-@pytest.mark.parametrize("bench", PUBLISHED, ids=lambda b: f"{b.model}-{b.device}-mb{b.microbatch}")
+@pytest.mark.parametrize("bench", CONFIGURATIONS)
 def test_published_configuration_compiles(bench):
     compiled = compile_zoo_model(bench.model, bench.device, bench.microbatch, bench.df, bench.fidelity)
     validate(compiled.netlist)
     assert compiled.perf.samples == bench.microbatch and compiled.perf.samples_per_second > 0
+
+
+def test_a_missing_optional_package_says_how_to_install_it():
+    with pytest.raises(UserInputError, match="'no_such_model_package'.*make install-published"):
+        optional_package("no_such_model_package")

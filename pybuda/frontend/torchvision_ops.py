@@ -4,7 +4,7 @@ The torchvision wheels on the package index are built against CUDA torch: beside
 library fails to load, and `import torchvision` then stops at registering fake kernels for `torchvision::nms` and
 `qnms`. transformers imports torchvision whenever it is installed, so one failing import breaks every model class
 (BERT included). Declaring the two schemas (no kernel: calling either op still fails) lets torchvision's model
-definitions, and everything that imports it, load; nothing here runs when the library loads."""
+definitions, and everything that imports it, load; nothing is declared where the library loads."""
 from __future__ import annotations
 
 import importlib.util

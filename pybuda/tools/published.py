@@ -78,16 +78,6 @@ class BrainUNet(nn.Module):
         return torch.sigmoid(self.head(x))
 
 
-def bert_classifier(hidden: int, layers: int, heads: int, inter: int) -> Callable[[], nn.Module]:
-    """`transformers` BertForSequenceClassification (input ids and attention mask), eager attention."""
-    def build():
-        import transformers as T
-        cfg = T.BertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                           intermediate_size=inter, attn_implementation="eager")
-        return T.BertForSequenceClassification(cfg)
-    return build
-
-
 def tokens_and_mask(vocab: int, seq: int, padded: int) -> Callable[[int], tuple]:
     """Input ids and an attention mask whose last `padded` positions are padding, per microbatch."""
     def inputs(batch: int) -> tuple:
