@@ -5,7 +5,7 @@ Prints three Markdown tables:
    run, the silicon figure (a range where the configuration was not measured as such), the ratio estimate /
    silicon and the limiter of the slowest epoch;
 2. zoo models compiled by this compiler at the published configuration (device, microbatch, data format, math
-   fidelity of the benchmark table): our estimate, silicon, ratio, epochs and compile seconds;
+   fidelity of the benchmark table): `published_table.py --measure`;
 3. the per-op error table against the silicon sweeps (benchmarks/silicon_ops.py).
 
     PYTHONPATH=. python benchmarks/silicon.py [--root DIR] [--model NAME ...] [--no-zoo] [--no-ops]
@@ -14,18 +14,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import tempfile
-import time
 from pathlib import Path
 
-import torch
-
-import pybuda
 from pybuda.backend_sim import estimate
 from pybuda.netlist import load
-from pybuda.tools.zoo import BENCHMARKS, ZOO, BenchmarkConfig
 from pybuda.tools.shared import CALIBRATION_NETLISTS
 
+import published_table
 import silicon_ops
 
 DEFAULT_ROOT = CALIBRATION_NETLISTS
@@ -44,9 +39,6 @@ CALIBRATION = (
     Calibration("perf_lib__graph_tests__grayskull__inference__bert_large_lofi_bfp8b_v3.yaml", (99.0, 99.0), 64),
     Calibration("perf_lib__graph_tests__wormhole_b0__inference__resnet50_hifi3_fp16b.yaml", (1000.0, 2900.0), 64),
 )
-
-
-PUBLISHED = tuple(b for b in BENCHMARKS if b.silicon is not None)
 
 
 def _ratio(value: float, low: float, high: float) -> str:
@@ -71,34 +63,6 @@ def calibration_table(root: Path) -> None:
               f"{_ratio(report.samples_per_second, low, high)} | {slowest.limiter} ({slowest.slowest_op}) |")
 
 
-def zoo_row(row: BenchmarkConfig) -> str:
-    entry = ZOO[row.model]
-    model, inputs = entry.build(), entry.inputs(row.microbatch)
-    config = pybuda.CompilerConfig(default_df_override=row.df, default_math_fidelity=row.fidelity)
-    with tempfile.TemporaryDirectory() as out, torch.no_grad():
-        start = time.perf_counter()
-        compiled = pybuda.compile(model, *inputs, device=row.device, config=config, output_dir=out)
-        seconds = time.perf_counter() - start
-    perf = compiled.perf
-    return (f"| {row.model} | {row.device} | {row.microbatch} | {row.df}/{row.fidelity} | "
-            f"{perf.samples_per_second:,.1f} | {row.silicon:,.0f} | {perf.samples_per_second / row.silicon:.2f} | "
-            f"{len(perf.epochs)} | {seconds:.0f} |")
-
-
-def zoo_table(models: list[str] | None) -> None:
-    print("| zoo model | device | microbatch | formats | estimate samples/s | silicon samples/s | "
-          "estimate / silicon | epochs | compile s |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for row in PUBLISHED:
-        if models and row.model not in models:
-            continue
-        try:
-            print(zoo_row(row), flush=True)
-        except Exception as e:  # noqa: BLE001  (a model that fails is a row, not the end of the table)
-            print(f"| {row.model} | {row.device} | {row.microbatch} | {row.df}/{row.fidelity} | fails: "
-                  f"{type(e).__name__}: {str(e).splitlines()[0][:120]} |", flush=True)
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="folder of the calibration netlists")
@@ -109,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     calibration_table(args.root)
     if not args.no_zoo:
         print()
-        zoo_table(args.model)
+        print(published_table.table(published_table.measured(args.model), args.model))
     if not args.no_ops:
         print()
         silicon_ops.main([])

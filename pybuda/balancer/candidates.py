@@ -43,7 +43,9 @@ def op_signature(graph: Graph, name: str) -> Hashable:
         attrs["fused"] = tuple(tuple(dataclasses.replace(s, name="") for s in sched) for sched in group.schedules)
     operands = tuple((graph.node(o.src).kind, graph.node(o.src).shape, graph.node(o.src).df, tuple(o.tms))
                      for o in graph.operands(name))
-    to_output = sum(graph.node(u).kind == "output" for u, _ in graph.users(name))
+    # model outputs and in-place writes (loopbacks) stream differently (`streaming.direction_problems`, `_enumerate`)
+    to_output = tuple(sorted(graph.node(u).loopback is None for u, _ in graph.users(name)
+                             if graph.node(u).kind == "output"))
     return (node.op_type, repr(sorted(attrs.items(), key=lambda kv: kv[0])), node.shape, node.df,
             node.intermed_df, node.acc_df, node.math_fidelity, operands, to_output)
 
