@@ -136,7 +136,7 @@ def test_intermediate_buffers_are_reused_within_a_schedule():
 
 
 def test_limits_cut_groups():
-    """inputs <= 16 (and inputs + output < 17), queue inputs <= 8: a chain of adds of constants is cut."""
+    """inputs <= 8 (a fused op starting an epoch reads each from DRAM): a chain of adds of constants is cut."""
     g = _graph()
     prev = "x"
     for i in range(20):
@@ -145,9 +145,10 @@ def test_limits_cut_groups():
     fused = _fused(g)
     groups = _fused_ops(fused)
     assert len(groups) >= 3
-    for node in groups:
-        queues = [o for o in fused.operands(node.name) if fused.node(o.src).kind != "op"]
-        assert len(queues) <= 8 and node.attrs["fused"].inputs <= 15
+    assert all(node.attrs["fused"].inputs <= 8 for node in groups)
+    members = [n for n in g.topo_order() if g.node(n).kind == "op"][:8]     # x and eight constants: nine inputs
+    with pytest.raises(FusionError, match="9 inputs"):
+        build_group(g, members, "wormhole_b0")
 
 
 def test_build_group_refuses_too_many_intermediates():
