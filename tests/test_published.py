@@ -43,11 +43,7 @@ def _rounding_floor(expected: np.ndarray) -> float:
 
 
 # configurations that do not compile yet (docs/models.md, "The published benchmark table"); strict: a fix shows
-NOT_YET = {("unet", "e150"): "a conv matmul's L1 leaves out the stream buffers the netlist's l1.budget rule counts"}
-CONFIGURATIONS = [pytest.param(b, id=f"{b.model}-{b.device}-mb{b.microbatch}",
-                               marks=[pytest.mark.xfail(strict=True, reason=NOT_YET[b.model, b.device])]
-                               if (b.model, b.device) in NOT_YET else [])
-                  for b in PUBLISHED]
+CONFIGURATIONS = [pytest.param(b, id=f"{b.model}-{b.device}-mb{b.microbatch}") for b in PUBLISHED]
 
 
 @pytest.mark.published

@@ -10,7 +10,7 @@ import sys
 import torch
 
 import pybuda
-from pybuda.arch.movement import EXTENDED_OVERLAY_BYTES
+from pybuda.arch.movement import EXTENDED_OVERLAY_BYTES, CoreBudget, CoreStreams, overuses
 from pybuda.balancer.op_model import OpModel, with_overlay
 from pybuda.device import get_device
 from pybuda.netlist import check
@@ -67,6 +67,33 @@ def test_plans_stay_within_the_devices_fan_out_limit(tmp_path, monkeypatch):
     with torch.no_grad():
         expected = model(x).numpy()
     assert pcc(guarded(x).numpy(), expected) >= 0.99
+
+
+def test_plans_leave_l1_for_the_stream_buffers_pipegen_adds(tmp_path, monkeypatch):
+    """On a device with no L1 margin beyond the balancer's usable L1, the plan that ignores stream buffers (DRAM
+    receive, gather relays, multicast) puts the fused op's 166,400 B of buffers beside 91,520 B of them, over
+    250,000 B; the balancer counts them (`CoreBudget.l1_bytes`), plans another model and the netlist validates."""
+    torch.manual_seed(0)
+    model, x = ManyReaders(3).eval(), torch.randn(2, 512, 64)
+    e150 = get_device("e150")
+    tight = dataclasses.replace(e150, l1_usable=250_000, l1_data_buffer_base=e150.l1_size - 250_000)
+    monkeypatch.setattr(sys.modules["pybuda.compile"], "get_device", lambda name: tight)
+    compiled = _compile(model, x, tmp_path)
+    assert check(compiled.netlist, device=tight) == []
+    with torch.no_grad():
+        expected = model(x).numpy()
+    assert pcc(compiled(x).numpy(), expected) >= 0.99
+
+
+def test_an_op_over_the_l1_its_buffers_leave_its_stream_buffers_is_an_overuse():
+    e150 = get_device("e150")
+    usage = {("op", (0, 0)): CoreStreams(buffer_bytes=30_000)}
+    fits = CoreBudget(l1_bytes=e150.l1_data_buffer_bytes - 30_000)
+    over = CoreBudget(l1_bytes=e150.l1_data_buffer_bytes - 29_999)
+    assert overuses(e150, usage, lambda _: fits) == [] and overuses(e150, usage) == []
+    found, = overuses(e150, usage, lambda _: over)
+    assert (found.resource, found.count, found.limit) == ("buffer_bytes", 30_000, 29_999)
+    assert "30000 B of stream buffers beside its op buffers; a core has 29999" in str(found)
 
 
 def test_an_op_short_of_stream_phases_gets_the_extended_overlay_blob(tmp_path, monkeypatch):

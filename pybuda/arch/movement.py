@@ -24,9 +24,9 @@ DRAM (§2.6): a channel serves the tiles the epoch's pipes read from and write t
 
 Streams (§3): per core, the multicast pipes it hosts, the extra streams (forked output buffers, gathers, DRAM
 reads, pre-TM prologue buffers), DRAM reader and writer streams, distinct DRAM buffers it reads, destinations its
-output feeds and stream phases (`core_streams`), each against its limit on the device (`STREAM_LIMITS`,
-`overuses`): what the validator checks and the balancer keeps its plans within (`heaviest_input` names the input
-to change).
+output feeds, stream phases and the L1 of the stream buffers pipegen adds (`core_streams`), each against its limit
+on the device (`STREAM_LIMITS`, `overuses`; the buffers against the L1 the op's own buffers leave): what the
+validator checks and the balancer keeps its plans within (`heaviest_input` names the input to change).
 """
 from __future__ import annotations
 
@@ -175,11 +175,12 @@ def post_tm_fits(op: OpGeometry, index: int, need_tiles: float, tile_bytes: int,
 def prologue_layout(op: OpGeometry, index: int, queue_shape: tuple, queue_grid: tuple, tms: tuple,
                     unpad: tuple | None, pad: tuple | None, tile_bytes: int, min_tiles: int) -> tuple:
     """(post_tm, raw tiles per core) of a prologued queue input as the backend lays it out (§2.6): transformed
-    (`post_tm_fits`; the kernel input buffer holds it, no extra L1), else the raw queue buffers copied into the
+    (`post_tm_fits` of the post-TM tiles, or of a kernel broadcast's tiles; the kernel input buffer holds it, no
+    extra L1), else the raw queue buffers copied into the
     consumer cores (buffer (r, c) on core (r mod rows, c mod cols)) and re-streamed every input: the busiest core's
     raw tiles are held besides its input buffer."""
     reads = edge_reads(queue_shape, queue_grid, tms, unpad, pad, op.grid, _role(op, index))
-    need = max((g.tiles for g in reads), default=0)
+    need = op.attrs.kernel_broadcast_tiles(index) or max((g.tiles for g in reads), default=0)
     if post_tm_fits(op, index, need, tile_bytes, min_tiles):
         return True, 0
     return False, max(_held_tiles(queue_shape, queue_grid, op.grid).values(), default=0)
@@ -509,14 +510,24 @@ def per_input_bytes(pipes: Iterable[Pipe]) -> float:
 
 
 @dataclasses.dataclass(frozen=True)
+class CoreBudget:
+    """What an op's own model sets of a core's limits: its overlay blob beyond the default and the L1 its op
+    buffers take (None: not known, so its stream buffers are not checked here; the validator's l1.budget rule
+    sums both)."""
+
+    overlay_size: int = 0
+    l1_bytes: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class StreamLimit:
     """A per-core stream resource (a `CoreStreams` field), what it counts, which side of a pipe uses it and its
-    limit on a device for an op of a given `overlay_size`."""
+    limit on a device for an op of a given `CoreBudget` (None: no limit)."""
 
     resource: str
     what: str
     producer_side: bool
-    limit: Callable[[DeviceSpec, int], int]
+    limit: Callable[[DeviceSpec, CoreBudget], int | None]
 
 
 STREAM_LIMITS = (
@@ -526,8 +537,10 @@ STREAM_LIMITS = (
     StreamLimit("dram_writers", "DRAM writer streams", True, lambda d, _: d.dram_writer_streams),
     StreamLimit("dram_buffers", "DRAM input buffers", False, lambda d, _: d.dram_input_buffers),
     StreamLimit("fan_out", "output destinations", True, lambda d, _: d.fan_out_streams),
-    StreamLimit("consumer_phases", "consumer stream phases", False, lambda d, overlay: d.phase_budget(overlay)),
-    StreamLimit("producer_phases", "producer stream phases", True, lambda d, overlay: d.phase_budget(overlay)),
+    StreamLimit("consumer_phases", "consumer stream phases", False, lambda d, b: d.phase_budget(b.overlay_size)),
+    StreamLimit("producer_phases", "producer stream phases", True, lambda d, b: d.phase_budget(b.overlay_size)),
+    StreamLimit("buffer_bytes", "B of stream buffers beside its op buffers", False,
+                lambda d, b: None if b.l1_bytes is None else d.l1_data_buffer_bytes - b.l1_bytes),
 )
 LIMIT_OF = {limit.resource: limit for limit in STREAM_LIMITS}
 
@@ -559,16 +572,16 @@ def phase_hungry(device: DeviceSpec, usage: dict) -> set[str]:
             if max(streams.consumer_phases, streams.producer_phases) > budget}
 
 
-def overuses(device: DeviceSpec, usage: dict, overlay_size: Callable[[str], int] = lambda _: 0,
+def overuses(device: DeviceSpec, usage: dict, budget: Callable[[str], CoreBudget] = lambda _: CoreBudget(),
              resources: Iterable[str] | None = None) -> list[Overuse]:
     """Every (op, core) of `usage` (`core_streams`) over a limit of `STREAM_LIMITS` (those of `resources`, or
-    all), in (op, core, limit) order; `overlay_size(op)`: the op's overlay blob beyond the default."""
+    all), in (op, core, limit) order; `budget(op)`: what the op's own model sets of the limits."""
     limits = [LIMIT_OF[r] for r in resources] if resources is not None else STREAM_LIMITS
     found = []
     for (name, core), streams in sorted(usage.items()):
         for limit in limits:
-            count, most = getattr(streams, limit.resource), limit.limit(device, overlay_size(name))
-            if count > most:
+            count, most = getattr(streams, limit.resource), limit.limit(device, budget(name))
+            if most is not None and count > most:
                 found.append(Overuse(name, core, limit.resource, count, most))
     return found
 

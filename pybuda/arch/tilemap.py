@@ -32,6 +32,19 @@ class GroupReads:
     phases: int
 
 
+def _tm_shapes(producer_shape: tuple, tms: tuple, unpad: tuple | None) -> list[tuple] | None:
+    """(t, rt, ct) of an edge's producer after its unpad, then after each of its TMs; None if a TM does not
+    apply."""
+    shapes = [(producer_shape[0], producer_shape[1] - (unpad[0] if unpad else 0),
+               producer_shape[2] - (unpad[1] if unpad else 0))]
+    try:
+        for tm in tms:
+            shapes.append(tm_shape(shapes[-1], tm))
+    except TMError:
+        return None
+    return shapes
+
+
 def _inverse(coords: tuple, shape_in: tuple, tm: tuple) -> tuple:
     """Coordinates (t, r, c) in the TM's input of the given coordinates in its output (numpy arrays); a pad tile
     maps to -1 rows."""
@@ -82,15 +95,10 @@ def edge_reads(producer_shape: tuple, producer_grid: tuple, tms: tuple, unpad: t
     producer_shape: (t, rt, ct) of the producer's output (an op) or of one queue entry; producer_grid: the
     producer's grid (its cores, or a queue's buffers). role: "rows" (a group per consumer grid row), "cols" (per
     column) or "both" (per core)."""
-    shape = (producer_shape[0], producer_shape[1] - (unpad[0] if unpad else 0),
-             producer_shape[2] - (unpad[1] if unpad else 0))
-    shapes = [shape]
-    try:
-        for tm in tms:
-            shapes.append(tm_shape(shapes[-1], tm))
-    except TMError:
+    shapes = _tm_shapes(producer_shape, tms, unpad)
+    if shapes is None:
         return ()
-    out = shapes[-1]
+    shape, out = shapes[0], shapes[-1]
     if pad:
         out = (out[0], out[1] + pad[0], out[2] + pad[1])
     gr, gc = consumer_grid
@@ -150,3 +158,65 @@ def consumer_shape(producer_shape: tuple, tms: tuple, unpad: tuple | None, pad: 
     except TMError:
         return None
     return (shape[0], shape[1] + (pad[0] if pad else 0), shape[2] + (pad[1] if pad else 0))
+
+
+@functools.lru_cache(maxsize=64)      # arrays of up to MAX_TILES ids: the periods of one edge are tried in a row
+def _core_streams(producer_shape: tuple, tms: tuple, unpad: tuple | None, pad: tuple | None, grid: tuple, t: int,
+                  mblock: tuple, ublock: tuple, ublock_order: str) -> np.ndarray | None:
+    """The producer tile each core of an eltwise consumer reads at each step of its input stream (t slices in
+    order, ublocks in `ublock_order` within the mblock, tiles row-major within the ublock): tile ids (t, r, c
+    row-major; -1: padding), one row per core; None where the edge's shape is not the op's or a TM does not
+    apply."""
+    shapes = _tm_shapes(producer_shape, tms, unpad)
+    if shapes is None:
+        return None
+    shape = shapes[0]
+    (gr, gc), (mm, mn), (ur, uc) = grid, mblock, ublock
+    tm_out = shapes[-1]
+    out = (tm_out[0], tm_out[1] + (pad[0] if pad else 0), tm_out[2] + (pad[1] if pad else 0))
+    if out != (t, gr * mm * ur, gc * mn * uc) or min(*shape) <= 0 or t * out[1] * out[2] > MAX_TILES:
+        return None
+    axes = (gr, gc, t, mm, mn, ur, uc) if ublock_order == "r" else (gr, gc, t, mn, mm, ur, uc)
+    i, j, tt, a, b, x, y = (v.ravel() for v in np.indices(axes, dtype=np.int64))
+    if ublock_order != "r":
+        a, b = b, a
+    r, c = i * mm * ur + a * ur + x, j * mn * uc + b * uc + y
+    valid = (r < tm_out[1]) & (c < tm_out[2])
+    coords = (tt, np.where(valid, r, 0), np.where(valid, c, 0))
+    for tm, shape_in in zip(reversed(tms), reversed(shapes[:-1])):
+        coords = _inverse(coords, shape_in, tm)
+    valid &= coords[1] >= 0
+    ids = np.where(valid, (coords[0] * shape[1] + coords[1]) * shape[2] + coords[2], -1)
+    return ids.reshape(gr * gc, -1)
+
+
+def stream_repeats(producer_shape: tuple, tms: tuple, unpad: tuple | None, pad: tuple | None, grid: tuple, t: int,
+                   mblock: tuple, ublock: tuple, period: int, ublock_order: str = "r") -> bool | None:
+    """Whether every core of an eltwise consumer reads the same producer tiles every `period` tiles of its input
+    stream, all t slices included (`_core_streams`): what a kernel broadcast of `period` tiles needs (§2.6: the
+    kernel reuses them; the backend refuses a stream that does not repeat). None where the edge's shape is not
+    the op's (a fused op whose sub-op broadcasts)."""
+    streams = _core_streams(producer_shape, tms, unpad, pad, grid, t, mblock, ublock, ublock_order)
+    if streams is None:
+        return None
+    if period <= 0 or streams.shape[1] % period:
+        return False
+    chunks = streams.reshape(streams.shape[0], -1, period)
+    return bool((chunks == chunks[:, :1, :]).all())
+
+
+def broadcast_period(producer_shape: tuple, tms: tuple, unpad: tuple | None, pad: tuple | None, grid: tuple, t: int,
+                     mblock: tuple, ublock: tuple) -> int:
+    """The kernel-broadcast tiles of an eltwise consumer's input (§2.6), as the legacy compiler chooses them: 1
+    where every core reads one tile throughout, else the fewest whole ublocks dividing one t slice of a core's
+    block with which every core's stream repeats (`stream_repeats`); 0 where no period shorter than the whole
+    stream does (a producer with t > 1 is not broadcast without per-t)."""
+    if producer_shape[0] != 1 or not any(tm[0] == "broadcast" for tm in tms):
+        return 0
+    ublock_tiles = ublock[0] * ublock[1]
+    slice_tiles = mblock[0] * mblock[1] * ublock_tiles
+    for period in (1, *range(ublock_tiles, slice_tiles + 1, ublock_tiles)):
+        if slice_tiles % period == 0 and period < t * slice_tiles and \
+                stream_repeats(producer_shape, tms, unpad, pad, grid, t, mblock, ublock, period) is True:
+            return period
+    return 0

@@ -9,15 +9,20 @@ from __future__ import annotations
 
 from ..arch.perf import EpochTiming
 from ..ir import Graph
+from .dram import DramPlacement
 from .op_model import OpModel, input_names, netlist_inputs, with_input_buffers
+from .placer import PlacedOp
 from .plan_cost import PlanCoster
 
 ROUNDS = 8      # buffering passes over an epoch (a grown buffer can leave another fork-join the worst)
 
 
 def buffer_fork_joins(graph: Graph, coster: PlanCoster, schedule: list[str], models: dict[str, OpModel],
-                      epoch_of: dict[str, int], prologue: dict[str, bool]) -> dict[str, OpModel]:
-    """`models` with the joins of every epoch's stalling fork-joins buffered (module docstring)."""
+                      epoch_of: dict[str, int], prologue: dict[str, bool], dram: DramPlacement | None = None,
+                      placed: dict[str, PlacedOp] | None = None) -> dict[str, OpModel]:
+    """`models` with the joins of every epoch's stalling fork-joins buffered (module docstring), costed with the
+    DRAM placement and core locations where given (`PlanCoster.cost`)."""
+    where = {"dram": dram, "placed": placed}
     models = dict(models)
     by_epoch: dict[int, list[str]] = {}
     for name in schedule:
@@ -25,8 +30,8 @@ def buffer_fork_joins(graph: Graph, coster: PlanCoster, schedule: list[str], mod
     for names in by_epoch.values():
         for _ in range(ROUNDS):
             grown = False
-            for join, short in _stalled(coster, names, models, epoch_of, prologue):
-                model = _buffered(graph, coster, names, models, epoch_of, prologue, join, short)
+            for join, short in _stalled(coster, names, models, epoch_of, prologue, where):
+                model = _buffered(graph, coster, names, models, epoch_of, prologue, join, short, where)
                 if model is not None:
                     models[join] = model
                     grown = True
@@ -36,9 +41,9 @@ def buffer_fork_joins(graph: Graph, coster: PlanCoster, schedule: list[str], mod
 
 
 def _stalled(coster: PlanCoster, names: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
-             prologue: dict[str, bool]) -> list[tuple[str, str]]:
+             prologue: dict[str, bool], where: dict) -> list[tuple[str, str]]:
     """(join, its input on the short path) of each op a fork-join stall makes slower than the epoch's pace."""
-    timing = coster.cost(names, models, epoch_of, prologue).epochs[0]
+    timing = coster.cost(names, models, epoch_of, prologue, **where).epochs[0]
     limit = pace(timing)
     return [(op.name, op.short_input) for op in timing.ops if op.limiter == "fork_join" and op.limiter_cycles > limit]
 
@@ -49,7 +54,8 @@ def pace(timing: EpochTiming) -> float:
 
 
 def _buffered(graph: Graph, coster: PlanCoster, names: list[str], models: dict[str, OpModel],
-              epoch_of: dict[str, int], prologue: dict[str, bool], join: str, short: str) -> OpModel | None:
+              epoch_of: dict[str, int], prologue: dict[str, bool], join: str, short: str,
+              where: dict) -> OpModel | None:
     """The join's model with its short-path input buffers at the least min size (tiles) that takes the stall to
     the epoch's pace, or the largest that fits L1 if none does (None: no bigger buffer fits)."""
     model = models[join]
@@ -64,7 +70,7 @@ def _buffered(graph: Graph, coster: PlanCoster, names: list[str], models: dict[s
                                   tuple(max(tiles, m) if k in inputs else m for k, m in enumerate(current)))
 
     def stall(candidate: OpModel) -> tuple[float, float]:
-        timing = coster.cost(names, {**models, join: candidate}, epoch_of, prologue).epochs[0]
+        timing = coster.cost(names, {**models, join: candidate}, epoch_of, prologue, **where).epochs[0]
         op = next(o for o in timing.ops if o.name == join)
         return op.terms.get("fork_join", 0.0), pace(timing)
 

@@ -19,7 +19,9 @@ from ..arch.fused import SubBlock, input_roles, intermediate_tiles
 from ..arch.l1 import InputBuffer, footprint, overlay_extra_bytes
 from ..arch.movement import kernel_input_buffer_tiles, post_tm_fits
 from ..arch.operands import OpGeometry, inner_dim, prologue_tiles_per_core, tiles_read_per_core
-from ..arch.streaming import replay_factor
+from ..arch.optypes import family_of
+from ..arch.streaming import edge_tms, replay_factor
+from ..arch.tilemap import broadcast_period
 from ..dataformat import DataFormat, MathFidelity
 from ..device import DeviceSpec
 from ..errors import UserInputError
@@ -224,7 +226,52 @@ def op_attributes(graph: Graph, name: str, model: OpModel, exact: bool = True) -
         out["min_buffer_input"] = 0
     if "relu_threshold" in out:
         out["relu_threshold"] = float(out["relu_threshold"])
+    broadcast = kernel_broadcast(graph, name, model)
+    if broadcast:
+        out["kernel_broadcast"] = broadcast
     return Attributes(**out) if out else None
+
+
+def kernel_broadcast(graph: Graph, name: str, model: OpModel) -> dict[int, int]:
+    """{input index: tiles} of op `name`'s parameter and constant inputs that the kernel reads as a kernel
+    broadcast under `model` (data-movement.md §2.6): inputs an eltwise op (or only eltwise sub-ops of a fused op)
+    reads through a broadcast, whose tiles repeat on every core with a period shorter than its stream
+    (`pybuda.arch.tilemap.broadcast_period`): the core receives that period's tiles once and reuses them, where
+    it would otherwise stream every repeat."""
+    node = graph.node(name)
+    if family_of(buda_op_type(node.op_type)) not in ("binary", "datacopy", "sfpu", "fused"):
+        return {}
+    eltwise = _eltwise_inputs(node.attrs["fused"]) if node.op_type == "fused_op" else None
+    out = {}
+    for index, operand in enumerate(graph.operands(name)):
+        if graph.node(operand.src).kind not in ("parameter", "constant") or (eltwise is not None and
+                                                                         index not in eltwise):
+            continue
+        tiles = broadcast_period(tiles_of(graph.node(operand.src).shape), _netlist_tms(graph, name, model, index),
+                                 None, None, tuple(model.grid), model.t, tuple(model.mblock), tuple(model.ublock))
+        if tiles:
+            out[index] = tiles
+    return out
+
+
+def _eltwise_inputs(group: FusedGroup) -> frozenset[int]:
+    """The inputs of a fused op that only eltwise sub-ops read (each in the op's blocking)."""
+    uses: dict[int, set] = {}
+    for sub in group.sub_ops:
+        for ref in sub.inputs:
+            if ref.kind == "input":
+                uses.setdefault(ref.index, set()).add(family_of(sub.op_type))
+    return frozenset(i for i, families in uses.items() if families <= {"binary", "datacopy", "sfpu"})
+
+
+def _netlist_tms(graph: Graph, name: str, model: OpModel, index: int) -> tuple:
+    """The TMs the netlist carries on operand `index` (a parameter or constant: never streamed) of op `name`
+    under `model`: the operand's own where the graph is already streamed (its t is the op's), else with the op's
+    slicing (`pybuda.arch.streaming.edge_tms`)."""
+    operand = graph.operands(name)[index]
+    if tiles_of(graph.operand_shape(operand))[0] == model.t or not model.t_stream:
+        return tuple(operand.tms)
+    return edge_tms((), operand.tms, model.t_stream, buda_op_type(graph.node(name).op_type), index)
 
 
 def geometry(graph: Graph, name: str, model: OpModel, attrs: Attributes | None = None) -> OpGeometry:
@@ -401,7 +448,8 @@ def _prologue_choice(graph: Graph, name: str, model: OpModel, geom: OpGeometry, 
         if i.kind not in ("parameter", "constant") or dram_parameters:
             continue
         tb = i.df.tile_bytes
-        need = math.ceil(tiles_read_per_core(geom, k, read_tiles(graph, name, model, k, i.tiles)))
+        need = geom.attrs.kernel_broadcast_tiles(k) or \
+            math.ceil(tiles_read_per_core(geom, k, read_tiles(graph, name, model, k, i.tiles)))
         raw = math.prod(i.src_tiles) // model.cores * tb if raw_prologue_grid(graph, i.src, model) else 0
         if post_tm_fits(geom, k, need, tb, mins[k]):
             options.append((0, k, mins[k], raw))

@@ -156,6 +156,8 @@ def finish(graph: Graph, coster: PlanCoster, schedule: list[str], models: dict[s
         rows, cols = models[name].grid[::-1] if p.transpose else models[name].grid
         cores[name] = [(p.loc[0] + r, p.loc[1] + c) for r in range(rows) for c in range(cols)]
     dram = place_dram(queues, device, constraints.dram_algorithm, constraints.dram_channels, cores)
+    # buffered again where the routed links and the DRAM channels (the final cost's) leave a join stalled
+    models = buffer_fork_joins(graph, coster, schedule, models, epoch_of, prologue, dram, placed)
     cost = coster.cost(schedule, models, epoch_of, prologue, dram, placed=placed)
     overuse = coster.overuse(schedule, models, epoch_of, prologue, extend=False)
     return Placement(models=models, placed=placed, prologue=prologue, epochs=sum(map(len, cost.temporal)),

@@ -21,8 +21,8 @@ import dataclasses
 import itertools
 import math
 
-from ..arch.movement import (EXTENDED_OVERLAY_BYTES, MovingInput, MovingOp, Overuse, QueueLayout, core_streams,
-                             epoch_pipes, heaviest_input, overuses, phase_hungry)
+from ..arch.movement import (EXTENDED_OVERLAY_BYTES, CoreBudget, MovingInput, MovingOp, Overuse, QueueLayout,
+                             core_streams, epoch_pipes, heaviest_input, overuses, phase_hungry)
 from ..arch.operands import OpGeometry, input_buffer_inputs, output_buffer_inputs, output_granules, tiles_read_per_core
 from ..arch.perf import EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles, temporal_epochs
 from ..arch.streaming import edge_tms
@@ -396,17 +396,17 @@ class PlanCoster:
         (`heaviest_input`): (overuse, producer op in the same epoch or None, consumer op), or None. Ops of other
         epochs count at their `models`. An op's stream phases count against its model's overlay blob, or with
         `extend` against the extended blob where its L1 has room for it (`overlays`, given when the plan is
-        finished)."""
-        def overlay(name: str) -> int:
+        finished); its stream buffers against the L1 its model's buffers leave."""
+        def budget(name: str) -> CoreBudget:
             model = models.get(name)     # None: a prologue holder, not an op
             if model is None:
-                return 0
+                return CoreBudget()
             if extend and not model.overlay_size and overlay_fits(model, self.device, EXTENDED_OVERLAY_BYTES):
-                return EXTENDED_OVERLAY_BYTES
-            return model.overlay_size
+                return CoreBudget(EXTENDED_OVERLAY_BYTES, model.l1_bytes)
+            return CoreBudget(model.overlay_size, model.l1_bytes)
 
         for names, ops, pipes, usage in self._epoch_streams(schedule, models, epoch_of, prologue):
-            found = overuses(self.device, usage, overlay)
+            found = overuses(self.device, usage, budget)
             if found:
                 consumer, index = heaviest_input(pipes, found[0])
                 src = next(o for o in ops if o.name == consumer).inputs[index].src if index >= 0 else None

@@ -30,6 +30,7 @@ core locations, the result checked against the greedy plan, lower bounds compute
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -55,6 +56,7 @@ STALL = 1.5        # an op a fork-join stall makes this much slower than the epo
 SPLIT = 1.25       # an epoch that packs this much slower than its split's pipeline is also tried as two halves
 SPLITS = (True, False)   # the splits planned: ops' cores along streaming chains, and each op at its own fewest
 FORK_CUT_ROUNDS = 2      # re-plannings with epochs cut after the forks of fork-join stalls (`_cut_forks`)
+RECENT_EPOCH_MODELS = 4  # `_EpochSolver._epoch_models` results kept (each holds a model per op of the schedule)
 
 
 def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates: dict[str, list[Candidate]],
@@ -233,6 +235,8 @@ class _EpochSolver:
         self._banned: dict[tuple[int, int], set[tuple[str, int]]] = {}
         # ops outside an epoch, as its stall check sees them (only their DRAM queues' buffer counts matter there)
         self._outside = {n: candidates[n][0].model for n in table.schedule}
+        # the last few `_epoch_models` results: the stall check and the stream check of one choice follow each other
+        self._recent: collections.OrderedDict = collections.OrderedDict()
         self._exported = 0      # epoch models written to `constraints.export_models`
 
     def solve(self, first: int, last: int, hint: tuple) -> list[tuple[int, int, EpochSolution]]:
@@ -441,7 +445,17 @@ class _EpochSolver:
 
     def _epoch_models(self, first: int, last: int, choice: list[int]) -> tuple[dict, dict, dict]:
         """(models, epoch of each op: -1 before, 0 in, 1 after, prologue choice) of epoch first..last under the
-        choice, after fork-join buffering; ops outside it at their first candidate."""
+        choice, after fork-join buffering; ops outside it at their first candidate (the result is shared: not to
+        be changed)."""
+        key = (first, last, tuple(choice))
+        if key not in self._recent:
+            self._recent[key] = self._buffered_epoch_models(first, last, choice)
+            if len(self._recent) > RECENT_EPOCH_MODELS:
+                self._recent.popitem(last=False)
+        return self._recent[key]
+
+    def _buffered_epoch_models(self, first: int, last: int, choice: list[int]) -> tuple[dict, dict, dict]:
+        """`_epoch_models`, computed."""
         schedule = self.table.schedule
         names = schedule[first:last + 1]
         models = {**self._outside, **{n: self.candidates[n][k].model for n, k in zip(names, choice)}}

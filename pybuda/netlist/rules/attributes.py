@@ -1,11 +1,15 @@
 """Rules on op attributes (netlist-format.md §3.1, §3.4)."""
 from __future__ import annotations
 
+from ...arch.optypes import family_of
+from ...arch.tilemap import stream_repeats
 from ...dataformat import DataFormat as DF
 from ..model import Op
-from .registry import Context, positive, rule, sized
+from .connections import edge_pads
+from .registry import Context, Edge, positive, rule, sized
 
 _RAW = {DF.RawUInt8, DF.RawUInt16, DF.RawUInt32}
+_ELTWISE_READERS = ("binary", "datacopy", "sfpu", "fused")
 
 
 def _of_type(*types: str):
@@ -134,6 +138,20 @@ def attr_kernel_broadcast(c: Context, op: Op) -> None:
             if not any(tm[0] == "broadcast" for tm in op.tms(i)):
                 c.fail(op, f"kernel broadcast on input {i} needs a broadcast TM on that input", "a broadcast TM",
                        [list(t) for t in op.tms(i)])
+
+
+@rule("attr.kernel_broadcast_period", on=Edge, when=lambda e: e.op.attrs.kernel_broadcast_tiles(e.index) > 0 and
+      family_of(e.op.type) in _ELTWISE_READERS and sized(e.producer), section="§2.6")
+def attr_kernel_broadcast_period(c: Context, e: Edge) -> None:
+    """An eltwise (or fused) op's kernel-broadcast input repeats the same producer tiles every kb tiles of each
+    core's input stream, all t slices included (the kernel reuses the first kb; the backend refuses a stream
+    that does not repeat). Not checked where the edge's shape is not the op's (a fused sub-op broadcasts)."""
+    op, kb = e.op, e.op.attrs.kernel_broadcast_tiles(e.index)
+    repeats = stream_repeats(tuple(e.producer.shape), tuple(tuple(tm) for tm in e.tms), *edge_pads(op, e.index),
+                             tuple(op.grid_size), op.t, tuple(op.mblock), tuple(op.ublock), kb, op.ublock_order or "r")
+    if repeats is False:
+        c.fail(op, f"kernel broadcast of {kb} tiles on input {e.index}: a core's input stream does not repeat every "
+               f"{kb} tiles", "a period of the post-TM stream", kb)
 
 
 @rule("op.identity_matmul", on=Op, when=lambda op: op.type == "matmul" and bool(op.attrs.identity) and sized(op),

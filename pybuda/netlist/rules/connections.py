@@ -14,7 +14,7 @@ INPUT_SHAPE_RULES = ("shape.eltwise", "shape.matmul_in0", "shape.matmul_in1", "s
                      "shape.reduce")
 
 
-def _edge_pads(op: Op, index: int) -> tuple:
+def edge_pads(op: Op, index: int) -> tuple:
     """(unpad, pad) of input `index` as (rt, ct) pairs, None where not set."""
     unpad, pad = op.input_unpad.get(index), op.input_pad.get(index)
     return ((unpad.rt or 0, unpad.ct or 0) if unpad is not None else None,
@@ -28,7 +28,7 @@ def shape_of_edge(c: Context, e: Edge):
         if not sized(e.producer):
             return None
         try:
-            return edge_shape(e.producer.shape, e.tms, *_edge_pads(e.op, e.index))
+            return edge_shape(e.producer.shape, e.tms, *edge_pads(e.op, e.index))
         except TMError as err:
             return err
     return c.memo(("edge", id(e.op), e.index), compute)

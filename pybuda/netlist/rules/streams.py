@@ -3,7 +3,7 @@ the backend builds for a graph's pipes (`pybuda.arch.movement.core_streams`, on 
 `pybuda.netlist.movement` describes it), each against the device description's limit."""
 from __future__ import annotations
 
-from ...arch.movement import CoreStreams, epoch_streams, overuses
+from ...arch.movement import CoreBudget, CoreStreams, epoch_streams, overuses
 from ..model import Graph, Op
 from ..movement import fed_queues, moving_op
 from .registry import Context, rule, sized
@@ -21,8 +21,8 @@ def graph_streams(c: Context, g: Graph) -> dict:
 
 def _per_core(c: Context, g: Graph, *resources: str) -> None:
     """A violation for every core of the graph over its limit of one of `resources` (`STREAM_LIMITS`)."""
-    overlay = {name: op.overlay_size or 0 for name, op in g.ops.items()}
-    for overuse in overuses(c.spec, graph_streams(c, g), lambda name: overlay.get(name, 0), resources):
+    budget = {name: CoreBudget(op.overlay_size or 0) for name, op in g.ops.items()}
+    for overuse in overuses(c.spec, graph_streams(c, g), lambda name: budget.get(name, CoreBudget()), resources):
         if overuse.op in g.ops:
             c.fail(g.ops[overuse.op], str(overuse), f"<= {overuse.limit}", overuse.count)
 
