@@ -21,9 +21,9 @@ core locations, the result checked against the greedy plan, lower bounds compute
    overrides are alike (a transformer's layers) are solved once.
 3. Each plan gets its queues, their DRAM placement and its exact cost (`plan.finish`). Where the cheaper one
    still has a fork-join stall that sets an epoch's pace, its split is planned again with an epoch ending at each
-   such fork, and kept when cheaper (`_cut_forks`). The greedy policy's plan (`greedy.py`, computed in a second
-   thread meanwhile) is finished too, and the cheapest one is kept: the default policy is never worse than the
-   greedy. A plan within the cores' stream limits beats one beyond them.
+   such fork, and kept when cheaper (`_cut_forks`). The greedy policy's plan (`greedy.py`, computed in a forked
+   process meanwhile, `background.Background`) is finished too, and the cheapest one is kept: the default policy
+   is never worse than the greedy. A plan within the cores' stream limits beats one beyond them.
 4. Lower bounds (`plan.Bounds`): the work over all cores and the slowest op at their best, the cheapest split's
    own bound (`SegmentTable.split(bound=True)`) and, for this split, the epochs' pipeline bounds (the solver's
    where it ran).
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -40,6 +39,7 @@ from ..arch.movement import LIMIT_OF
 from ..device import DeviceSpec
 from ..files import safe_file_stem
 from ..ir import Graph
+from .background import Background
 from .candidates import Candidate, op_signature
 from .epoch_solver import EpochOp, EpochSolution, solve_epoch
 from .fork_join import buffer_fork_joins, pace
@@ -64,11 +64,9 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
     """The CP-SAT policy's plan (module docstring), with its bounds."""
     table = SegmentTable(schedule, candidates, coster, device, microbatch, constraints.breaks, constraints.overridden)
     solver = _EpochSolver(graph, device, table, candidates, constraints)
-    with ThreadPoolExecutor(max_workers=1) as background:
-        # the greedy plan and the split's own bound are computed while CP-SAT searches (it releases the GIL); both
-        # are deterministic, and what they share with this thread are caches of pure functions
-        greedy = background.submit(greedy_plan, graph, device, schedule, candidates, coster, constraints)
-        segments_bound = background.submit(table.split, bound=True)
+    # the greedy plan and the split's own bound are computed meanwhile in forked processes (deterministic both)
+    with Background(lambda: greedy_plan(graph, device, schedule, candidates, coster, constraints)) as greedy, \
+            Background(lambda: table.split(bound=True)) as segments_bound:
         plan = min((_planned(graph, coster, solver, chains, frozenset()) for chains in SPLITS),
                    key=lambda p: _rank(p.placement))
         plan = _cut_forks(graph, coster, solver, plan)
