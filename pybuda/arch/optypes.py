@@ -61,4 +61,7 @@ SFPU_OPS = _of("sfpu")
 NON_TENSIX_OPS = frozenset(n for n, s in OP_TYPES.items() if not s.tensix)
 UNARY_OPS = DATACOPY_OPS | SFPU_OPS | NON_TENSIX_OPS
 ELTWISE_SHAPED_OPS = frozenset(n for n, s in OP_TYPES.items() if s.eltwise_shaped)
+# ops whose kernel reads every input in the op's own tile order (a fused op: where only such sub-ops read it):
+# what a kernel broadcast's period is counted in (`pybuda.arch.tilemap.broadcast_period`)
+OWN_ORDER_OPS = BINARY_OPS | DATACOPY_OPS | SFPU_OPS
 QUANTIZATION_OPS = frozenset({"quantization", "dequantization", "requantization"})

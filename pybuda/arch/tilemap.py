@@ -207,7 +207,7 @@ def stream_repeats(producer_shape: tuple, tms: tuple, unpad: tuple | None, pad: 
 
 def broadcast_period(producer_shape: tuple, tms: tuple, unpad: tuple | None, pad: tuple | None, grid: tuple, t: int,
                      mblock: tuple, ublock: tuple) -> int:
-    """The kernel-broadcast tiles of an eltwise consumer's input (§2.6), as the legacy compiler chooses them: 1
+    """The kernel-broadcast tiles of an eltwise consumer's input (§2.6), as the legacy netlists have them: 1
     where every core reads one tile throughout, else the fewest whole ublocks dividing one t slice of a core's
     block with which every core's stream repeats (`stream_repeats`); 0 where no period shorter than the whole
     stream does (a producer with t > 1 is not broadcast without per-t)."""

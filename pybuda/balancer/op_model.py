@@ -19,7 +19,7 @@ from ..arch.fused import SubBlock, input_roles, intermediate_tiles
 from ..arch.l1 import InputBuffer, footprint, overlay_extra_bytes
 from ..arch.movement import kernel_input_buffer_tiles, post_tm_fits
 from ..arch.operands import OpGeometry, inner_dim, prologue_tiles_per_core, tiles_read_per_core
-from ..arch.optypes import family_of
+from ..arch.optypes import OWN_ORDER_OPS
 from ..arch.streaming import edge_tms, replay_factor
 from ..arch.tilemap import broadcast_period
 from ..dataformat import DataFormat, MathFidelity
@@ -239,7 +239,7 @@ def kernel_broadcast(graph: Graph, name: str, model: OpModel) -> dict[int, int]:
     (`pybuda.arch.tilemap.broadcast_period`): the core receives that period's tiles once and reuses them, where
     it would otherwise stream every repeat."""
     node = graph.node(name)
-    if family_of(buda_op_type(node.op_type)) not in ("binary", "datacopy", "sfpu", "fused"):
+    if buda_op_type(node.op_type) not in OWN_ORDER_OPS and node.op_type != "fused_op":
         return {}
     eltwise = _eltwise_inputs(node.attrs["fused"]) if node.op_type == "fused_op" else None
     out = {}
@@ -256,12 +256,12 @@ def kernel_broadcast(graph: Graph, name: str, model: OpModel) -> dict[int, int]:
 
 def _eltwise_inputs(group: FusedGroup) -> frozenset[int]:
     """The inputs of a fused op that only eltwise sub-ops read (each in the op's blocking)."""
-    uses: dict[int, set] = {}
+    readers: dict[int, set] = {}
     for sub in group.sub_ops:
         for ref in sub.inputs:
             if ref.kind == "input":
-                uses.setdefault(ref.index, set()).add(family_of(sub.op_type))
-    return frozenset(i for i, families in uses.items() if families <= {"binary", "datacopy", "sfpu"})
+                readers.setdefault(ref.index, set()).add(sub.op_type)
+    return frozenset(i for i, types in readers.items() if types <= OWN_ORDER_OPS)
 
 
 def _netlist_tms(graph: Graph, name: str, model: OpModel, index: int) -> tuple:

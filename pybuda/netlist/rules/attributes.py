@@ -1,7 +1,7 @@
 """Rules on op attributes (netlist-format.md §3.1, §3.4)."""
 from __future__ import annotations
 
-from ...arch.optypes import family_of
+from ...arch.optypes import OWN_ORDER_OPS
 from ...arch.tilemap import stream_repeats
 from ...dataformat import DataFormat as DF
 from ..model import Op
@@ -9,7 +9,6 @@ from .connections import edge_pads
 from .registry import Context, Edge, positive, rule, sized
 
 _RAW = {DF.RawUInt8, DF.RawUInt16, DF.RawUInt32}
-_ELTWISE_READERS = ("binary", "datacopy", "sfpu", "fused")
 
 
 def _of_type(*types: str):
@@ -141,7 +140,7 @@ def attr_kernel_broadcast(c: Context, op: Op) -> None:
 
 
 @rule("attr.kernel_broadcast_period", on=Edge, when=lambda e: e.op.attrs.kernel_broadcast_tiles(e.index) > 0 and
-      family_of(e.op.type) in _ELTWISE_READERS and sized(e.producer), section="§2.6")
+      (e.op.type in OWN_ORDER_OPS or e.op.type == "fused_op") and sized(e.producer), section="§2.6")
 def attr_kernel_broadcast_period(c: Context, e: Edge) -> None:
     """An eltwise (or fused) op's kernel-broadcast input repeats the same producer tiles every kb tiles of each
     core's input stream, all t slices included (the kernel reuses the first kb; the backend refuses a stream
