@@ -15,7 +15,7 @@ class PlacedOp:
     transpose: bool     # grid_transpose: footprint is (cols, rows)
 
 
-class _Occupancy:
+class Occupancy:
     """Which cores of the grid are taken: one bit mask of columns per row."""
 
     def __init__(self, rows: int, cols: int):
@@ -54,7 +54,7 @@ def place(schedule: list[str], grids: dict[str, tuple], device: DeviceSpec, *, s
           transposed: set | None = None, breaks: set | None = None) -> dict[str, PlacedOp]:
     """Place every op of `schedule` (grid sizes from `grids`) on `device`; new epoch when one is full."""
     starts, transposed, breaks = starts or {}, transposed or set(), breaks or set()
-    occ = _Occupancy(device.grid_rows, device.grid_cols)
+    occ = Occupancy(device.grid_rows, device.grid_cols)
     epoch, placed = 0, {}
     for name in schedule:
         h, w = grids[name][::-1] if name in transposed else grids[name]
@@ -91,7 +91,7 @@ def pack_epoch(grids: list[tuple], rows: int, cols: int, starts: list[tuple | No
     row-major in the given order (each as is unless `transposed` forces it, transposed where only that fits),
     then, if that fails, the same in order of decreasing height."""
     for order in (range(len(grids)), sorted(range(len(grids)), key=lambda i: (-min(grids[i]), -max(grids[i]), i))):
-        occ = _Occupancy(rows, cols)
+        occ = Occupancy(rows, cols)
         out: list = [None] * len(grids)
         for i, start in enumerate(starts):
             if start is not None:
@@ -111,7 +111,7 @@ def pack_epoch(grids: list[tuple], rows: int, cols: int, starts: list[tuple | No
     return None
 
 
-def _take_first_fit(occ: _Occupancy, rows: int, cols: int, grid: tuple,
+def _take_first_fit(occ: Occupancy, rows: int, cols: int, grid: tuple,
                     transposed: bool | None) -> tuple[tuple, bool] | None:
     """Take the first free window, row-major, for `grid` (as is, else transposed, unless `transposed` forces
     one); (top-left core, transposed), or None if there is none."""

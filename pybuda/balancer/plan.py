@@ -13,6 +13,7 @@ from ..ir import Graph
 from .chips import chip_assignment, first_of_entries
 from .dram import DramPlacement, place_dram
 from .fork_join import buffer_fork_joins
+from .link_relief import relieve_links
 from .op_model import BalancerError, OpModel, with_overlay
 from .placer import PlacedOp
 from .plan_cost import PlanCoster
@@ -138,7 +139,8 @@ def prologue_choice(graph: Graph, schedule: list[str], models: dict[str, OpModel
 def finish(graph: Graph, coster: PlanCoster, schedule: list[str], models: dict[str, OpModel],
            placed: dict[str, PlacedOp], policy: str, constraints: Constraints) -> Placement:
     """The placement of a choice of models and locations: its queues (`queues.plan_queues`), their DRAM placement
-    (`dram.place_dram`) and its exact cost with them (`PlanCoster.cost`); ops that need more stream phases than
+    (`dram.place_dram`), ops moved off congested NoC links (`link_relief.relieve_links`, the queues placed again
+    where ops moved) and its exact cost with them (`PlanCoster.cost`); ops that need more stream phases than
     the default overlay blob holds get the extended one where their L1 has room (`PlanCoster.overlays`), then
     joins that fork-join stalls would slow get bigger input buffers (`fork_join.buffer_fork_joins`)."""
     device = coster.device
@@ -151,11 +153,13 @@ def finish(graph: Graph, coster: PlanCoster, schedule: list[str], models: dict[s
                          coster.links.outputs == "pcie", coster.queued, constraints.chips)
     _check_pinned(constraints.dram_channels, constraints.dram_chips, queues, device)
     _check_host_outputs(queues, device)
-    cores = {}
-    for name, p in placed.items():
-        rows, cols = models[name].grid[::-1] if p.transpose else models[name].grid
-        cores[name] = [(p.loc[0] + r, p.loc[1] + c) for r in range(rows) for c in range(cols)]
-    dram = place_dram(queues, device, constraints.dram_algorithm, constraints.dram_channels, cores)
+    dram = place_dram(queues, device, constraints.dram_algorithm, constraints.dram_channels, _cores(models, placed))
+    relieved = relieve_links(coster, schedule, models, placed, prologue, dram, frozenset(constraints.starts),
+                             constraints.transposed)
+    if relieved != placed:      # ops moved off a congested NoC link: their queues placed again for where they are
+        placed = relieved
+        dram = place_dram(queues, device, constraints.dram_algorithm, constraints.dram_channels,
+                          _cores(models, placed))
     # buffered again where the routed links and the DRAM channels (the final cost's) leave a join stalled
     models = buffer_fork_joins(graph, coster, schedule, models, epoch_of, prologue, dram, placed)
     cost = coster.cost(schedule, models, epoch_of, prologue, dram, placed=placed)
@@ -164,6 +168,15 @@ def finish(graph: Graph, coster: PlanCoster, schedule: list[str], models: dict[s
                      estimated_cycles=cost.cycles, epoch_timings=cost.epochs, queues=queues, dram=dram, policy=policy,
                      queued_edges=coster.queued, temporal=cost.temporal,
                      chips=dict(constraints.chips), overuse=overuse[0] if overuse else None)
+
+
+def _cores(models: dict[str, OpModel], placed: dict[str, PlacedOp]) -> dict[str, list[tuple]]:
+    """The cores (row, col) each placed op takes."""
+    cores = {}
+    for name, p in placed.items():
+        rows, cols = models[name].grid[::-1] if p.transpose else models[name].grid
+        cores[name] = [(p.loc[0] + r, p.loc[1] + c) for r in range(rows) for c in range(cols)]
+    return cores
 
 
 def queued_edges(graph: Graph, insert_queues: list) -> frozenset:

@@ -331,11 +331,10 @@ class PlanCoster:
     def _epoch(self, loads: tuple[OpLoad, ...]) -> EpochTiming:
         timing = self._epochs.get(loads)
         if timing is None:
-            inputs = 1 if self._types.get(loads[0].name) == "optimizer" else self.microbatch
-            timing = self._epochs[loads] = epoch_timing(self.device, loads, inputs)
+            timing = self._epochs[loads] = epoch_timing(self.device, loads, self._inputs(loads))
         return timing
 
-    def _grouped(self, schedule: list[str], epoch_of: dict[str, int]) -> tuple[dict[int, list[str]], list, dict | None]:
+    def grouped(self, schedule: list[str], epoch_of: dict[str, int]) -> tuple[dict[int, list[str]], list, dict | None]:
         """(each epoch's ops in schedule order, the temporal epochs (groups of epochs, within each program) and
         each epoch's temporal epoch where some run together (else None))."""
         by_epoch: dict[int, list[str]] = {}
@@ -356,13 +355,11 @@ class PlanCoster:
         plus an epoch switch between consecutive epochs; DRAM queues where `dram` places them (else assumed), ops
         where `placed` puts them (else their pipes load only the NIUs, not yet routed). None as soon as its
         epochs, in order, cost more than `limit` (a search that wants only cheaper plans)."""
-        by_epoch, groups, temporal = self._grouped(schedule, epoch_of)
+        by_epoch, groups, temporal = self.grouped(schedule, epoch_of)
         epochs, spent = [], 0.0
         for group in groups:
-            epochs.append(self._epoch(tuple(
-                self.op_load(name, models[name], epoch_of, prologue, self.writes_queue(name, epoch_of),
-                             models=models, dram=dram, temporal=temporal, placed=placed)
-                for e in group for name in by_epoch[e])))
+            epochs.append(self._epoch(self.epoch_loads([name for e in group for name in by_epoch[e]], models,
+                                                       epoch_of, prologue, dram, temporal, placed)))
             spent += epochs[-1].epoch_cycles
             if spent > limit:
                 return None
@@ -370,10 +367,25 @@ class PlanCoster:
         cycles = program_cycles(self.device, ((e.epoch_cycles, 1) for e in epochs), max(0, len(epochs) - programs))
         return PlanCost(cycles, tuple(epochs), tuple(groups))
 
+    def epoch_loads(self, names: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
+                    prologue: dict[str, bool], dram: DramPlacement | None, temporal: dict[int, int] | None,
+                    placed: dict[str, PlacedOp] | None) -> tuple[OpLoad, ...]:
+        """The `OpLoad`s of one temporal epoch's ops `names` in a plan (`cost`'s terms)."""
+        return tuple(self.op_load(name, models[name], epoch_of, prologue, self.writes_queue(name, epoch_of),
+                                  models=models, dram=dram, temporal=temporal, placed=placed) for name in names)
+
+    def epoch_timing(self, loads: tuple[OpLoad, ...]) -> EpochTiming:
+        """The timing of one temporal epoch of `loads` over its inputs (the microbatch; one for optimizer ops),
+        not kept (`cost` keeps those of the plans it costs)."""
+        return epoch_timing(self.device, loads, self._inputs(loads))
+
+    def _inputs(self, loads: tuple[OpLoad, ...]) -> int:
+        return 1 if self._types.get(loads[0].name) == "optimizer" else self.microbatch
+
     def _epoch_streams(self, schedule: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
                        prologue: dict[str, bool]):
         """Per epoch of the plan, in order: (its ops' names, their `MovingOp`s, its pipes, their `core_streams`)."""
-        by_epoch, _, temporal = self._grouped(schedule, epoch_of)
+        by_epoch, _, temporal = self.grouped(schedule, epoch_of)
         for epoch in sorted(by_epoch):
             ops = [self.op_load(name, models[name], epoch_of, prologue, self.writes_queue(name, epoch_of),
                                 models=models, temporal=temporal).moving for name in by_epoch[epoch]]

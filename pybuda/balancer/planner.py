@@ -19,7 +19,8 @@ core locations, the result checked against the greedy plan, lower bounds compute
    none is overused. An epoch that packs more than SPLIT times slower than
    the split counted on is also planned as two halves, kept when cheaper. Epochs whose ops, contexts and
    overrides are alike (a transformer's layers) are solved once.
-3. Each plan gets its queues, their DRAM placement and its exact cost (`plan.finish`). Where the cheaper one
+3. Each plan gets its queues, their DRAM placement, ops moved off congested NoC links (`link_relief.py`) and its
+   exact cost (`plan.finish`). Where the cheaper one
    still has a fork-join stall that sets an epoch's pace, its split is planned again with an epoch ending at each
    such fork, and kept when cheaper (`_cut_forks`). The greedy policy's plan (`greedy.py`, computed in a forked
    process meanwhile, `background.Background`) is finished too, and the cheapest one is kept: the default policy
