@@ -7,10 +7,12 @@ from __future__ import annotations
 import dataclasses
 import sys
 
+import pytest
 import torch
 
 import pybuda
-from pybuda.arch.movement import EXTENDED_OVERLAY_BYTES, CoreBudget, CoreStreams, overuses
+from pybuda.arch.movement import EXTENDED_OVERLAY_BYTES, CoreBudget, CoreStreams, Overuse, overuses
+from pybuda.balancer import planner
 from pybuda.balancer.op_model import OpModel, with_overlay
 from pybuda.device import get_device
 from pybuda.netlist import check
@@ -125,3 +127,43 @@ def test_the_extended_overlay_blob_is_counted_in_l1_and_refused_without_room():
     granted = with_overlay(model, e150, EXTENDED_OVERLAY_BYTES)
     assert granted.overlay_size == EXTENDED_OVERLAY_BYTES and granted.l1_bytes == e150.l1_usable
     assert with_overlay(dataclasses.replace(model, l1_bytes=model.l1_bytes + 1), e150, EXTENDED_OVERLAY_BYTES) is None
+
+
+@pytest.mark.parametrize("resource, paired", [("producer_phases", True), ("fan_out", False),
+                                              ("consumer_phases", True)])
+def test_an_overuse_rules_out_the_pair_of_candidates_where_the_reader_sets_it(tmp_path, monkeypatch, resource,
+                                                                              paired):
+    """A producer core's stream phases count the runs of tiles each reader takes, so an overuse of them rules out
+    the pair of producer and consumer candidates (the producer keeps its candidate for other readers), as a
+    consumer core's resources do, and the producer's candidate once it overused with a second reader candidate in
+    the epoch; a producer core's fan-out rules out the producer's candidate."""
+    solvers = []
+    init = planner._EpochSolver.__init__
+
+    def record(self, *args):
+        init(self, *args)
+        solvers.append(self)
+    monkeypatch.setattr(planner._EpochSolver, "__init__", record)
+    torch.manual_seed(0)
+    _compile(ManyReaders(2).eval(), torch.randn(2, 128, 64), tmp_path)
+    solver = solvers[-1]
+    schedule = solver.table.schedule
+    consumer = next(n for n in schedule if any(o.src in schedule for o in solver.graph.operands(n)))
+    producer = next(o.src for o in solver.graph.operands(consumer) if o.src in schedule)
+    first, last = schedule.index(producer), schedule.index(consumer)
+    choice = tuple(1 if k in (0, last - first) else 0 for k in range(last - first + 1))
+    overusing = consumer if resource.startswith("consumer") else producer
+    found = Overuse(overusing, (0, 0), resource, 900, 862)
+    monkeypatch.setattr(solver.table.coster, "overuse", lambda *args: (found, producer, consumer))
+    solver._forbidden.clear()
+    solver._banned.clear()
+    solver._paired.clear()
+    assert solver._avoid_overuse(first, last, choice)
+    assert solver._forbidden == ({(producer, 1, consumer, 1)} if paired else set())
+    assert solver._banned == ({} if paired else {(first, last): {(producer, 1)}})
+    again = tuple(2 if k == last - first else c for k, c in enumerate(choice))   # another reader candidate
+    assert solver._avoid_overuse(first, last, again)
+    if resource == "producer_phases":
+        assert solver._banned == {(first, last): {(producer, 1)}}
+    elif paired:
+        assert solver._forbidden == {(producer, 1, consumer, 1), (producer, 1, consumer, 2)} and not solver._banned

@@ -71,7 +71,7 @@ def _relief(device: DeviceSpec, ops: dict[str, MovingOp], floor: float, fixed: f
     """`_search`'s moves, made once per epoch shape: epochs alike in their ops, edges, queues and locations (a
     transformer's layers) share them (`_shape`; the last `RECENT` shapes kept)."""
     names = list(ops)
-    key = (device.name, floor, _shape(ops, fixed, transposed))
+    key = (device, floor, _shape(ops, fixed, transposed))
     found = _RECENT.get(key)
     if found is None:
         moved = _search(device, ops, floor, fixed, transposed)

@@ -57,6 +57,7 @@ STALL = 1.5        # an op a fork-join stall makes this much slower than the epo
 SPLIT = 1.25       # an epoch that packs this much slower than its split's pipeline is also tried as two halves
 SPLITS = (True, False)   # the splits planned: ops' cores along streaming chains, and each op at its own fewest
 FORK_CUT_ROUNDS = 2      # re-plannings with epochs cut after the forks of fork-join stalls (`_cut_forks`)
+BY_READER = frozenset({"producer_phases"})   # producer-core resources set by how the consumer in the epoch reads
 RECENT_EPOCH_MODELS = 4  # `_EpochSolver._epoch_models` results kept (each holds a model per op of the schedule)
 
 
@@ -232,6 +233,7 @@ class _EpochSolver:
         # epoch shares (what a core's output feeds depends on the epoch's other ops)
         self._forbidden: set[tuple] = set()
         self._banned: dict[tuple[int, int], set[tuple[str, int]]] = {}
+        self._paired: dict[tuple[int, int], set[tuple[str, int]]] = {}   # per epoch, producers already paired
         # ops outside an epoch, as its stall check sees them (only their DRAM queues' buffer counts matter there)
         self._outside = {n: candidates[n][0].model for n in table.schedule}
         # the last few `_epoch_models` results: the stall check and the stream check of one choice follow each other
@@ -294,9 +296,11 @@ class _EpochSolver:
 
     def _avoid_overuse(self, first: int, last: int, choice: tuple) -> bool:
         """Whether the choice overuses a core's stream resources (`PlanCoster.overuse`); if so, what uses it is
-        ruled out: a producer core's (fan-out, producer phases, DRAM writers) by the op's candidate (another
-        spreads its output over more cores), a consumer core's by the pair of candidates of the op and the
-        producer in the epoch whose pipes use most of it, else by the op's candidate."""
+        ruled out: a consumer core's, or a producer core's stream phases (they count the runs of tiles each reader
+        takes, `BY_READER`), by the pair of candidates of producer and consumer in the epoch whose pipes use most
+        of it (the producer's phases, once per producer candidate and epoch: again, by its candidate); any other
+        producer core's (fan-out, DRAM writers) by the op's candidate (another spreads its output over more
+        cores); else by the op's candidate."""
         names = self.table.schedule[first:last + 1]
         models, epoch_of, prologue = self._epoch_models(first, last, list(choice))
         found = self.table.coster.overuse(names, models, epoch_of, prologue)
@@ -304,8 +308,11 @@ class _EpochSolver:
             return False
         overuse, producer, consumer = found
         at = dict(zip(names, choice))
-        if producer is not None and not LIMIT_OF[overuse.resource].producer_side:
+        paired = self._paired.setdefault((first, last), set())
+        if producer is not None and (not LIMIT_OF[overuse.resource].producer_side or (
+                overuse.resource in BY_READER and (producer, at[producer]) not in paired)):
             self._forbidden.add((producer, at[producer], consumer, at[consumer]))
+            paired.add((producer, at[producer]))
         else:
             self._banned.setdefault((first, last), set()).add((overuse.op, at[overuse.op]))
         return True
