@@ -124,3 +124,18 @@ def test_node_fields_have_defaults_and_copies_are_independent():
     c.node("a").acc_df = DataFormat.Float32
     c.node("x").host_transforms = (("transpose", {"dim0": -2, "dim1": -1}),)
     assert "k" not in g.node("a").attrs and g.node("a").acc_df is None and g.node("x").host_transforms == ()
+
+
+def test_topo_order_is_networkx_lexicographical_order_with_ties_and_refuses_a_cycle():
+    import networkx as nx
+    g = _chain()
+    y = add_op(g, "y", "sqrt", ["x"])           # inserted last, reads only x
+    g.set_order(y, g.node("a").order)           # a tie with a: broken by the graph's node order
+    g.set_order("c", -1)                        # ordered first, yet after its producer a
+    expected = list(nx.lexicographical_topological_sort(g._g, key=lambda n: g.node(n).order))
+    assert g.topo_order() == expected
+    assert g.topo_order().index("c") > g.topo_order().index("a") and expected.index("a") < expected.index(y)
+    g._g.add_edge("b", "a", key=1)              # a cycle a -> b -> a
+    g._cache.clear()
+    with pytest.raises(nx.NetworkXUnfeasible):
+        g.topo_order()
