@@ -11,7 +11,8 @@ carry beyond the floor) while one lowers either by `GAIN`, at most `ROUNDS` time
 moves tried. The epoch's moves are kept when its exact timing (`PlanCoster.epoch_timing`: fill, fork-join
 stalls, prologue included) is cheaper. Ops the user placed (`override_op_placement` start) stay; an epoch that
 runs beside epochs of other chips is left as placed. Epochs alike in shape (a transformer's layers, placed alike)
-are searched once (`_relief`). Deterministic: ops, windows and ties in a fixed order.
+are searched once (`_relief`): the search reads no op name (ops, windows and ties in epoch order), so its moves
+depend on the epoch's shape alone, deterministic whatever compiled before it.
 """
 from __future__ import annotations
 
@@ -133,7 +134,7 @@ def _footprint(op: MovingOp) -> tuple[int, int]:
 def _moves(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fixed: frozenset,
            transposed: frozenset) -> Iterator[Move]:
     """Every move of op `name`: to each free window of its footprint (row-major, as placed first, then the other
-    orientation where the user did not fix it), then swapped with each op of the same footprint."""
+    orientation where the user did not fix it), then swapped with each op of the same footprint (epoch order)."""
     op = ops[name]
     occupied = Occupancy(device.grid_rows, device.grid_cols)
     for other in ops.values():
@@ -148,8 +149,7 @@ def _moves(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fixed: froze
             for c in range(device.grid_cols - w + 1):
                 if ((r, c), flip) != (op.loc, op.transpose) and occupied.free(r, c, h, w):
                     yield {name: dataclasses.replace(turned, loc=(r, c))}
-    for other in sorted(ops):
-        partner = ops[other]
+    for other, partner in ops.items():
         if other != name and other not in fixed and _footprint(partner) == _footprint(op):
             yield {name: dataclasses.replace(op, loc=partner.loc), other: dataclasses.replace(partner, loc=op.loc)}
 
@@ -170,7 +170,7 @@ class _Links:
         for k, (pipe, loads) in enumerate(zip(self.pipes, self.loads)):
             for link, nbytes in loads.items():
                 self.totals[link] = self.totals.get(link, 0.0) + nbytes
-            for name in sorted(self._ends(pipe)):
+            for name in self._ends(pipe):
                 self.touching.setdefault(name, []).append(k)
         self._rank()
 
@@ -190,12 +190,12 @@ class _Links:
         return (self.ranked[0][1], self.ranked[0][0]) if self.ranked else (0.0, None)
 
     def through(self, link: tuple) -> list[str]:
-        """The ops whose pipes load `link`, sorted."""
+        """The ops whose pipes load `link`, in epoch order."""
         names: set = set()
         for pipe, loads in zip(self.pipes, self.loads):
             if link in loads:
                 names |= self._ends(pipe)
-        return sorted(n for n in names if n in self.ops)
+        return [n for n in self.ops if n in names]
 
     def rerouted(self, move: Move) -> tuple[dict, list[tuple[int, dict]]]:
         """(the change of each link's bytes `move` makes, the new loads of the pipes it re-routes)."""
