@@ -3,6 +3,8 @@ inference, and the typed node fields."""
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import pytest
 
 from pybuda.dataformat import DataFormat
@@ -139,3 +141,39 @@ def test_topo_order_is_networkx_lexicographical_order_with_ties_and_refuses_a_cy
     g._cache.clear()
     with pytest.raises(nx.NetworkXUnfeasible):
         g.topo_order()
+
+
+def _queried(g: Graph) -> tuple:
+    """Every node's operands and users and the topological order, as the graph answers them (its cache)."""
+    names = [n.name for n in g.nodes()]
+    return g.topo_order(), {n: g.operands(n) for n in names}, {n: g.users(n) for n in names}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["add", "set_operand", "replace", "remove", "order", "rename"]),
+                          st.integers(0, 1 << 16), st.integers(0, 1 << 16)), max_size=25))
+def test_cached_operands_users_and_order_stay_true_through_any_edits(edits):
+    """Each edit drops only the cached answers it changes (`Graph._edited`): after every edit the graph answers as a
+    fresh copy of it (which has no cache) does."""
+    g = _chain()
+    _queried(g)                     # fill the cache
+    for step, (edit, i, j) in enumerate(edits):
+        ops = g.op_names()
+        nodes = [n.name for n in g.nodes() if n.kind in ("input", "op")]
+        if edit == "add":
+            add_op(g, f"n{step}", "add", [nodes[i % len(nodes)], nodes[j % len(nodes)]])
+        elif ops and edit == "set_operand":
+            op = ops[i % len(ops)]
+            earlier = g.topo_order()[:g.topo_order().index(op)]
+            sources = [n for n in earlier if g.node(n).kind in ("input", "op")]
+            g.set_operand(op, j % len(g.operands(op)), sources[j % len(sources)])
+        elif ops and edit == "replace":
+            op = ops[i % len(ops)]
+            g.replace(op, g.operands(op)[0].src)
+        elif ops and edit == "remove" and not g.users(ops[i % len(ops)]):
+            g.remove_node(ops[i % len(ops)])
+        elif ops and edit == "order":
+            g.set_order(ops[i % len(ops)], j)
+        elif ops and edit == "rename":
+            g.rename(ops[i % len(ops)], f"r{step}")
+        assert _queried(g) == _queried(g.copy()), f"after edit {step}: {edit}"

@@ -87,3 +87,15 @@ def test_negative_address_round_trips():
     text = dump_netlist(netlist)
     assert load(text).queues[queue.name].dram[0] == (0, -1)
     assert any(e.rule == "queue.address" for e in check(load(text)))
+
+
+def test_an_empty_target_device_list_is_a_violation_not_a_crash():
+    """Found by the mutant test: a graph or queue with `target_device: []` reached the stream rules, which read
+    its first device."""
+    for field in ("graphs", "queues"):
+        data = real_data("graph_tests__netlists__netlist_module_direct_1x1.yaml")
+        first = next(iter(data[field].values()))
+        first["target_device"] = []
+        errors = check(load(yaml.safe_dump(data, sort_keys=False)))
+        rule = "graph.target_device" if field == "graphs" else "queue.target_device"
+        assert any(e.rule == rule and "lists no device" in e.message for e in errors), errors

@@ -92,11 +92,21 @@ class Graph:
         self._next_order = 0
         self.input_names: list[str] = []
         self.output_names: list[str] = []
-        self._cache: dict = {}     # operands / users per node and the topological order, cleared by every edit
+        self._cache: dict = {}     # operands / users per node and the topological order (`_edited` drops them)
+
+    def _edited(self, operands: Iterable[str] = (), users: Iterable[str] = ()) -> None:
+        """An edit changed the in-edges of `operands` and the out-edges (or their readers' order) of `users`: their
+        cached lists and the topological order are dropped."""
+        cache = self._cache
+        cache.pop("topo", None)
+        for name in operands:
+            cache.pop(("operands", name), None)
+        for name in users:
+            cache.pop(("users", name), None)
 
     # -- construction ----------------------------------------------------------------------------
     def _add(self, node: Node) -> str:
-        self._cache.clear()
+        self._edited((node.name,), (node.name,))
         if node.name in self._g:
             raise GraphError(f"duplicate node name {node.name!r}")
         node.order = self._next_order
@@ -122,11 +132,11 @@ class Graph:
                **node_fields: Any) -> str:
         """Add an op of output `shape`; operands are names or Operand(src, tms). (`pybuda.ops.add_op` infers
         the shape from the op registry.)"""
-        self._cache.clear()
         ops = [as_operand(o) for o in operands]
         for o in ops:
             if o.src not in self._g:
                 raise GraphError(f"op {name!r}: operand {o.src!r} is not a node of the graph")
+        self._edited(users=[o.src for o in ops])
         self._add(Node(name, "op", tuple(shape), op_type=op_type, attrs=dict(attrs or {}), **node_fields))
         for port, o in enumerate(ops):
             self._g.add_edge(o.src, name, key=port, tms=tuple(o.tms))
@@ -134,7 +144,7 @@ class Graph:
 
     def add_output(self, name: str, src: str, loopback: str | None = None) -> str:
         """An output reading `src`; with `loopback`, it writes `src` back into that parameter-like node."""
-        self._cache.clear()
+        self._edited(users=(src,))
         self.output_names.append(name)
         self._add(Node(name, "output", self.node(src).shape, self.node(src).df, loopback=loopback))
         self._g.add_edge(src, name, key=0, tms=())
@@ -150,6 +160,11 @@ class Graph:
         except KeyError:
             raise GraphError(f"no node named {name!r} in graph {self.name!r}") from None
 
+    def get(self, name: str) -> Node | None:
+        """Node `name`, or None if the graph has none of that name."""
+        data = self._g._node.get(name)
+        return None if data is None else data["node"]
+
     def nodes(self, kind: str | None = None) -> list[Node]:
         """Nodes in insertion order, optionally of one kind."""
         nodes = [d["node"] for _, d in self._g.nodes(data=True)]
@@ -161,8 +176,10 @@ class Graph:
     def operands(self, name: str) -> list[Operand]:
         key = ("operands", name)
         if key not in self._cache:
-            edges = sorted(self._g.in_edges(name, keys=True, data=True), key=lambda e: e[2])
-            self._cache[key] = tuple(Operand(src, tuple(data["tms"])) for src, _, _, data in edges)
+            self.node(name)
+            edges = sorted(((port, src, data["tms"]) for src, keys in self._g._pred[name].items()
+                            for port, data in keys.items()), key=lambda e: e[0])
+            self._cache[key] = tuple(Operand(src, tuple(tms)) for _, src, tms in edges)
         return list(self._cache[key])
 
     def operand_shape(self, operand: Operand) -> tuple:
@@ -176,8 +193,10 @@ class Graph:
         """(consumer, operand index) pairs, in consumer insertion order."""
         key = ("users", name)
         if key not in self._cache:
-            out = [(dst, k) for _, dst, k in self._g.out_edges(name, keys=True)]
-            self._cache[key] = tuple(sorted(out, key=lambda u: (self.node(u[0]).order, u[1])))
+            self.node(name)
+            nodes = self._g._node
+            out = [(dst, port) for dst, keys in self._g._succ[name].items() for port in keys]
+            self._cache[key] = tuple(sorted(out, key=lambda u: (nodes[u[0]]["node"].order, u[1])))
         return list(self._cache[key])
 
     def topo_order(self) -> list[str]:
@@ -225,9 +244,9 @@ class Graph:
     def set_operand(self, name: str, port: int, operand: Operand | str, prune: bool = False) -> None:
         """Make operand `port` of op `name` read `operand`; with `prune`, the previous producer is removed if
         that leaves it without users."""
-        self._cache.clear()
         operand = self._existing(operand)
         previous = [src for src, _, key in self._g.in_edges(name, keys=True) if key == port]
+        self._edited((name,), (*previous, operand.src))
         for src in previous:
             self._g.remove_edge(src, name, key=port)
         self._g.add_edge(operand.src, name, key=port, tms=tuple(operand.tms))
@@ -238,13 +257,14 @@ class Graph:
         """Substitute node `old` by `value` (a node name or an Operand): every user of `old` reads `value` (its
         TMs first, then the user's own) and `old` is removed; with `prune`, so are the producers of `old` that
         this leaves without users."""
-        self._cache.clear()
         self.node(old)
         value = self._existing(value)
         if value.src == old:
             raise GraphError(f"cannot replace {old!r} by itself")
         producers = [o.src for o in self.operands(old)]
-        for dst, port in self.users(old):
+        users = self.users(old)
+        self._edited([dst for dst, _ in users], (value.src,))
+        for dst, port in users:
             tms = self._g.edges[old, dst, port]["tms"]
             self._g.remove_edge(old, dst, key=port)
             self._g.add_edge(value.src, dst, key=port, tms=tuple(value.tms) + tuple(tms))
@@ -265,12 +285,12 @@ class Graph:
 
     def set_order(self, name: str, order: int) -> None:
         """Give node `name` the insertion order `order` (ties of the topological order follow it)."""
-        self._cache.clear()
+        self._edited(users=self._g.predecessors(name))
         self.node(name).order = order
 
     def remove_node(self, name: str) -> None:
-        self._cache.clear()
         self.node(name)
+        self._edited((name, *self._g.successors(name)), (name, *self._g.predecessors(name)))
         if name in self.input_names:
             self.input_names.remove(name)
         if name in self.output_names:

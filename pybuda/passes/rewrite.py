@@ -40,11 +40,14 @@ class Pattern:
             object.__setattr__(self, "op", frozenset(self.op))
         object.__setattr__(self, "operands", tuple(self.operands))
 
+    def admits(self, node: Node) -> bool:
+        """The conditions on the node alone that need no lookup: its kind and op type (most nodes fail them)."""
+        return node.kind in self.node_kinds and (node.kind != "op" or self.op is None or node.op_type in self.op)
+
     def matches(self, graph: Graph, node: Node) -> bool:
-        if node.kind not in self.node_kinds:
+        if not self.admits(node):
             return False
-        if node.kind == "op" and ((self.op is not None and node.op_type not in self.op)
-                                  or (self.op_kind is not None and registry.get(node.op_type).kind != self.op_kind)):
+        if node.kind == "op" and self.op_kind is not None and registry.get(node.op_type).kind != self.op_kind:
             return False
         if self.single_user and len(graph.users(node.name)) != 1:
             return False
@@ -98,10 +101,9 @@ def sweep(graph: Graph, rewrites: Sequence[Rewrite]) -> bool:
     for rw in rewrites:
         state = () if rw.sweep_state is None else (rw.sweep_state(),)
         for name in graph.topo_order():
-            if name in graph:
-                node = graph.node(name)
-                if rw.pattern.matches(graph, node):
-                    changed |= bool(rw.fn(graph, node, *state))
+            node = graph.get(name)      # None: removed by an earlier application
+            if node is not None and rw.pattern.admits(node) and rw.pattern.matches(graph, node):
+                changed |= bool(rw.fn(graph, node, *state))
     return changed
 
 

@@ -38,7 +38,9 @@ def queue_entries(c: Context, q: Queue) -> None:
 
 @rule("queue.target_device", on=Queue, section="§3.1")
 def queue_target_device(c: Context, q: Queue) -> None:
-    """target_device >= 0."""
+    """target_device >= 0 (a list: at least one device)."""
+    if not q.devices:
+        c.fail(q, "target_device lists no device", "a device id >= 0 or a non-empty list of them", q.target_device)
     if any(d < 0 for d in q.devices):
         c.fail(q, "target_device must be >= 0", ">= 0", q.target_device)
 
@@ -164,7 +166,9 @@ def _elements(q: Queue) -> int:
 
 @rule("graph.target_device", on=Graph, section="§3.1")
 def graph_target_device(c: Context, g: Graph) -> None:
-    """target_device >= 0."""
+    """target_device >= 0 (a list: at least one device)."""
+    if not g.devices:
+        c.fail(g, "target_device lists no device", "a device id >= 0 or a non-empty list of them", g.target_device)
     if any(d < 0 for d in g.devices):
         c.fail(g, "target_device must be >= 0", ">= 0", g.target_device)
 

@@ -10,8 +10,11 @@ from .registry import Context, rule, sized
 
 
 def graph_streams(c: Context, g: Graph) -> dict:
-    """{(op, core): CoreStreams} of a graph's pipes (computed once per graph)."""
+    """{(op, core): CoreStreams} of a graph's pipes (computed once per graph); none where the graph or a queue
+    lists no target device (`graph.target_device`, `queue.target_device` report it)."""
     def compute():
+        if not g.devices or any(not q.devices for q in c.n.queues.values()):
+            return {}
         written = fed_queues(c.n, g.ops)
         ops = [moving_op(c.n, g, op, c.n.geometry_of(op), c.spec, lambda q: g.name in c.prologue.get(q, ()),
                          written.get(op.name, [])) for op in g.ops.values() if sized(op)]
