@@ -5,7 +5,7 @@
     compiled.netlist_path, compiled.perf.samples_per_second
     compiled.save("model.tti"); model = pybuda.load("model.tti")   # runs anywhere, without the framework model
 """
-from . import op
+from . import op, query
 from .compile import CompiledModel, VerificationError, compile
 from .config import (CompileDepth, CompilerConfig, DeviceMode, IneffectiveOptionWarning, OpOverride,
                      PlacerOpOverride, add_schedule_constraint, configure_mixed_precision, insert_buffering_nop,
@@ -23,7 +23,7 @@ from .runtime import InputError, RuntimeModel, TTIError, load
 __all__ = [
     "PyBudaError", "UserInputError", "UserTypeError", "UsageError", "InternalError",
     "compile", "CompiledModel", "VerificationError", "MicrobatchError", "InputError", "OutputDirError",
-    "IneffectiveOptionWarning", "load", "RuntimeModel", "TTIError", "op", "PyBudaModule",
+    "IneffectiveOptionWarning", "load", "RuntimeModel", "TTIError", "op", "query", "PyBudaModule",
     "Parameter", "Tensor",
     "CompilerConfig", "CompileDepth", "DeviceMode", "OpOverride", "PlacerOpOverride", "DataFormat", "MathFidelity",
     "set_configuration_options", "reset_configuration", "override_op_size", "override_t_stream_shape",

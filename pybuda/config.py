@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable
 
 from .dataformat import DataFormat, MathFidelity
 from .errors import InternalError, UserInputError, UserTypeError
+from .query import NodePredicate, select
 
 __all__ = [
     "CompileDepth", "PerfTraceLevel", "DeviceMode", "DRAMPlacementAlgorithm", "TTIDumpFormat",
@@ -49,7 +50,7 @@ __all__ = [
     "override_multi_op_fracture_factor", "add_cpu_fallback_ops", "remove_cpu_fallback_ops", "insert_fracture_group",
     "override_op_placement", "insert_nop", "insert_buffering_nop", "add_schedule_constraint",
     "set_num_repeated_patterns", "set_auto_transposing_placement", "configure_mixed_precision",
-    "referenced_op_names", "check_override_names",
+    "referenced_op_names", "check_override_names", "resolve_predicates",
 ]
 
 
@@ -168,8 +169,13 @@ def _check(where: str, value: Any, hint: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _check(where, value, inner)
+        inner = [a for a in args if a is not type(None)]
+        for alternative in inner[:-1]:
+            try:
+                return _check(where, value, alternative)
+            except (UserTypeError, UserInputError):
+                continue
+        return _check(where, value, inner[-1])
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return _parse_enum(where, hint, value)
     if hint is bool:
@@ -245,6 +251,18 @@ def _str(where: str, value: Any) -> str:
     """A str."""
     _expect(where, value, "str", isinstance(value, str))
     return value
+
+
+def _ops(where: str, value: Any) -> list:
+    """An op name or a `pybuda.query` predicate becomes [it]; a non-empty list/tuple of them is copied."""
+    if isinstance(value, (str, NodePredicate)):
+        return [value]
+    ok = isinstance(value, (list, tuple)) and len(value) > 0 and all(isinstance(v, (str, NodePredicate))
+                                                                     for v in value)
+    if not ok:
+        raise UserTypeError(f"{where}: expected an op name (str), a pybuda.query predicate or a non-empty list of "
+                            f"them, got {value!r}")
+    return list(value)
 
 
 def _str_list(where: str, value: Any) -> list[str]:
@@ -818,8 +836,10 @@ class CompilerConfig:
         False, doc="Allow single-buffered op models when double buffering does not fit",
         env=(EnvBool("PYBUDA_ENABLE_SINGLE_BUFFER_FALLBACK"),), effective=False)
     enable_auto_transposing_placement: bool = option(
-        False, doc="Auto-transpose op grids at placement", env=(EnvFlag("PYBUDA_ENABLE_AUTO_TRANSPOSE", True),),
-        effective=False)
+        True, doc="The placer may turn an op's grid (grid_transpose) where that plans better; False places every op "
+                  "as its grid reads, except the `override_op_placement(transpose_op=True)` ones",
+        caveat="on by default here (the legacy default was off: its placer turned grids only when asked)",
+        env=(EnvFlag("PYBUDA_ENABLE_AUTO_TRANSPOSE", True),))
     chip_placement_policy: str = option(
         "MMIO_LAST", doc="Chip order for placement", choices=CHIP_PLACEMENT_POLICIES, effective=False)
     dram_placement_algorithm: DRAMPlacementAlgorithm = option(
@@ -911,14 +931,16 @@ class CompilerConfig:
     balancer_op_overrides: dict[str, OpOverride] = option(
         {}, doc="op name -> `OpOverride` (`override_op_size`, `override_u_kt`, ...; docs: the override helpers)",
         caveat="an op named by any balancer or placer override is not fused (it stays an op of its own)")
-    placer_op_overrides: list[tuple[str, PlacerOpOverride]] = option(
-        [], doc="(op name, `PlacerOpOverride`) pairs (`override_op_placement`)",
+    placer_op_overrides: list[tuple[str | NodePredicate, PlacerOpOverride]] = option(
+        [], doc="(op name or `pybuda.query` predicate, `PlacerOpOverride`) pairs (`override_op_placement`)",
         caveat="`temporal_epoch_break` works through the epoch break it records; an op named by any balancer or "
                "placer override is not fused")
-    op_names_to_epoch_break: list[list[str]] = option(
-        [], doc="Each entry starts a new epoch at its first-scheduled op (`set_epoch_break`)")
-    op_names_to_chip_break: list[list[str]] = option(
-        [], doc="Each entry starts the next chip at its first-scheduled op (`set_chip_break`)",
+    op_names_to_epoch_break: list[list[str | NodePredicate]] = option(
+        [], doc="Each entry (op names, `pybuda.query` predicates) starts a new epoch at its first-scheduled op "
+                "(`set_epoch_break`)")
+    op_names_to_chip_break: list[list[str | NodePredicate]] = option(
+        [], doc="Each entry (op names, `pybuda.query` predicates) starts the next chip at its first-scheduled op "
+                "(`set_chip_break`)",
         caveat="multi-chip devices: n300 (docs/balancer.md \"Chips\")")
     op_names_dont_fuse: list[str] = option([], doc="Ops excluded from fusion (`dont_fuse`)")
     op_names_manual_fuse: list[str] = option([], doc="Only these ops may fuse (`manual_fuse`)")
@@ -1024,14 +1046,14 @@ class CompilerConfig:
 
     # --- override methods -----------------------------------------------------------------------------------
     @helper("op_names_to_epoch_break")
-    def place_on_new_epoch(self, op_names: str | list[str]) -> None:
+    def place_on_new_epoch(self, op_names: str | NodePredicate | list) -> None:
         """Start a new epoch at whichever of `op_names` is scheduled first."""
-        self.op_names_to_epoch_break.append(_str_list("place_on_new_epoch", op_names))
+        self.op_names_to_epoch_break.append(_ops("place_on_new_epoch", op_names))
 
     @helper("op_names_to_chip_break")
-    def place_on_new_chip(self, op_names: str | list[str]) -> None:
+    def place_on_new_chip(self, op_names: str | NodePredicate | list) -> None:
         """Start placing on the next chip at whichever of `op_names` is scheduled first."""
-        self.op_names_to_chip_break.append(_str_list("place_on_new_chip", op_names))
+        self.op_names_to_chip_break.append(_ops("place_on_new_chip", op_names))
 
     @helper("manual_dram_queue_placement")
     def place_queue_to_chip_dram(self, dram_queue: str, *, chip_id: int | None, channel: int | None) -> None:
@@ -1205,8 +1227,8 @@ def set_configuration_options(
     if any value is invalid.
 
     A keyword declared as an option's `alias` sets that option (accumulate_df, math_fidelity, harvested_rows: a
-    list of row indices). enable_auto_transposing_placement is OR-ed into the current value. place_on_one_row is
-    accepted and ignored. Options with no effect yet warn (`IneffectiveOptionWarning`).
+    list of row indices). place_on_one_row is accepted and ignored. Options with no effect yet warn
+    (`IneffectiveOptionWarning`).
     """
     given = {k: v for k, v in locals().items() if k != "unknown" and v is not None}
     if unknown:
@@ -1226,8 +1248,6 @@ def set_configuration_options(
                                  f"with {key}={given[key]!r}")
         updates[name], sources[name] = value, key
     cfg = _get_global_compiler_config()
-    if "enable_auto_transposing_placement" in updates:
-        updates["enable_auto_transposing_placement"] |= cfg.enable_auto_transposing_placement
     for name, value in updates.items():
         object.__setattr__(cfg, name, value)
     warn_ineffective([n for n in ineffective_options(cfg) if n in updates], "set_configuration_options")
@@ -1240,13 +1260,13 @@ _SET_OPTIONS_PARAMS: tuple[str, ...] = tuple(
 
 # Override helpers (all write to the global config)
 @helper("op_names_to_epoch_break")
-def set_epoch_break(op_names: str | list[str]) -> None:
+def set_epoch_break(op_names: str | NodePredicate | list) -> None:
     """Start a new epoch at whichever of `op_names` is scheduled first."""
     _get_global_compiler_config().place_on_new_epoch(op_names)
 
 
 @helper("op_names_to_chip_break")
-def set_chip_break(op_names: str | list[str]) -> None:
+def set_chip_break(op_names: str | NodePredicate | list) -> None:
     """Start placing on the next chip at whichever of `op_names` is scheduled first."""
     _get_global_compiler_config().place_on_new_chip(op_names)
 
@@ -1356,7 +1376,8 @@ def insert_fracture_group(nodes: list[str | tuple[str, int | list[int], int | li
 
 
 @helper("placer_op_overrides", "op_names_to_epoch_break", "op_names_to_chip_break")
-def override_op_placement(op_name: str, *, start: tuple[int, int] | None = None, transpose_op: bool = False,
+def override_op_placement(op_name: str | NodePredicate, *, start: tuple[int, int] | None = None,
+                          transpose_op: bool = False,
                           chip_id: int | None = None, spatial_epoch_break: bool = False,
                           temporal_epoch_break: bool = False) -> None:
     """Pin the op's start core (row, column), transpose it, pin its chip, or break the epoch before it.
@@ -1365,7 +1386,7 @@ def override_op_placement(op_name: str, *, start: tuple[int, int] | None = None,
     when the interactive placer is off).
     """
     where = f"override_op_placement({op_name!r})"
-    _str(where, op_name)
+    _expect(where, op_name, "an op name (str) or a pybuda.query predicate", isinstance(op_name, (str, NodePredicate)))
     if start is not None:
         start = _int_pair(f"{where}: start", start, minimum=0)
     _bool(f"{where}: transpose_op", transpose_op)
@@ -1605,9 +1626,11 @@ def referenced_op_names(config: CompilerConfig) -> list[OpNameRef]:
         kinds = [_attribute_helper(attr) for attr in _record_attributes(OpOverride)
                  if getattr(override, attr) not in (None, {})]
         refs.extend((op, kind) for kind in kinds or ["balancer_op_override"])
-    refs.extend((op, "override_op_placement") for op, _ in config.placer_op_overrides)
-    refs.extend((op, "set_epoch_break") for entry in config.op_names_to_epoch_break for op in entry)
-    refs.extend((op, "set_chip_break") for entry in config.op_names_to_chip_break for op in entry)
+    refs.extend((op, "override_op_placement") for op, _ in config.placer_op_overrides if isinstance(op, str))
+    refs.extend((op, "set_epoch_break") for entry in config.op_names_to_epoch_break for op in entry
+                if isinstance(op, str))
+    refs.extend((op, "set_chip_break") for entry in config.op_names_to_chip_break for op in entry
+                if isinstance(op, str))
     refs.extend((op, "dont_fuse") for op in config.op_names_dont_fuse)
     refs.extend((op, "manual_fuse") for op in config.op_names_manual_fuse)
     for nop in config.buffering_nops_to_insert.values():
@@ -1621,6 +1644,36 @@ def referenced_op_names(config: CompilerConfig) -> list[OpNameRef]:
     for producer, consumer, _ in config.insert_queues:
         refs.extend([(producer, "insert_queues"), (consumer, "insert_queues")])
     return [OpNameRef(name, kind) for name, kind in dict.fromkeys(refs)]
+
+
+def resolve_predicates(config: CompilerConfig, nodes: list) -> CompilerConfig:
+    """`config` with every `pybuda.query` predicate of the placement overrides and breaks replaced by the names of
+    the ops among `nodes` (graph Nodes, in order) it matches: an override applies to each of them, a break entry
+    lists them. OverrideError naming each predicate that matches no op."""
+    unmatched: list[str] = []
+
+    def names(entry: Any, kind: str) -> list[str]:
+        if isinstance(entry, str):
+            return [entry]
+        found = select(entry, nodes)
+        if not found:
+            unmatched.append(f"  {kind}: {entry} matches no op of the device graph")
+        return found
+
+    placements = [(name, o) for op, o in config.placer_op_overrides for name in names(op, "override_op_placement")]
+    epoch_breaks = [[n for op in entry for n in names(op, "set_epoch_break")]
+                    for entry in config.op_names_to_epoch_break]
+    chip_breaks = [[n for op in entry for n in names(op, "set_chip_break")] for entry in config.op_names_to_chip_break]
+    if unmatched:
+        raise OverrideError(f"{len(unmatched)} override predicate(s) match no op:\n" + "\n".join(unmatched), [])
+    if (placements, epoch_breaks, chip_breaks) == (config.placer_op_overrides, config.op_names_to_epoch_break,
+                                                   config.op_names_to_chip_break):
+        return config
+    resolved = config.copy()
+    resolved.placer_op_overrides = placements
+    resolved.op_names_to_epoch_break = epoch_breaks
+    resolved.op_names_to_chip_break = chip_breaks
+    return resolved
 
 
 # overrides that name an op of the framework graph (before decomposition), not a device op

@@ -1,6 +1,11 @@
 """PyBudaModule, Parameter and the traced Tensor: the native way to write a model against pybuda.op."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import weakref
+from typing import Iterator
+
 import numpy as np
 import torch
 
@@ -15,10 +20,52 @@ def to_numpy(value) -> np.ndarray:
     return np.asarray(value, dtype=np.float32)
 
 
-class Parameter:
-    """A trainable tensor of a PyBudaModule: `Parameter(*shape)` (random normal) or `Parameter(tensor)`."""
+_TRACING: contextvars.ContextVar[Graph | None] = contextvars.ContextVar("pybuda_tracing", default=None)
 
-    def __init__(self, *shape_or_tensor, requires_grad: bool = True, name: str | None = None):
+
+@contextlib.contextmanager
+def tracing(graph: Graph) -> Iterator[Graph]:
+    """Ops traced meanwhile without a traced Tensor operand (on Parameters, constants and numbers only: the legacy
+    consteval subgraphs) go into `graph`."""
+    token = _TRACING.set(graph)
+    try:
+        yield graph
+    finally:
+        _TRACING.reset(token)
+
+
+class _Arithmetic:
+    """`+ - *` (and the reflected forms) trace Add, Subtract and Multiply ops, as legacy tensors and parameters do."""
+
+    def __add__(self, other):
+        return traced_op("add", "", [self, other])
+
+    def __radd__(self, other):
+        return traced_op("add", "", [other, self])
+
+    def __sub__(self, other):
+        return traced_op("subtract", "", [self, other])
+
+    def __rsub__(self, other):
+        return traced_op("subtract", "", [other, self])
+
+    def __mul__(self, other):
+        return traced_op("multiply", "", [self, other])
+
+    def __rmul__(self, other):
+        return traced_op("multiply", "", [other, self])
+
+
+class Parameter(_Arithmetic):
+    """A trainable tensor of a PyBudaModule: `Parameter(*shape)` (random normal) or `Parameter(tensor)`.
+    `dev_data_format` (legacy) is refused unless None: set formats with `configure_mixed_precision`."""
+
+    def __init__(self, *shape_or_tensor, requires_grad: bool = True, name: str | None = None,
+                 dev_data_format=None):
+        if dev_data_format is not None:
+            raise UserInputError(f"Parameter {name or ''!r}: dev_data_format={dev_data_format} is not supported; "
+                                 "set a parameter's format with pybuda.config.configure_mixed_precision("
+                                 "name_regex=..., output_df=...)")
         if len(shape_or_tensor) == 1 and not isinstance(shape_or_tensor[0], int):
             self._value = to_numpy(shape_or_tensor[0])
         else:
@@ -43,8 +90,27 @@ class Parameter:
     def numpy(self) -> np.ndarray:
         return self._value
 
+    @staticmethod
+    def create_from_torch(tensor: torch.Tensor, requires_grad: bool = True) -> "Parameter":
+        """A parameter holding `tensor`'s values (legacy spelling)."""
+        return Parameter(tensor, requires_grad=requires_grad)
 
-class Tensor:
+
+class Constant:
+    """A constant tensor an op may read (legacy `Tensor.create_from_torch(t, constant=True)`); its value is
+    folded into the graph where an op reads it."""
+
+    def __init__(self, value, name: str | None = None):
+        self.value = to_numpy(value)
+        self.name = name
+        self.nodes: weakref.WeakKeyDictionary[Graph, str] = weakref.WeakKeyDictionary()   # its node per graph
+
+    @property
+    def shape(self) -> tuple:
+        return self.value.shape
+
+
+class Tensor(_Arithmetic):
     """A value being traced: the graph node that produces it."""
 
     def __init__(self, graph: Graph, name: str):
@@ -55,17 +121,15 @@ class Tensor:
     def shape(self) -> tuple:
         return self.graph.node(self.name).shape
 
-    def __add__(self, other):
-        return traced_op("add", "", [self, other])
-
-    def __sub__(self, other):
-        return traced_op("subtract", "", [self, other])
-
-    def __mul__(self, other):
-        return traced_op("multiply", "", [self, other])
-
-    __radd__ = __add__
-    __rmul__ = __mul__
+    @staticmethod
+    def create_from_torch(tensor: torch.Tensor, dev_data_format=None, constant: bool = False):
+        """Legacy spelling: a model input is the torch tensor itself (pass it to `pybuda.compile` or the compiled
+        model); with `constant`, a Constant that ops may read. `dev_data_format` is refused unless None."""
+        if dev_data_format is not None:
+            raise UserInputError(f"Tensor.create_from_torch: dev_data_format={dev_data_format} is not supported; set "
+                                 "input formats with CompilerConfig(default_df_override=...) or "
+                                 "configure_mixed_precision(input_df=...)")
+        return Constant(tensor) if constant else tensor
 
     def __repr__(self) -> str:
         return f"Tensor({self.name!r}, shape={self.shape})"
@@ -79,6 +143,7 @@ class PyBudaModule:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_submodules", {})
+        object.__setattr__(self, "_constants", {})
 
     def __setattr__(self, attr: str, value) -> None:
         if isinstance(value, Parameter):
@@ -116,6 +181,26 @@ class PyBudaModule:
     def set_parameter(self, name: str, data) -> None:
         self.get_parameter(name).set_value(data)
 
+    def add_constant(self, name: str, prepend_name: bool = False, shape: tuple | None = None) -> None:
+        """Declare constant `name` (its value comes from `set_constant`; with `shape`, zeros until then)."""
+        full = f"{self.name}.{name}" if prepend_name else name
+        if full in self._constants:
+            raise UserInputError(f"module {self.name!r}: constant {full!r} already exists")
+        self._constants[full] = Constant(np.zeros(shape, np.float32), full) if shape is not None else None
+
+    def set_constant(self, name: str, data) -> None:
+        """Give constant `name` (declared by `add_constant`, or new) the value `data`."""
+        self._constants[name] = Constant(data, name)
+
+    def get_constant(self, name: str) -> "Constant":
+        """Constant `name`, for the ops of `forward` to read."""
+        constant = self._constants.get(name)
+        if constant is None:
+            state = "has no value (set_constant)" if name in self._constants else "is not declared"
+            raise UserInputError(f"module {self.name!r}: constant {name!r} {state}; constants: "
+                                 f"{sorted(self._constants)}")
+        return constant
+
     def get_name(self) -> str:
         return self.name
 
@@ -130,7 +215,11 @@ def _graph_of(operands):
     for o in operands:
         if isinstance(o, Tensor):
             return o.graph
-    raise UserTypeError("an op needs at least one traced Tensor operand (an activation or the output of an op)")
+    graph = _TRACING.get()
+    if graph is None:
+        raise UserTypeError("an op outside a PyBudaModule's forward needs at least one traced Tensor operand (an "
+                            "activation or the output of an op)")
+    return graph
 
 
 def _node(graph, value) -> str:
@@ -140,9 +229,13 @@ def _node(graph, value) -> str:
         if value.name not in graph:
             graph.add_parameter(value.name, value.numpy(), requires_grad=value.requires_grad)
         return value.name
+    if isinstance(value, Constant):
+        if graph not in value.nodes:
+            value.nodes[graph] = graph.add_constant(graph.unique_name(value.name or "constant"), value.value)
+        return value.nodes[graph]
     if isinstance(value, (int, float)):
         return graph.add_constant(graph.unique_name("constant"), np.array(float(value), dtype=np.float32))
-    raise UserTypeError(f"unsupported operand {value!r}: expected a Tensor, a Parameter or a number")
+    raise UserTypeError(f"unsupported operand {value!r}: expected a Tensor, a Parameter, a Constant or a number")
 
 
 def traced_op(op_type: str, name: str, operands: list, attrs: dict | None = None) -> Tensor:
@@ -151,3 +244,11 @@ def traced_op(op_type: str, name: str, operands: list, attrs: dict | None = None
     nodes = [_node(graph, o) for o in operands]
     name = name or graph.unique_name(f"{op_type}_{len(graph.op_names())}")
     return Tensor(graph, add_op(graph, name, op_type, nodes, attrs or {}))
+
+
+def traced_constant(name: str, value) -> Tensor:
+    """A constant node of the graph being traced (legacy `pybuda.op.Constant`)."""
+    graph = _TRACING.get()
+    if graph is None:
+        raise UserTypeError(f"constant {name!r}: pybuda.op.Constant is traced inside a PyBudaModule's forward only")
+    return Tensor(graph, graph.add_constant(graph.unique_name(name or "constant"), to_numpy(value)))

@@ -196,10 +196,12 @@ def data_formats_stage(state: CompileState) -> CompileState:
 
 
 def fuse_stage(state: CompileState) -> CompileState:
-    """Fuse groups of small ops into fused ops (`enable_auto_fusing`, `dont_fuse`, `manual_fuse`); every override
-    must then name an op of a device graph (an op that was fused away, or a fused op `_fused_op_<k>`)."""
+    """Fuse groups of small ops into fused ops (`enable_auto_fusing`, `dont_fuse`, `manual_fuse`), the
+    `pybuda.query` predicates of the overrides first resolved to the ops they match; every override must then name
+    an op of a device graph (an op that was fused away, or a fused op `_fused_op_<k>`)."""
     before = [op for g in state.device_graphs() for op in g.op_names()]
-    state = _on_device(state, lambda g: fuse(g.copy(), state.config, state.device.arch))
+    config = cfg.resolve_predicates(state.config, [n for g in state.device_graphs() for n in g.nodes("op")])
+    state = _on_device(dataclasses.replace(state, config=config), lambda g: fuse(g.copy(), config, state.device.arch))
     cfg.check_override_names(state.config, before + [op for g in state.device_graphs() for op in g.op_names()])
     return state
 

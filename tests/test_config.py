@@ -66,13 +66,14 @@ def test_defaults_match_legacy():
         "buffering_nops_to_insert": {}, "enable_training": False, "enable_recompute": False,
         "balancer_policy": "default", "scheduler_policy": "ModuleInputsBFS", "enable_consteval": True,
         "compile_depth": CompileDepth.FULL, "enable_enumerate_u_kt": True, "op_names_manual_fuse": [],
-        "balancer_op_overrides": {}, "placer_op_overrides": [], "enable_auto_transposing_placement": False,
+        "balancer_op_overrides": {}, "placer_op_overrides": [],
         "harvesting_mask": 0, "enable_single_buffer_fallback": False, "op_intermediates_to_save": [],
         "use_interactive_placer": True, "chip_placement_policy": "MMIO_LAST", "verify": False,
         "backend_output_dir": "pybuda_out", "enable_forked_dram_inputs": False,
     }
     for name, value in expected.items():
         assert getattr(cfg, name) == value, name
+    assert cfg.enable_auto_transposing_placement is True     # deliberately on here (legacy: off; docs/config.md)
     assert cfg.save_intermediates() is False
 
 
@@ -123,7 +124,7 @@ def test_effective_options_are_derived_from_the_declarations():
     ("compile_depth", True), ("balancer_policy", True), ("enable_recompute", True), ("scheduler_policy", False),
     ("fracture_groups", False), ("override_op_size", True), ("override_u_kt", True), ("place_on_new_epoch", True),
     ("override_op_placement", True), ("balancer_op_override", True), ("insert_fracture_group", False),
-    ("set_num_repeated_patterns", False), ("set_auto_transposing_placement", False),
+    ("set_num_repeated_patterns", False), ("set_auto_transposing_placement", True),
 ])
 def test_effective_options_examples(name, effective):
     assert (name in C.EFFECTIVE_OPTIONS) == effective
@@ -195,9 +196,11 @@ def test_set_configuration_options_only_writes_given_values():
     assert g().enable_t_streaming is True
 
 
-def test_set_configuration_options_auto_transpose_is_or_ed():
-    C.set_configuration_options(enable_auto_transposing_placement=True)
+def test_set_configuration_options_sets_auto_transpose_as_given():
+    """Legacy OR-ed it into the current value; with the default on here that would make False impossible."""
     C.set_configuration_options(enable_auto_transposing_placement=False)
+    assert g().enable_auto_transposing_placement is False
+    C.set_configuration_options(enable_auto_transposing_placement=True)
     assert g().enable_auto_transposing_placement is True
 
 

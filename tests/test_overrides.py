@@ -249,3 +249,27 @@ def test_impossible_output_buffer_multiplier_explains_itself(tmp_path):
                                             r"internal_override_output_buffer_multiplier\('mm1', multiplier=4096\) "
                                             r"\(buf_size_mb 8192; the backend also needs 4096 and the op's t"):
         pybuda.compile(MLP(d_in=256), torch.randn(2, 64, 256), output_dir=tmp_path, config=config)
+
+
+def test_auto_transposing_placement_turns_a_grid_only_when_enabled():
+    """A 10x10 matmul leaves a 10x2 strip of e150's 10x12 grid: a 2x10 op fits there turned (one epoch) when the
+    placer may transpose (the default here), and goes to an epoch of its own when it may not (the legacy default)."""
+    class TwoOps(pybuda.PyBudaModule):
+        def __init__(self):
+            super().__init__("two")
+            self.w = pybuda.Parameter(torch.randn(320, 320) / 20)
+
+        def forward(self, x, y):
+            return pybuda.op.Matmul("a", x, self.w), pybuda.op.Exp("b", y)
+
+    x, y = torch.randn(1, 320, 320), torch.randn(1, 64, 320)
+    placements = {}
+    for auto in (True, False):
+        pybuda.reset_configuration()
+        pybuda.override_op_size("a", (10, 10))
+        pybuda.override_op_size("b", (2, 10))
+        pybuda.config.set_auto_transposing_placement(auto)
+        graphs = pybuda.compile(TwoOps(), x, y, output_dir=None).netlist.graphs.values()
+        placements[auto] = [(g.name, name, bool(o.grid_transpose)) for g in graphs for name, o in g.ops.items()]
+    assert placements[True] == [("fwd_0_0", "a", False), ("fwd_0_0", "b", True)]
+    assert placements[False] == [("fwd_0_0", "a", False), ("fwd_0_1", "b", False)]

@@ -42,7 +42,7 @@ def relieve_links(coster: PlanCoster, schedule: list[str], models: dict[str, OpM
                   placed: dict[str, PlacedOp], prologue: dict[str, bool], dram: DramPlacement,
                   fixed: frozenset, transposed: frozenset) -> dict[str, PlacedOp]:
     """`placed` with the moves of each epoch that lower its exact cost (module docstring); `fixed`: ops the user
-    placed, `transposed`: ops the user transposed."""
+    placed, `transposed`: ops whose orientation stays (`Constraints.fixed_orientation`)."""
     device = coster.device
     epoch_of = {n: p.epoch for n, p in placed.items()}
     by_epoch, groups, temporal = coster.grouped(schedule, epoch_of)

@@ -90,7 +90,8 @@ class Constraints:
     in schedule order, of each `set_epoch_break` entry starts an epoch), the DRAM placement algorithm, the
     queues pinned to a DRAM channel (and the chips named for them), the ops a balancer override names (their
     candidates are their own) and the chip of every op (`chips.chip_assignment`: `set_chip_break` entries start
-    a new chip, and an epoch) and where the CP-SAT policy exports its epoch models (`balancer_export_models`)."""
+    a new chip, and an epoch), where the CP-SAT policy exports its epoch models (`balancer_export_models`) and
+    whether the placer may transpose op grids on its own (`enable_auto_transposing_placement`)."""
 
     grids: dict
     starts: dict
@@ -102,6 +103,7 @@ class Constraints:
     chips: dict = dataclasses.field(default_factory=dict)
     dram_chips: dict = dataclasses.field(default_factory=dict)
     export_models: Path | None = None    # where the CP-SAT policy writes its epoch models (debugging)
+    auto_transpose: bool = True          # the placer may turn ops' grids (`enable_auto_transposing_placement`)
 
     @classmethod
     def from_config(cls, config, schedule: list[str], device: DeviceSpec) -> "Constraints":
@@ -121,7 +123,13 @@ class Constraints:
         pinned_chips = {q: o.chip_id for q, o in config.manual_dram_queue_placement.items() if o.chip_id is not None}
         export = Path(config.balancer_export_models) if config.balancer_export_models else None
         return cls(grids, starts, frozenset(transposed), frozenset(breaks), algorithm, pinned,
-                   frozenset(config.balancer_op_overrides), chips, pinned_chips, export)
+                   frozenset(config.balancer_op_overrides), chips, pinned_chips, export,
+                   config.enable_auto_transposing_placement)
+
+    def fixed_orientation(self, names) -> frozenset:
+        """The ops of `names` whose grid orientation is not the placer's to choose: those the user transposed, or
+        all of them when automatic transposing is off."""
+        return self.transposed if self.auto_transpose else frozenset(names)
 
 
 def prologue_choice(graph: Graph, schedule: list[str], models: dict[str, OpModel]) -> dict[str, bool]:
@@ -155,7 +163,7 @@ def finish(graph: Graph, coster: PlanCoster, schedule: list[str], models: dict[s
     _check_host_outputs(queues, device)
     dram = place_dram(queues, device, constraints.dram_algorithm, constraints.dram_channels, _cores(models, placed))
     relieved = relieve_links(coster, schedule, models, placed, prologue, dram, frozenset(constraints.starts),
-                             constraints.transposed)
+                             constraints.fixed_orientation(schedule))
     if relieved != placed:      # ops moved off a congested NoC link: their queues placed again for where they are
         placed = relieved
         dram = place_dram(queues, device, constraints.dram_algorithm, constraints.dram_channels,

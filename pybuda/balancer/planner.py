@@ -330,8 +330,9 @@ class _EpochSolver:
                  for k, name in enumerate(names) for j, o in enumerate(self.graph.operands(name)) if o.src in index]
         lower = max(max(min(c) for c in cycles), self._area_bound(names, cycles), sum(min(d) for d in dram))
         starts = [self.constraints.starts.get(n) for n in names]
-        forced = [True if n in self.constraints.transposed else (None if starts[k] is None else False)
-                  for k, n in enumerate(names)]
+        fixed = self.constraints.fixed_orientation(names)
+        forced = [True if n in self.constraints.transposed else
+                  None if starts[k] is None and n not in fixed else False for k, n in enumerate(names)]
         return _Epoch(first, last, names, cycles, dram, edges, lower, starts, forced)
 
     def _packed(self, epoch: _Epoch, hint: tuple) -> tuple[list[int], list | None] | Cut:

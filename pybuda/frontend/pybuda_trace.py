@@ -5,7 +5,7 @@ import inspect
 
 from ..errors import UserTypeError
 from ..ir import Graph
-from ..module import PyBudaModule, Tensor
+from ..module import PyBudaModule, Tensor, tracing
 
 
 def trace_module(module: PyBudaModule, sample_inputs: tuple) -> Graph:
@@ -15,7 +15,8 @@ def trace_module(module: PyBudaModule, sample_inputs: tuple) -> Graph:
     names = [params[i] if i < len(params) and not params[i].startswith("*") else f"input_{i}"
              for i in range(len(sample_inputs))]
     acts = [Tensor(graph, graph.add_input(n, (1, *tuple(x.shape)[1:]))) for n, x in zip(names, sample_inputs)]
-    outputs = module.forward(*acts)
+    with tracing(graph):
+        outputs = module.forward(*acts)
     outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
     for i, out in enumerate(outputs):
         if not isinstance(out, Tensor):

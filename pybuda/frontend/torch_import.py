@@ -469,6 +469,8 @@ _OPS: dict[str, Handler] = {
     "relax.nn.conv2d": _conv2d,
     "relax.nn.max_pool2d": _max_pool2d,
     "relax.nn.relu": _unary("relu"),
+    "relax.nn.leakyrelu": lambda imp, call, out: imp.emit("leaky_relu", [imp.arg(call, 0)],
+                                                          {"alpha": float(call.attrs.alpha)}),
     "relax.nn.gelu": _unary("gelu", approximate="none"),
     "relax.nn.gelu_tanh": _unary("gelu", approximate="tanh"),
     **{f"relax.{op}": _unary(op) for op in ("exp", "log", "sqrt", "tanh", "sigmoid", "abs", "floor")},

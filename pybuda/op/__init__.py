@@ -1,123 +1,72 @@
-"""PyBuda ops for PyBudaModule.forward. Every op takes a name first ("" for an automatic name), then its
-operands (traced Tensors, Parameters or Python numbers), then attributes; it returns a traced Tensor."""
+"""PyBuda ops for PyBudaModule.forward, with the legacy signatures (tenstorrent/tt-buda `pybuda/op`). Every op takes
+a name first ("" for an automatic name), then its operands (traced Tensors, Parameters or Python numbers), then
+attributes; it returns a traced Tensor. Elementwise ops are in `pybuda.op.eltwise`, tensor manipulations in
+`pybuda.op.tm`, convolution and pooling in `pybuda.op.conv`; `pybuda.op.nn` holds ready-made modules (Linear,
+Conv2dModule, MaxPool2dModule, AvgPool2dModule)."""
 from __future__ import annotations
 
-from ..module import Tensor, traced_op as _op
+from ..module import Tensor, traced_constant, traced_op as _op
+from .conv import AvgPool2d, Conv2d, MaxPool2d
+from .eltwise import (Abs, Add, Argmax, Buffer, Clip, Cosine, CumSum, Divide, Dropout, Equal, Exp, Gelu, Greater,
+                      GreaterEqual, Heaviside, Identity, LeakyRelu, Less, LessEqual, Log, LogicalAnd, LogicalNot, Max,
+                      Min, Multiply, NotEqual, Pow, Power, Reciprocal, Relu, Sigmoid, Sine, Sqrt, Subtract, Tanh, part)
+from .tm import (Broadcast, Concatenate, HSlice, HStack, Index, Repeat, Reshape, Squeeze, Stack, Transpose,
+                 Unsqueeze, VSlice, VStack, Where)
+
+__all__ = ["Abs", "Add", "Argmax", "AvgPool2d", "Broadcast", "Buffer", "Clip", "Concatenate", "Constant", "Conv2d",
+           "Cosine", "CumSum", "Divide", "Dropout", "Embedding", "Equal", "Exp", "Gelu", "Greater", "GreaterEqual",
+           "HSlice", "HStack", "Heaviside", "Identity", "Index", "Layernorm", "LeakyRelu", "Less", "LessEqual",
+           "Log", "LogSoftmax", "LogicalAnd", "LogicalNot", "Matmul", "Max", "MaxPool2d", "Min", "Multiply",
+           "NotEqual", "Pow", "Power", "Reciprocal", "ReduceAvg", "ReduceMax", "ReduceSum", "Relu", "Repeat",
+           "Reshape", "Sigmoid", "Sine", "Softmax", "Sqrt", "Squeeze", "Stack", "Subtract", "Tanh", "Transpose",
+           "Unsqueeze", "VSlice", "VStack", "Where", "nn"]
 
 
-def Matmul(name: str, a, b) -> Tensor:
-    return _op("matmul", name, [a, b])
+def Matmul(name: str, operandA, operandB, bias=None) -> Tensor:
+    """A @ B, plus `bias` (broadcast over the rows) when given: the matmul is named `name`, the addition
+    `name.add_bias`."""
+    product = _op("matmul", name, [operandA, operandB])
+    return product if bias is None else _op("add", part(name, "add_bias"), [product, bias])
 
 
-def Add(name: str, a, b) -> Tensor:
-    return _op("add", name, [a, b])
+def Constant(name: str, *, constant: float) -> Tensor:
+    """A constant tensor holding the number `constant`."""
+    return traced_constant(name, float(constant))
 
 
-def Subtract(name: str, a, b) -> Tensor:
-    return _op("subtract", name, [a, b])
+def Embedding(name: str, embedding_table, indices) -> Tensor:
+    """The rows of `embedding_table` at `indices` (integer values)."""
+    return _op("embedding", name, [embedding_table, indices])
 
 
-def Multiply(name: str, a, b) -> Tensor:
-    return _op("multiply", name, [a, b])
+def Softmax(name: str, operandA, *, dim: int, stable: bool = True) -> Tensor:
+    """softmax along `dim` (always computed stably)."""
+    return _op("softmax", name, [operandA], {"dim": dim})
 
 
-def Divide(name: str, a, b) -> Tensor:
-    return _op("divide", name, [a, b])
+def LogSoftmax(name: str, operandA, *, dim: int, stable: bool = True) -> Tensor:
+    """log(softmax) along `dim`."""
+    return _op("log_softmax", name, [operandA], {"dim": dim})
 
 
-def Max(name: str, a, b) -> Tensor:
-    return _op("maximum", name, [a, b])
+def Layernorm(name: str, operandA, weights, bias, dim: int = -1, epsilon: float = 1e-5) -> Tensor:
+    """Layer normalisation over `dim`, scaled by `weights` and shifted by `bias`."""
+    return _op("layernorm", name, [operandA, weights, bias], {"dim": dim, "epsilon": epsilon})
 
 
-def Relu(name: str, a, threshold: float = 0.0, mode: str = "min") -> Tensor:
-    return _op("relu", name, [a], {"threshold": threshold, "mode": mode})
+def ReduceSum(name: str, operandA, dim: int) -> Tensor:
+    """The sum along `dim` (kept, size 1)."""
+    return _op("reduce_sum", name, [operandA], {"dim": dim})
 
 
-def Gelu(name: str, a, approximate: str = "none") -> Tensor:
-    return _op("gelu", name, [a], {"approximate": approximate})
+def ReduceAvg(name: str, operandA, dim: int) -> Tensor:
+    """The mean along `dim` (kept, size 1)."""
+    return _op("reduce_avg", name, [operandA], {"dim": dim})
 
 
-def Exp(name: str, a) -> Tensor:
-    return _op("exp", name, [a])
+def ReduceMax(name: str, operandA, dim: int) -> Tensor:
+    """The largest value along `dim` (kept, size 1)."""
+    return _op("reduce_max", name, [operandA], {"dim": dim})
 
 
-def Log(name: str, a) -> Tensor:
-    return _op("log", name, [a])
-
-
-def Reciprocal(name: str, a) -> Tensor:
-    return _op("reciprocal", name, [a])
-
-
-def Sqrt(name: str, a) -> Tensor:
-    return _op("sqrt", name, [a])
-
-
-def Sigmoid(name: str, a) -> Tensor:
-    return _op("sigmoid", name, [a])
-
-
-def Tanh(name: str, a) -> Tensor:
-    return _op("tanh", name, [a])
-
-
-def Softmax(name: str, a, *, dim: int, stable: bool = True) -> Tensor:
-    return _op("softmax", name, [a], {"dim": dim})
-
-
-def LogSoftmax(name: str, a, *, dim: int, stable: bool = True) -> Tensor:
-    return _op("log_softmax", name, [a], {"dim": dim})
-
-
-def Layernorm(name: str, a, weights, bias, dim: int = -1, epsilon: float = 1e-5) -> Tensor:
-    return _op("layernorm", name, [a, weights, bias], {"dim": dim, "epsilon": epsilon})
-
-
-def ReduceSum(name: str, a, dim: int) -> Tensor:
-    return _op("reduce_sum", name, [a], {"dim": dim})
-
-
-def ReduceAvg(name: str, a, dim: int) -> Tensor:
-    return _op("reduce_avg", name, [a], {"dim": dim})
-
-
-def ReduceMax(name: str, a, dim: int) -> Tensor:
-    return _op("reduce_max", name, [a], {"dim": dim})
-
-
-def Transpose(name: str, a, dim0: int, dim1: int) -> Tensor:
-    return _op("transpose", name, [a], {"dim0": dim0, "dim1": dim1})
-
-
-def Reshape(name: str, a, shape) -> Tensor:
-    return _op("reshape", name, [a], {"shape": list(shape)})
-
-
-def HSlice(name: str, a, slices: int) -> Tensor:
-    return _op("hslice", name, [a], {"factor": slices})
-
-
-def HStack(name: str, a, slices: int) -> Tensor:
-    return _op("hstack", name, [a], {"factor": slices})
-
-
-def VSlice(name: str, a, slices: int) -> Tensor:
-    return _op("vslice", name, [a], {"factor": slices})
-
-
-def VStack(name: str, a, slices: int) -> Tensor:
-    return _op("vstack", name, [a], {"factor": slices})
-
-
-def Dropout(name: str, a, p: float = 0.5, training: bool = False) -> Tensor:
-    return _op("dropout", name, [a], {"p": p})
-
-
-def Conv2d(name: str, activations, weights, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
-    operands = [activations, weights] + ([bias] if bias is not None else [])
-    return _op("conv2d", name, operands, {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups})
-
-
-def MaxPool2d(name: str, activations, kernel_size, stride=None, padding=0, dilation=1) -> Tensor:
-    return _op("max_pool2d", name, [activations], {"kernel": kernel_size, "stride": stride or kernel_size,
-                                                     "padding": padding, "dilation": dilation})
+from . import nn  # noqa: E402  (its modules use the ops above: legacy `pybuda.op.nn`)

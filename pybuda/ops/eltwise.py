@@ -113,6 +113,24 @@ register(OpDef("heaviside", _same_shape, lambda v, a: (v[0] > 0).astype(np.float
                decompose=_decompose_heaviside))
 
 
+# legacy Buffer: a copy the compiler keeps as an op of its own (a Buda nop that fusion leaves alone)
+register(OpDef("buffer", _same_shape, lambda v, a: v[0], kind="unary", zero_preserving=True, groups={"kept_apart"},
+               lower=_lower_unary("nop", True), backward=lambda ctx, i, g: g))
+
+
+def _decompose_leaky_relu(ctx):
+    """leaky_relu(x) = alpha * x + (1 - alpha) * relu(x): a packer ReLU and two scalings."""
+    alpha = float(ctx.node.attrs["alpha"])
+    x = ctx.operands[0]
+    scaled = ctx.op("multiply", [x, ctx.constant(np.array(alpha, dtype=np.float32))])
+    rest = ctx.op("multiply", [ctx.op("relu", [x]), ctx.constant(np.array(1.0 - alpha, dtype=np.float32))])
+    ctx.replace(ctx.op("add", [scaled, rest]))
+
+
+register(OpDef("leaky_relu", _same_shape, lambda v, a: np.where(v[0] > 0, v[0], v[0] * float(a["alpha"])),
+               kind="unary", decompose=_decompose_leaky_relu))
+
+
 def _lower_power(ctx):
     (x,) = ctx.operands
     e = float(ctx.node.attrs["exponent"])

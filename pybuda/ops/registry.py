@@ -38,6 +38,7 @@ GROUPS: dict[str, str] = {
     "host_output_tm": "a TM on a model output that the host applies after popping the output (passes/host_io.py)",
     "amp_float16": "a framework op whose Buda ops the legacy AMP levels keep in a Float16 format "
                    "(passes/data_formats.py)",
+    "kept_apart": "a framework op whose Buda op is never fused into another (passes/fuse.py: legacy Buffer)",
     "sign_keeping": "its output is nonnegative (positive) where its first operand is (passes/simplify.py)",
     "nonnegative": "its output is never negative (passes/simplify.py)",
     "bounded": "its output is finite whatever it reads (passes/simplify.py)",

@@ -59,7 +59,7 @@ def fusable(graph: Graph, name: str) -> bool:
     """Whether an op may become a fused sub-op (its type and operands; not the config's exclusions): an op of the
     registry's group "fusable" that meets the rule of its type, if its type has one (`_SUB_OP_RULES`)."""
     node = graph.node(name)
-    if not registry.belongs(node.op_type, "fusable"):
+    if not registry.belongs(node.op_type, "fusable") or registry.belongs(node.framework_op_type, "kept_apart"):
         return False
     rule = _SUB_OP_RULES.get(node.op_type)
     return rule is None or rule(graph, node)

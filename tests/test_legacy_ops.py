@@ -1,0 +1,281 @@
+"""The legacy `pybuda.op` surface (issue 35): each op with its legacy signature and keyword names, compiled in a
+PyBudaModule, simulated and compared with torch."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import pybuda
+from pybuda.errors import UserInputError
+from pybuda.verify import pcc
+
+op = pybuda.op
+SHAPE = (1, 2, 32, 64)
+
+
+class _Module(pybuda.PyBudaModule):
+    """forward(*inputs) = fn(self, *inputs)."""
+
+    def __init__(self, fn, **parameters):
+        super().__init__("legacy")
+        self.fn = fn
+        for name, value in parameters.items():
+            setattr(self, name, pybuda.Parameter(value, requires_grad=False))
+
+    def forward(self, *acts):
+        return self.fn(self, *acts)
+
+
+def _x(seed: int = 0, shape=SHAPE) -> torch.Tensor:
+    """Values on a 1/8 grid (comparisons see exact ties), none within 1/16 of 0 unless 0 itself."""
+    return torch.round(torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * 8) / 8
+
+
+POSITIVE = {"x": lambda: _x().abs() + 0.5}
+MASK = {"x": lambda: (_x() > 0).float()}
+
+DEFAULTS = {"x": _x, "y": lambda: _x(1)}
+# (id, the pybuda forward, the torch reference, inputs: name -> maker, in order (default: DEFAULTS))
+CASES = [
+    ("Abs", lambda m, x: op.Abs("abs", x), torch.abs, None),
+    ("Exp", lambda m, x: op.Exp("", operandA=x), lambda x: torch.exp(x), None),
+    ("Log", lambda m, x: op.Log("log", x), torch.log, POSITIVE),
+    ("Reciprocal", lambda m, x: op.Reciprocal("r", x), torch.reciprocal, POSITIVE),
+    ("Sqrt", lambda m, x: op.Sqrt("s", x), torch.sqrt, POSITIVE),
+    ("Sigmoid", lambda m, x: op.Sigmoid("s", x), torch.sigmoid, None),
+    ("Sine", lambda m, x: op.Sine("s", x), torch.sin, None),
+    ("Cosine", lambda m, x: op.Cosine("c", x), torch.cos, None),
+    ("Tanh", lambda m, x: op.Tanh("t", x), torch.tanh, None),
+    ("LogicalNot", lambda m, x: op.LogicalNot("n", x), lambda x: (x == 0).float(), MASK),
+    ("Relu", lambda m, x: op.Relu("r", x), torch.relu, None),
+    ("LeakyRelu", lambda m, x: op.LeakyRelu("lr", x, alpha=0.1), lambda x: torch.nn.functional.leaky_relu(x, 0.1),
+     None),
+    ("Gelu", lambda m, x: op.Gelu("g", x), torch.nn.functional.gelu, None),
+    ("Clip", lambda m, x: op.Clip("c", x, min=-0.5, max=0.75), lambda x: torch.clamp(x, -0.5, 0.75), None),
+    ("Pow", lambda m, x: op.Pow("p", x, 3), lambda x: x ** 3, None),
+    ("Identity", lambda m, x: op.Relu("r", op.Identity("i", x)), torch.relu, None),
+    ("Identity-unsqueeze", lambda m, x: op.Identity("i", x, unsqueeze="unsqueeze", unsqueeze_dim=2),
+     lambda x: x.unsqueeze(2), None),
+    ("Buffer", lambda m, x: op.Buffer("b", op.Exp("e", x)), torch.exp, None),
+    ("Argmax-dim", lambda m, x: op.Argmax("a", x, dim=-1), lambda x: torch.argmax(x, -1, keepdim=True).float(), None),
+    ("Argmax-all", lambda m, x: op.Argmax("a", x),
+     lambda x: torch.argmax(x.reshape(1, -1), -1).float().reshape(1, 1, 1, 1), None),
+    ("Add", lambda m, x, y: op.Add("a", operandA=x, operandB=y), torch.add, None),
+    ("Subtract", lambda m, x, y: op.Subtract("s", x, y), torch.sub, None),
+    ("Multiply", lambda m, x, y: op.Multiply("m", x, y), torch.mul, None),
+    ("Divide", lambda m, x, y: op.Divide("d", x, y), torch.div, {"y": POSITIVE["x"]}),
+    ("Max", lambda m, x, y: op.Max("m", x, y), torch.maximum, None),
+    ("Min", lambda m, x, y: op.Min("m", x, y), torch.minimum, None),
+    ("Power", lambda m, x, y: op.Power("p", x, y), torch.pow, {"x": POSITIVE["x"]}),
+    ("Equal", lambda m, x, y: op.Equal("e", x, y), lambda x, y: (x == y).float(), None),
+    ("NotEqual", lambda m, x, y: op.NotEqual("e", x, y), lambda x, y: (x != y).float(), None),
+    ("Greater", lambda m, x, y: op.Greater("g", x, y), lambda x, y: (x > y).float(), None),
+    ("GreaterEqual", lambda m, x, y: op.GreaterEqual("g", x, y), lambda x, y: (x >= y).float(), None),
+    ("Less", lambda m, x, y: op.Less("l", x, y), lambda x, y: (x < y).float(), None),
+    ("LessEqual", lambda m, x, y: op.LessEqual("l", x, y), lambda x, y: (x <= y).float(), None),
+    ("LogicalAnd", lambda m, x, y: op.LogicalAnd("a", x, y), lambda x, y: ((x != 0) & (y != 0)).float(),
+     {"x": MASK["x"], "y": lambda: (_x(1) > 0).float()}),
+    ("Heaviside", lambda m, x, y: op.Heaviside("h", x, y), torch.heaviside, None),
+    ("HStack-all", lambda m, x: op.HStack("h", x), lambda x: torch.cat(list(x.unbind(1)), -1).unsqueeze(1), None),
+    ("VStack-all", lambda m, x: op.VStack("v", x), lambda x: torch.cat(list(x.unbind(1)), -2).unsqueeze(1), None),
+    ("Transpose-keywords", lambda m, x: op.Transpose("t", operandA=x, dim0=-2, dim1=-1),
+     lambda x: x.transpose(-2, -1), None),
+    ("Index", lambda m, x: op.Index("i", x, dim=-1, start=8, stop=40), lambda x: x[..., 8:40], None),
+    ("Index-stride", lambda m, x: op.Index("i", x, -2, 1, -1, 2), lambda x: x[..., 1:31:2, :], None),
+    ("Broadcast", lambda m, x: op.Broadcast("b", op.ReduceSum("r", x, -2), -2, 64),
+     lambda x: x.sum(-2, keepdim=True).expand(1, 2, 64, 64), None),
+    ("CumSum", lambda m, x: op.CumSum("c", x, axis=-2), lambda x: torch.cumsum(x, -2), None),
+    ("Repeat", lambda m, x: op.Repeat("r", x, [1, 1, 2, 1]), lambda x: x.repeat(1, 1, 2, 1), None),
+    ("Unsqueeze-Squeeze", lambda m, x: op.Squeeze("s", op.Exp("e", op.Unsqueeze("u", x, 1)), 1), torch.exp, None),
+    ("Concatenate", lambda m, x, y: op.Concatenate("c", x, op.Index("i", y, -1, 0, 24), x, axis=-1),
+     lambda x, y: torch.cat([x, y[..., :24], x], -1), None),
+    ("Stack", lambda m, x, y: op.Stack("s", x, y, axis=1), lambda x, y: torch.stack([x, y], 1), None),
+    ("Where", lambda m, c, x, y: op.Where("w", c, x, y), lambda c, x, y: torch.where(c != 0, x, y),
+     {"c": MASK["x"], "x": lambda: _x(1), "y": lambda: _x(2)}),
+    ("Matmul-bias", lambda m, x: op.Matmul("mm", x, m.w, bias=m.b), lambda x: x @ W + B, None),
+    ("Embedding", lambda m, i: op.Embedding("emb", m.table, i), lambda i: TABLE[i.long()],
+     {"i": lambda: torch.randint(0, 40, (1, 32), generator=torch.Generator().manual_seed(3)).float()}),
+]
+W = torch.randn(64, 32, generator=torch.Generator().manual_seed(4)) / 8
+B = torch.randn(32, generator=torch.Generator().manual_seed(5))
+TABLE = torch.randn(40, 64, generator=torch.Generator().manual_seed(6))
+
+
+@pytest.mark.parametrize("forward, reference, inputs", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_legacy_op_matches_torch(forward, reference, inputs):
+    arity = forward.__code__.co_argcount - 1
+    makers = inputs if inputs and len(inputs) == arity else {**dict(list(DEFAULTS.items())[:arity]), **(inputs or {})}
+    values = [make() for make in makers.values()]
+    model = _Module(forward, w=W, b=B, table=TABLE)
+    compiled = pybuda.compile(model, *values, config=pybuda.CompilerConfig(default_df_override="Float32"),
+                              output_dir=None)
+    out = compiled(*values)
+    out = out[0] if isinstance(out, (tuple, list)) else out
+    expected = reference(*values)
+    assert tuple(out.shape) == tuple(expected.shape)
+    assert pcc(out.numpy(), expected.numpy()) >= 0.999
+    assert np.allclose(out.numpy(), expected.numpy(), atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda x: op.CumSum("c", x, -1, exclusive=True), "exclusive=True is not supported"),
+    (lambda x: op.Index("i", x, -1, 70), "legal: 0 <= start < stop <= 64"),
+    (lambda x: op.Squeeze("s", x, -1), "dim -1 has size 64"),
+    (lambda x: op.Repeat("r", x, [2, 2]), "2 factors for a 4-D tensor"),
+    (lambda x: op.Transpose("t", x, -2, -1, z_dim_slice=4), "z_dim_slice=4"),
+    (lambda x: op.Identity("i", x, unsqueeze="squeeze", unsqueeze_dim=0), "unsqueeze='squeeze'"),
+])
+def test_legacy_op_misuse_names_the_op_and_what_is_legal(build, message):
+    model = _Module(lambda m, x: build(x))
+    with pytest.raises(UserInputError, match=message):
+        pybuda.compile(model, _x(), output_dir=None)
+
+
+def test_torch_leaky_relu_compiles_through_the_same_registry_op():
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.LeakyReLU(0.2)).eval()
+    x = _x(shape=(2, 32, 64))
+    compiled = pybuda.compile(model, x, config=pybuda.CompilerConfig(default_df_override="Float32"), output_dir=None)
+    out = compiled(x)
+    out = out[0] if isinstance(out, (tuple, list)) else out
+    with torch.no_grad():
+        expected = model(x)
+    assert pcc(out.numpy(), expected.numpy()) >= 0.999
+    assert np.allclose(out.numpy(), expected.numpy(), atol=2e-2, rtol=2e-2)
+
+
+def test_buffer_stays_an_op_of_its_own_in_the_netlist():
+    """Legacy Buffer: a nop the compiler neither removes nor fuses (the ops around it would fuse without it)."""
+    def forward(m, x):
+        e = op.Exp("e", x)
+        return op.Add("a", op.Buffer("buf", e), op.Sqrt("s", e))
+
+    x = _x().abs()
+    compiled = pybuda.compile(_Module(forward), x, output_dir=None)
+    ops = next(iter(compiled.netlist.graphs.values())).ops
+    assert ops["buf"].type == "nop"
+    out = compiled(x)
+    out = out[0] if isinstance(out, (tuple, list)) else out
+    assert pcc(out.numpy(), (torch.exp(x) + torch.sqrt(torch.exp(x))).numpy()) >= 0.99
+    def unbuffered_forward(m, x):
+        e = op.Exp("e", x)
+        return op.Add("a", e, op.Sqrt("s", e))
+
+    unbuffered = pybuda.compile(_Module(unbuffered_forward), x, output_dir=None)
+    assert any(o.type == "fused_op" for o in next(iter(unbuffered.netlist.graphs.values())).ops.values())
+
+
+def _run(model, *inputs):
+    compiled = pybuda.compile(model, *inputs, config=pybuda.CompilerConfig(default_df_override="Float32"),
+                              output_dir=None)
+    out = compiled(*inputs)
+    return compiled, (out[0] if isinstance(out, (tuple, list)) else out)
+
+
+def test_ops_on_parameters_and_constants_only_are_folded_before_the_device():
+    """Legacy consteval subgraphs: ops without a traced operand (a Parameter times a number, a Constant, Parameter
+    arithmetic) are traced into the graph and evaluated at compile time."""
+    def forward(m, x):
+        scaled = op.Multiply("scale", m.w, 0.5)                  # operands: a Parameter and a number
+        shifted = scaled + op.Constant("one", constant=1.0)       # Parameter-derived + a Constant op
+        bias = 2.0 * m.b - m.b                                    # arithmetic on a Parameter
+        return op.Add("out", op.Matmul("mm", x, shifted), bias)
+
+    x = _x(shape=(1, 32, 64))
+    compiled, out = _run(_Module(forward, w=W, b=B), x)
+    assert pcc(out.numpy(), (x @ (W * 0.5 + 1.0) + B).numpy()) >= 0.999
+    ops = next(iter(compiled.netlist.graphs.values())).ops
+    assert {o.type for o in ops.values()} <= {"matmul", "add", "fused_op", "nop"}     # scale and one were folded
+    assert "scale" not in ops and "one" not in ops
+
+
+def test_module_constants_and_constant_tensors():
+    class WithConstants(pybuda.PyBudaModule):
+        def __init__(self):
+            super().__init__("consts")
+            self.add_constant("offset")
+            self.set_constant("offset", torch.full((1, 64), 0.25))
+            self.scale = pybuda.Tensor.create_from_torch(torch.full((1, 64), 3.0), constant=True)
+
+        def forward(self, x):
+            return op.Multiply("m", op.Add("a", x, self.get_constant("offset")), self.scale)
+
+    x = _x(shape=(1, 32, 64))
+    _, out = _run(WithConstants(), x)
+    assert np.allclose(out.numpy(), ((x + 0.25) * 3.0).numpy(), atol=1e-3)
+    module = WithConstants()
+    module.add_constant("later", shape=(2, 2))
+    assert module.get_constant("later").shape == (2, 2)
+    with pytest.raises(UserInputError, match="constant 'missing' is not declared"):
+        module.get_constant("missing")
+    with pytest.raises(UserInputError, match="constant 'offset' already exists"):
+        module.add_constant("offset")
+
+
+def test_legacy_spellings_of_parameters_and_inputs():
+    p = pybuda.Parameter.create_from_torch(torch.ones(2, 3))
+    assert p.shape == (2, 3) and p.requires_grad
+    x = torch.ones(2, 3)
+    assert pybuda.Tensor.create_from_torch(x) is x             # an input is the torch tensor itself
+    with pytest.raises(UserInputError, match="dev_data_format=.*configure_mixed_precision"):
+        pybuda.Parameter(2, 3, dev_data_format="Float16_b")
+    with pytest.raises(UserInputError, match="dev_data_format"):
+        pybuda.Tensor.create_from_torch(x, dev_data_format="Bfp8_b")
+    with pytest.raises(pybuda.errors.UserTypeError, match="outside a PyBudaModule's forward"):
+        op.Multiply("m", p, 2.0)
+
+
+F = torch.nn.functional
+IMAGE = (1, 8, 16, 16)
+KERNEL3 = torch.randn(16, 8, 3, 3, generator=torch.Generator().manual_seed(7)) / 8
+KERNEL2 = torch.randn(16, 8, 2, 2, generator=torch.Generator().manual_seed(8)) / 8
+CONV_BIAS = torch.randn(16, generator=torch.Generator().manual_seed(9))
+
+
+@pytest.mark.parametrize("forward, reference", [
+    (lambda m, x: op.Conv2d("c", x, m.k3, m.cb), lambda x: F.conv2d(x, KERNEL3, CONV_BIAS, padding=1)),
+    (lambda m, x: op.Conv2d("c", x, m.k2), lambda x: F.conv2d(F.pad(x, (1, 0, 1, 0)), KERNEL2)),    # legacy "same"
+    (lambda m, x: op.Conv2d("c", x, m.k3, stride=2, padding=[0, 1, 1, 0]),        # [left, right, top, bottom]
+     lambda x: F.conv2d(F.pad(x, (0, 1, 1, 0)), KERNEL3, stride=2)),
+    (lambda m, x: op.Conv2d("c", x, m.k3, padding=(2, 1), dilation=2),
+     lambda x: F.conv2d(x, KERNEL3, padding=(2, 1), dilation=2)),
+    (lambda m, x: op.Conv2d("c", op.Transpose("t", op.Transpose("t2", x, -3, -2), -2, -1), m.k3, channel_last=True),
+     lambda x: F.conv2d(x, KERNEL3, padding=1).permute(0, 2, 3, 1)),
+    (lambda m, x: op.MaxPool2d("p", x, 3), lambda x: F.max_pool2d(x, 3, stride=1, padding=1)),
+    (lambda m, x: op.MaxPool2d("p", x, 2, stride=2, padding=0), lambda x: F.max_pool2d(x, 2)),
+    (lambda m, x: op.AvgPool2d("p", x, 3, count_include_pad=False),
+     lambda x: F.avg_pool2d(x, 3, stride=1, padding=1, count_include_pad=False)),
+    (lambda m, x: op.AvgPool2d("p", x, 3, stride=2, padding=0, ceil_mode=True),
+     lambda x: F.avg_pool2d(x, 3, stride=2, ceil_mode=True)),
+], ids=["same-odd", "same-even", "lrtb-stride", "pair-dilation", "channel-last", "maxpool-default",
+        "maxpool-2x2", "avgpool-same", "avgpool-ceil"])
+def test_legacy_conv_and_pool_defaults_and_padding(forward, reference):
+    x = _x(shape=IMAGE)
+    _, out = _run(_Module(forward, k3=KERNEL3, k2=KERNEL2, cb=CONV_BIAS), x)
+    expected = reference(x)
+    assert tuple(out.shape) == tuple(expected.shape)
+    assert pcc(out.numpy(), expected.numpy()) >= 0.999
+
+
+def test_legacy_nn_modules_match_torch():
+    torch.manual_seed(0)
+
+    class Net(pybuda.PyBudaModule):
+        def __init__(self):
+            super().__init__("net")
+            self.conv = pybuda.op.nn.Conv2dModule("conv", 8, 16, (3, 3))
+            self.pool = pybuda.op.nn.MaxPool2dModule("pool", 2, stride=2, padding=0)
+            self.avg = pybuda.op.nn.AvgPool2dModule("avg", 2, stride=2, padding=0)
+            self.fc = pybuda.op.nn.Linear("fc", 4, 10)
+
+        def forward(self, x):
+            return self.fc(self.avg(op.Relu("relu", self.pool(self.conv(x)))))
+
+    net = Net()
+    p = {name: v.value() for name, v in net.get_parameters().items()}
+    assert set(p) == {"conv.weights", "conv.bias", "fc.weights", "fc.bias"}
+    x = _x(shape=IMAGE)
+    _, out = _run(net, x)
+    h = F.avg_pool2d(F.relu(F.max_pool2d(F.conv2d(x, p["conv.weights"], p["conv.bias"], padding=1), 2)), 2)
+    expected = h @ p["fc.weights"] + p["fc.bias"]
+    assert pcc(out.numpy(), expected.numpy()) >= 0.999

@@ -1,0 +1,64 @@
+"""`pybuda.query` predicates (legacy NodePredicateBuilder) in the overrides that take op names."""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+import torch
+
+import pybuda
+from pybuda import query
+from pybuda.config import OverrideError
+from pybuda.errors import UserInputError, UserTypeError
+
+from models import MLP
+
+
+def _node(name: str, op_type: str, original: str | None = None):
+    return types.SimpleNamespace(name=name, op_type=op_type, framework_op_type=original or op_type, kind="op")
+
+
+def test_predicates_combine_and_match_whole_names_and_op_types():
+    mm1, mm2, gelu = _node("mm1", "matmul"), _node("mm2", "matmul"), _node("gelu1", "gelu")
+    nodes = [mm1, mm2, gelu]
+    assert query.select(query.name_regex(r"mm\d"), nodes) == ["mm1", "mm2"]
+    assert query.select(query.name_regex("mm"), nodes) == []                       # the whole name must match
+    assert query.select(query.op_type("matmul") & query.name_regex(".*2"), nodes) == ["mm2"]
+    assert query.select(query.op_type("gelu") | query.name_regex("mm1"), nodes) == ["mm1", "gelu1"]
+    assert query.select(query.op_type("matmul").negate(), nodes) == ["gelu1"]
+    assert query.select(query.op_type("nop"), [_node("n", "nop", original="buffer")]) == ["n"]
+    assert query.select(query.op_type("buffer"), [_node("n", "nop", original="buffer")]) == ["n"]
+    assert str(query.op_type("matmul") & query.name_regex("a").negate()) == \
+        "(op_type('matmul') & name_regex('a').negate())"
+    with pytest.raises(UserInputError, match="not a regular expression"):
+        query.name_regex("mm(")
+    with pytest.raises(UserInputError, match="layer_regex.*not supported"):
+        query.layer_regex("encoder.*")
+    with pytest.raises(UserInputError, match="cannot combine"):
+        query.op_type("matmul") & "mm1"
+
+
+def test_a_predicate_epoch_break_and_placement_apply_to_every_op_it_matches(tmp_path):
+    model, x = MLP(), torch.randn(2, 64, 64)
+    base = pybuda.compile(model, x, output_dir=tmp_path / "a")
+    pybuda.set_epoch_break(query.name_regex("mm2"))
+    pybuda.override_op_placement(query.op_type("matmul"), transpose_op=True)
+    compiled = pybuda.compile(model, x, output_dir=tmp_path / "b")
+    graphs = list(compiled.netlist.graphs.values())
+    assert len(graphs) == len(base.netlist.graphs) + 1 and "mm2" in graphs[1].ops
+    assert graphs[0].ops["mm1"].grid_transpose is True and graphs[1].ops["mm2"].grid_transpose is True
+    assert np.allclose(compiled(x).numpy(), base(x).numpy(), atol=1e-6)
+
+
+def test_a_predicate_that_matches_nothing_is_named(tmp_path):
+    pybuda.set_epoch_break(query.name_regex("conv.*"))
+    with pytest.raises(OverrideError, match=r"set_epoch_break: name_regex\('conv\.\*'\) matches no op"):
+        pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path)
+
+
+def test_override_helpers_say_a_predicate_is_legal():
+    with pytest.raises(UserTypeError, match="pybuda.query predicate"):
+        pybuda.set_epoch_break(3)
+    with pytest.raises(UserTypeError, match="pybuda.query predicate"):
+        pybuda.override_op_placement(["mm1"], transpose_op=True)
