@@ -17,14 +17,14 @@ from .dataformat import DataFormat, MathFidelity
 from .errors import InternalError, PyBudaError, UsageError, UserInputError, UserTypeError
 from .files import OutputDirError
 from .frontend.microbatch import MicrobatchError
-from .module import Parameter, PyBudaModule, Tensor
+from .module import Parameter, PyBudaModule, PyTorchModule, Tensor
 from .runtime import InputError, RuntimeModel, TTIError, load
 
 __all__ = [
     "PyBudaError", "UserInputError", "UserTypeError", "UsageError", "InternalError",
     "compile", "CompiledModel", "VerificationError", "MicrobatchError", "InputError", "OutputDirError",
     "IneffectiveOptionWarning", "load", "RuntimeModel", "TTIError", "op", "query", "PyBudaModule",
-    "Parameter", "Tensor",
+    "Parameter", "Tensor", "PyTorchModule",
     "CompilerConfig", "CompileDepth", "DeviceMode", "OpOverride", "PlacerOpOverride", "DataFormat", "MathFidelity",
     "set_configuration_options", "reset_configuration", "override_op_size", "override_t_stream_shape",
     "override_t_stream_dir", "override_op_placement", "override_u_kt", "override_input_buffer_multiplier",

@@ -23,7 +23,7 @@ from .device import get_device
 from .files import safe_file_stem, usable_output_dir
 from .frontend.pybuda_trace import trace_module
 from .ir import Graph
-from .module import PyBudaModule, to_numpy
+from .module import PyBudaModule, PyTorchModule, to_numpy
 from .runtime import RuntimeModel
 from .runtime.training import TrainingRuntime
 from .runtime import load as load_tti
@@ -238,6 +238,7 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
     if not sample_inputs:
         raise UserInputError("compile needs sample inputs (a microbatch of each model input)")
     sample_inputs = tuple(x if isinstance(x, torch.Tensor) else torch.as_tensor(x) for x in sample_inputs)
+    _check_microbatch(sample_inputs)
     stages = STAGES if stages is None else tuple(stages)
     check_stages(stages)
     stop = stop_stage(config.compile_depth, stages)
@@ -319,12 +320,26 @@ def _modes_kept(model) -> Iterator[None]:
             module.training = training
 
 
+def _check_microbatch(sample_inputs: tuple) -> None:
+    """UserInputError unless every sample input has the first input's leading (microbatch) dim."""
+    if any(x.dim() == 0 for x in sample_inputs):
+        raise UserInputError("compile's sample inputs need a leading microbatch dim; a 0-d input has none: pass "
+                             "x.reshape(1) for one sample")
+    microbatch = sample_inputs[0].shape[0]
+    for k, x in enumerate(sample_inputs):
+        if x.shape[0] != microbatch:
+            legacy = (f"; legacy PyBuda shared an input of microbatch 1 among the samples: pass "
+                      f"input.expand({microbatch}, *input.shape[1:])" if x.shape[0] == 1 else "")
+            raise UserInputError(f"sample input {k} has leading (microbatch) dim {x.shape[0]}, input 0 has "
+                                 f"{microbatch}: every input needs the same microbatch{legacy}")
+
+
 def _default_tti_path(out_dir: Path, model) -> Path:
     return out_dir / f"{safe_file_stem(_model_name(model))}.tti"
 
 
 def _model_name(model) -> str:
-    if isinstance(model, PyBudaModule):
+    if isinstance(model, (PyBudaModule, PyTorchModule)):
         return model.get_name()
     if isinstance(model, torch.nn.Module):
         return type(model).__name__

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable
 
 from .dataformat import DataFormat, MathFidelity
 from .errors import InternalError, UserInputError, UserTypeError
-from .query import NodePredicate, select
+from .query import NodePredicate, pattern_matches, select
 
 __all__ = [
     "CompileDepth", "PerfTraceLevel", "DeviceMode", "DRAMPlacementAlgorithm", "TTIDumpFormat",
@@ -942,8 +942,10 @@ class CompilerConfig:
         [], doc="Each entry (op names, `pybuda.query` predicates) starts the next chip at its first-scheduled op "
                 "(`set_chip_break`)",
         caveat="multi-chip devices: n300 (docs/balancer.md \"Chips\")")
-    op_names_dont_fuse: list[str] = option([], doc="Ops excluded from fusion (`dont_fuse`)")
-    op_names_manual_fuse: list[str] = option([], doc="Only these ops may fuse (`manual_fuse`)")
+    op_names_dont_fuse: list[str] = option(
+        [], doc="Ops excluded from fusion (`dont_fuse`): op names or regular expressions over whole op names")
+    op_names_manual_fuse: list[str] = option(
+        [], doc="Only these ops may fuse (`manual_fuse`): op names or regular expressions over whole op names")
     scheduler_constraints: list[list[str]] = option(
         [], doc="Partial orderings the scheduler must respect (`add_schedule_constraint`)",
         caveat="the balancer's op schedule keeps them (each within its device segment); an ordering against the "
@@ -1066,12 +1068,13 @@ class CompilerConfig:
 
     @helper("op_names_dont_fuse")
     def dont_fuse(self, op_names: str | list[str]) -> None:
-        """Exclude the ops from the fusion pass."""
+        """Exclude the ops from the fusion pass (op names or regular expressions over whole op names)."""
         self.op_names_dont_fuse.extend(_str_list("dont_fuse", op_names))
 
     @helper("op_names_manual_fuse")
     def manual_fuse(self, op_names: str | list[str]) -> None:
-        """Only the listed ops (over all calls) may take part in fusion."""
+        """Only the listed ops (over all calls; op names or regular expressions over whole op names) may take
+        part in fusion."""
         self.op_names_manual_fuse.extend(_str_list("manual_fuse", op_names))
 
     @helper("balancer_op_overrides")
@@ -1676,6 +1679,8 @@ def resolve_predicates(config: CompilerConfig, nodes: list) -> CompilerConfig:
     return resolved
 
 
+# overrides whose entries are op names or legacy regular expressions over whole op names
+PATTERN_OVERRIDES = frozenset({"dont_fuse", "manual_fuse"})
 # overrides that name an op of the framework graph (before decomposition), not a device op
 FRAMEWORK_OP_OVERRIDES = frozenset({"override_multi_op_fracture_factor"})
 
@@ -1685,7 +1690,8 @@ def check_override_names(config: CompilerConfig, op_names: list[str], framework:
     `framework`: the overrides naming framework ops (FRAMEWORK_OP_OVERRIDES), else the others."""
     known = set(op_names)
     unknown = [ref for ref in referenced_op_names(config)
-               if (ref.kind in FRAMEWORK_OP_OVERRIDES) == framework and ref not in known]
+               if (ref.kind in FRAMEWORK_OP_OVERRIDES) == framework and ref not in known
+               and not (ref.kind in PATTERN_OVERRIDES and any(pattern_matches(ref, n) for n in op_names))]
     if not unknown:
         return
     lines = []

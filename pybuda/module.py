@@ -211,6 +211,24 @@ class PyBudaModule:
         return self.forward(*acts)
 
 
+class PyTorchModule(torch.nn.Module):
+    """Legacy spelling: a torch module under a name. `pybuda.compile` compiles the module it wraps and names the
+    compile (netlist, reports) after `name`."""
+
+    def __init__(self, name: str, module: torch.nn.Module, redirect_forward: bool = True):
+        super().__init__()
+        if not isinstance(module, torch.nn.Module):
+            raise UserTypeError(f"PyTorchModule {name!r}: expected a torch.nn.Module, got {type(module).__name__}")
+        self.name = name
+        self.module = module
+
+    def forward(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+    def get_name(self) -> str:
+        return self.name
+
+
 def _graph_of(operands):
     for o in operands:
         if isinstance(o, Tensor):

@@ -86,3 +86,14 @@ def layer_regex(regex: str) -> NodePredicate:
 def select(predicate: NodePredicate, nodes) -> list[str]:
     """The names of the ops among `nodes` (in their order) that `predicate` matches."""
     return [n.name for n in nodes if n.kind == "op" and predicate.matches(n)]
+
+
+def pattern_matches(pattern: str, name: str) -> bool:
+    """Whether op name `name` is named by `pattern`, an op name or a legacy regular expression over whole names
+    (`dont_fuse`, `manual_fuse`); a pattern that is no regular expression is a plain name."""
+    if pattern == name:
+        return True
+    try:
+        return re.fullmatch(pattern, name) is not None
+    except re.error:
+        return False

@@ -230,6 +230,10 @@ def test_config_switches():
     names = lambda g: [[s.name for s in n.attrs["fused"].sub_ops] for n in _fused_ops(g)]
     assert names(_fused(_pair(), op_names_dont_fuse=["sigmoid1"])) == []     # 0 and 2 are not adjacent
     assert names(_fused(_pair(), op_names_manual_fuse=["sigmoid1", "sigmoid2"])) == [["sigmoid1", "sigmoid2"]]
+    # legacy regular expressions over whole op names
+    assert names(_fused(_pair(), op_names_manual_fuse=["sigmoid[12]"])) == [["sigmoid1", "sigmoid2"]]
+    assert names(_fused(_pair(), op_names_dont_fuse=[r"sigmoid\d"])) == []
+    assert names(_fused(_pair(), op_names_dont_fuse=["sigmoid"])) == [["sigmoid0", "sigmoid1", "sigmoid2"]]
     cfg = CompilerConfig()
     cfg.balancer_op_override("sigmoid0", "grid_shape", (1, 1))              # an overridden op stays itself
     assert names(fuse(_pair(), cfg, "wormhole_b0")) == [["sigmoid1", "sigmoid2"]]

@@ -279,3 +279,68 @@ def test_legacy_nn_modules_match_torch():
     h = F.avg_pool2d(F.relu(F.max_pool2d(F.conv2d(x, p["conv.weights"], p["conv.bias"], padding=1), 2)), 2)
     expected = h @ p["fc.weights"] + p["fc.bias"]
     assert pcc(out.numpy(), expected.numpy()) >= 0.999
+
+
+@pytest.mark.parametrize("reduce, reference", [
+    (op.ReduceSum, lambda x: x.sum(-3, keepdim=True)),
+    (op.ReduceAvg, lambda x: x.mean(-3, keepdim=True)),
+    (op.ReduceMax, lambda x: x.amax(-3, keepdim=True)),
+], ids=["sum", "avg", "max"])
+@pytest.mark.parametrize("shape", [(1, 6, 32, 64), (1, 40, 1, 1), (1, 3, 5, 7)], ids=["tiles", "vector", "odd"])
+def test_reduce_over_z_runs_on_the_device(reduce, reference, shape):
+    """A reduction over dim -3 (legacy tests reduce z) goes through the (R*C, Z) layout; no host fallback."""
+    x = _x(shape=shape)
+    compiled, out = _run(_Module(lambda m, x: reduce("r", x, -3)), x)
+    assert tuple(out.shape) == tuple(reference(x).shape)
+    assert out.numel() == 1 or pcc(out.numpy(), reference(x).numpy()) >= 0.999
+    assert np.allclose(out.numpy(), reference(x).numpy(), atol=2e-2, rtol=2e-2)
+    assert compiled.host_ops == []
+
+
+RUNNING = {"gamma": torch.rand(8) + 0.5, "beta": torch.randn(8), "mean": torch.randn(8), "var": torch.rand(8) + 0.5}
+
+
+@pytest.mark.parametrize("forward, reference", [
+    (lambda m, x: op.Pad("p", x, (1, 2)), lambda x: F.pad(x, (1, 2))),
+    (lambda m, x: op.Pad("p", x, (1, 2, 3, 0), mode="replicate"), lambda x: F.pad(x, (1, 2, 3, 0), mode="replicate")),
+    (lambda m, x: op.Pad("p", x, (2, 1, 1, 2), mode="reflect"), lambda x: F.pad(x, (2, 1, 1, 2), mode="reflect")),
+    (lambda m, x: op.Resize2d("r", x, (32, 32)), lambda x: F.interpolate(x, size=(32, 32), mode="nearest")),
+    (lambda m, x: op.Resize2d("r", x, (24, 40), method="bilinear"),
+     lambda x: F.interpolate(x, size=(24, 40), mode="bilinear", align_corners=False)),
+    (lambda m, x: op.Resize2d("r", x, (32, 32), method="bilinear", align_corners=True),
+     lambda x: F.interpolate(x, size=(32, 32), mode="bilinear", align_corners=True)),
+    (lambda m, x: op.Batchnorm("bn", x, m.gamma, m.beta, m.mean, m.var),
+     lambda x: F.batch_norm(x, RUNNING["mean"], RUNNING["var"], RUNNING["gamma"], RUNNING["beta"], eps=1e-5)),
+], ids=["pad-constant", "pad-replicate", "pad-reflect", "resize-nearest", "resize-bilinear", "resize-corners",
+        "batchnorm"])
+def test_legacy_pad_resize_and_batchnorm(forward, reference):
+    x = _x(shape=IMAGE)
+    compiled, out = _run(_Module(forward, **RUNNING), x)
+    expected = reference(x)
+    assert tuple(out.shape) == tuple(expected.shape)
+    assert pcc(out.numpy(), expected.numpy()) >= 0.999
+    assert np.allclose(out.numpy(), expected.numpy(), atol=3e-2, rtol=3e-2)
+
+
+def test_inputs_follow_the_legacy_microbatch_rule():
+    """The leading dim of every input is the microbatch (a 2-D input is a microbatch of rows, as in legacy); an input
+    of a different microbatch fails saying what to pass."""
+    x = _x(shape=(32, 64))
+    _, out = _run(_Module(lambda m, a, b: op.Add("a", a, b)), x, x)
+    assert tuple(out.shape) == (32, 64) and np.allclose(out.numpy(), (2 * x).numpy())
+    with pytest.raises(UserInputError, match=r"sample input 1 has leading \(microbatch\) dim 1, input 0 has 4.*"
+                                             r"input.expand\(4, \*input.shape\[1:\]\)"):
+        pybuda.compile(_Module(lambda m, a, b: op.Add("a", a, b)), _x(shape=(4, 32, 32)), _x(shape=(1, 32, 32)),
+                       output_dir=None)
+
+
+def test_pytorch_module_wraps_a_torch_module_under_its_name():
+    torch.manual_seed(0)
+    inner = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU()).eval()
+    x = _x(shape=(2, 32, 64))
+    compiled, out = _run(pybuda.PyTorchModule("wrapped", inner), x)
+    assert compiled.name == "wrapped"
+    with torch.no_grad():
+        assert pcc(out.numpy(), inner(x).numpy()) >= 0.999
+    with pytest.raises(pybuda.UserTypeError, match="PyTorchModule 'bad': expected a torch.nn.Module"):
+        pybuda.PyTorchModule("bad", lambda t: t)

@@ -62,3 +62,16 @@ def test_override_helpers_say_a_predicate_is_legal():
         pybuda.set_epoch_break(3)
     with pytest.raises(UserTypeError, match="pybuda.query predicate"):
         pybuda.override_op_placement(["mm1"], transpose_op=True)
+
+
+def test_fusion_overrides_take_legacy_regular_expressions(tmp_path):
+    """dont_fuse / manual_fuse entries are op names or regular expressions over whole names; one that names no op
+    (as a name or a pattern) is an override error."""
+    cfg = pybuda.config._get_global_compiler_config()
+    cfg.dont_fuse(r"bias\d|gelu.*")
+    compiled = pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path / "a")
+    ops = next(iter(compiled.netlist.graphs.values())).ops
+    assert "bias1" in ops and "gelu1" in ops
+    cfg.dont_fuse("no_such_op.*")
+    with pytest.raises(OverrideError, match="no_such_op"):
+        pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path / "b")

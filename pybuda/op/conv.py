@@ -1,10 +1,13 @@
-"""Convolution and pooling ops of `pybuda.op` with the legacy signatures and defaults (tenstorrent/tt-buda
-`op/convolution.py`, `op/pooling.py`): NCHW activations (NHWC with `channel_last`), padding "same" by default, as a
-number, a pair (height, width) or a list [left, right, top, bottom]."""
+"""Spatial ops of `pybuda.op` with the legacy signatures and defaults (tenstorrent/tt-buda `op/convolution.py`,
+`op/pooling.py`, `op/resize.py`, `op/tm.py`'s Pad, `op/nn.py`'s Batchnorm): NCHW activations (NHWC with
+`channel_last`), padding "same" by default, as a number, a pair (height, width) or a list [left, right, top,
+bottom]."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import UserInputError
-from ..module import Tensor, traced_op as _op
+from ..module import Constant, Tensor, traced_op as _op
 from .eltwise import part
 
 
@@ -86,3 +89,49 @@ def AvgPool2d(name: str, activations, kernel_size, stride=1, padding="same", cei
                                       "ceil_mode": ceil_mode, "count_include_pad": count_include_pad,
                                       "divisor_override": divisor_override})
     return _channels_back(name, y, channel_last)
+
+
+def Pad(name: str, operandA, pad, mode: str = "constant", channel_last: bool = False) -> Tensor:
+    """Pad the last two spatial dims: `pad` is (left, right) or (left, right, top, bottom); mode "constant"
+    (zeros), "replicate" (the edge value) or "reflect" (mirrored, without the edge)."""
+    if len(pad) not in (2, 4) or mode not in ("constant", "replicate", "reflect"):
+        raise UserInputError(f"Pad {name!r}: pad={pad!r}, mode={mode!r}; legal: (left, right) or (left, right, top, "
+                             "bottom), mode constant, replicate or reflect")
+    x = _channels_first(name, operandA, channel_last)
+    widths = {-1: tuple(pad[:2]), -2: tuple(pad[2:]) if len(pad) == 4 else (0, 0)}
+    if mode == "constant":
+        pad_width = [0] * (2 * len(x.shape))
+        for dim, (lo, hi) in widths.items():
+            pad_width[2 * (len(x.shape) + dim):2 * (len(x.shape) + dim) + 2] = [lo, hi]
+        y = _op("constant_pad", name, [x], {"pad_width": pad_width, "value": 0.0})
+    else:                       # the padded positions read these input positions (a constant index: a picker)
+        steps = [(dim, widths[dim]) for dim in (-2, -1) if any(widths[dim])]
+        y = x
+        for k, (dim, (lo, hi)) in enumerate(steps):
+            index = np.pad(np.arange(x.shape[dim]), (lo, hi), mode="edge" if mode == "replicate" else "reflect")
+            y = _op("take", name if k == len(steps) - 1 else part(name, "rows"),
+                    [y, Constant(index.astype(np.float32))], {"axis": dim})
+    return _channels_back(name, y, channel_last)
+
+
+def Resize2d(name: str, operandA, sizes, method: str = "nearest_neighbor", align_corners: bool = False,
+             extrapolation_value: float = 0, channel_last: bool = False) -> Tensor:
+    """Resize the last two spatial dims to `sizes` (height, width): "nearest_neighbor" (as torch's nearest) or
+    "bilinear" (`align_corners` as torch's)."""
+    if method == "nearest_neighbor":
+        attrs = {"method": "nearest_neighbor", "coordinate_transformation_mode": "asymmetric",
+                 "rounding_method": "floor"}
+    elif method == "bilinear":
+        attrs = {"method": "linear", "rounding_method": "",
+                 "coordinate_transformation_mode": "align_corners" if align_corners else "half_pixel"}
+    else:
+        raise UserInputError(f"Resize2d {name!r}: method {method!r}; legal: nearest_neighbor, bilinear")
+    x = _channels_first(name, operandA, channel_last)
+    y = _op("resize2d", name, [x], {"size": [int(s) for s in sizes], **attrs})
+    return _channels_back(name, y, channel_last)
+
+
+def Batchnorm(name: str, operandA, weights, bias, running_mean, running_var, epsilon: float = 1e-5) -> Tensor:
+    """Inference batch normalization over the channels (dim -3) with running statistics."""
+    return _op("batchnorm", name, [operandA, weights, bias, running_mean, running_var],
+               {"dim": -3, "epsilon": float(epsilon)})

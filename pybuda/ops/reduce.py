@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .common import ceil_tile, norm_dim
+from .conv import from_spatial_rows, to_spatial_rows
 from .registry import OpDef, OpError, register
 
 PAD_FILL = -1.0e6  # value written into padding before a max reduction, as the legacy compiler does
@@ -28,13 +29,21 @@ def _evaluator(fn):
     return ev
 
 
-def _decompose_keep_dim(ctx):
-    """reduce(keep_dim=False) == reduce(keep_dim=True) followed by a reshape dropping the dim."""
-    if ctx.node.attrs.get("keep_dim", True):
-        return
-    attrs = dict(ctx.node.attrs, keep_dim=True)
-    red = ctx.op(ctx.node.op_type, ctx.operands, attrs)
-    ctx.replace(ctx.op("reshape", [red], {"shape": list(ctx.node.shape)}))
+def _decompose_reduce(ctx):
+    """reduce(keep_dim=False) == reduce(keep_dim=True) followed by a reshape dropping the dim. A reduction over z
+    (dim -3 of a tensor of 3 or more dims, (..., Z, R, C)) is one over the columns of the (..., R*C, Z) matrix
+    (`to_spatial_rows`, the CNN layout, whose changes cancel between convolutions), back to (..., 1, R, C)."""
+    shape = ctx.node_input_shape(0)
+    dim = norm_dim(int(ctx.node.attrs["dim"]), len(shape))
+    if not ctx.node.attrs.get("keep_dim", True):
+        attrs = dict(ctx.node.attrs, keep_dim=True)
+        red = ctx.op(ctx.node.op_type, ctx.operands, attrs)
+        ctx.replace(ctx.op("reshape", [red], {"shape": list(ctx.node.shape)}))
+    elif len(shape) >= 3 and dim == -3 and shape[-3] > 1:
+        *_, z, r, c = shape
+        matrix, lead = to_spatial_rows(ctx, ctx.operands[0], z, r, c)
+        red = ctx.op(ctx.node.op_type, [matrix], dict(ctx.node.attrs, dim=-1))
+        ctx.replace(from_spatial_rows(ctx, red, lead, 1, r, c, r * c))
 
 
 def _lower_sum_like(scale_by_count: bool):
@@ -96,10 +105,10 @@ def _max_backward(ctx, index, grad):
 
 
 register(OpDef("reduce_sum", _shape, _evaluator(np.sum), kind="reduce", groups={"sign_keeping"},
-               decompose=_decompose_keep_dim, lower=_lower_sum_like(False), backward=lambda ctx, i, g: _spread(ctx, g)))
+               decompose=_decompose_reduce, lower=_lower_sum_like(False), backward=lambda ctx, i, g: _spread(ctx, g)))
 register(OpDef("reduce_avg", _shape, _evaluator(np.mean), kind="reduce", groups={"sign_keeping"},
-               decompose=_decompose_keep_dim, lower=_lower_sum_like(True), backward=_avg_backward))
-register(OpDef("reduce_max", _shape, _evaluator(np.max), kind="reduce", decompose=_decompose_keep_dim,
+               decompose=_decompose_reduce, lower=_lower_sum_like(True), backward=_avg_backward))
+register(OpDef("reduce_max", _shape, _evaluator(np.max), kind="reduce", decompose=_decompose_reduce,
                lower=_lower_max, backward=_max_backward))
 
 

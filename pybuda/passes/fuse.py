@@ -43,6 +43,7 @@ from ..errors import InternalError
 from ..ir import Graph, Node, Operand, gradient_ops
 from ..ops import registry
 from ..ops.fused import DEST, OUTPUT, FusedGroup, Ref, SubOp
+from ..query import pattern_matches
 
 FUSED_PREFIX = "_fused_op_"
 # a fused op an epoch starts at reads every input from a DRAM queue, and a core has 8 DRAM reader streams (the
@@ -84,9 +85,10 @@ def _column_matmul(graph: Graph, node: Node) -> bool:
 _SUB_OP_RULES = {"reduce": _row_reduce, "matmul": _column_matmul}
 
 
-def excluded_ops(config) -> set[str]:
-    """Ops the config keeps out of fusion: `dont_fuse` and every op an override or graph edit names."""
-    names = set(config.op_names_dont_fuse)
+def excluded_ops(config, op_names: list[str]) -> set[str]:
+    """Ops the config keeps out of fusion: those `dont_fuse` names (names or legacy regular expressions, among
+    `op_names`) and every op an override or graph edit names."""
+    names = {n for n in op_names if any(pattern_matches(p, n) for p in config.op_names_dont_fuse)}
     names |= set(config.balancer_op_overrides)
     names |= {op for op, _ in config.placer_op_overrides}
     for entries in (config.op_names_to_epoch_break, config.op_names_to_chip_break, config.scheduler_constraints):
@@ -327,10 +329,10 @@ def fuse(graph: Graph, config, arch: str) -> Graph:
     if not config.enable_auto_fusing:
         return graph
     # a gradient op (it sums into a gradient accumulator) stays an op of its own: a datacopy, matmul or multiply
-    excluded = excluded_ops(config) | gradient_ops(graph)
-    manual = set(config.op_names_manual_fuse)
+    excluded = excluded_ops(config, graph.op_names()) | gradient_ops(graph)
+    manual = config.op_names_manual_fuse
     candidates = {n for n in graph.op_names() if fusable(graph, n) and n not in excluded
-                  and (not manual or n in manual)}
+                  and (not manual or any(pattern_matches(p, n) for p in manual))}
     for k, members in enumerate(find_groups(graph, candidates, arch)):
         _replace(graph, members, build_group(graph, members, arch), f"{FUSED_PREFIX}{k}")
     return graph
