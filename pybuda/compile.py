@@ -215,7 +215,8 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
             stages: list[Stage] | tuple[Stage, ...] | None = None,
             tti_path: str | Path | None = None, loss=None, optimizer=None,
             sample_targets=None) -> CompiledModel | RuntimeModel:
-    """Compile a torch.nn.Module or PyBudaModule for `device` ("e75", "e150" (default), "n150", "n300").
+    """Compile a torch.nn.Module or PyBudaModule for `device` ("e75", "e150" (default), "n150", "n300"; without it,
+    the one `config.device_config` names).
 
     The leading dim of the sample inputs is the microbatch. `config` defaults to the global config.
     With `verify` (or `config.verify`) every stage's graph is evaluated and compared with the framework.
@@ -233,7 +234,7 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
         warnings.warn(f"tti_path={str(tti_path)!r} has no effect with device_mode {config.device_mode.name}: "
                       f"CompileOnly writes the image there (compiled.save(path) writes one after any compile)",
                       UserWarning, stacklevel=2)
-    device = device or DEFAULT_DEVICE
+    device = _device(device, config)
     spec = get_device(device).harvested(config.harvesting_mask)
     if not sample_inputs:
         raise UserInputError("compile needs sample inputs (a microbatch of each model input)")
@@ -318,6 +319,15 @@ def _modes_kept(model) -> Iterator[None]:
     finally:
         for module, training in modes:
             module.training = training
+
+
+def _device(device: str | None, config: cfg.CompilerConfig) -> str:
+    """The device a compile targets: `device`, else the one `config.device_config` names, else the default."""
+    named = cfg.DEVICE_OF_CONFIG.get(config.device_config) if config.device_config else None
+    if device is not None and named is not None and device != named:
+        raise UserInputError(f"compile(device={device!r}) but the config's device_config={config.device_config!r} "
+                             f"names {named}: give one of them, or the same device")
+    return device or named or DEFAULT_DEVICE
 
 
 def _check_microbatch(sample_inputs: tuple) -> None:

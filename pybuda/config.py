@@ -42,7 +42,7 @@ __all__ = [
     "ineffective_options", "warn_ineffective", "reset_ineffective_warnings", "inference_compile_warnings",
     "fields_table", "env_table",
     "BALANCER_POLICIES", "BALANCER_POLICY_ALIASES", "SCHEDULER_POLICIES", "GRAPH_SOLVER_SELF_CUT_TYPES",
-    "CHIP_PLACEMENT_POLICIES", "SUPPORTED_DEVICE_CONFIGS",
+    "CHIP_PLACEMENT_POLICIES", "SUPPORTED_DEVICE_CONFIGS", "DEVICE_OF_CONFIG",
     "reset_configuration", "set_configuration_options", "get_harvesting_mask",
     "set_epoch_break", "set_chip_break", "override_dram_queue_placement", "override_dram_parameters",
     "override_op_size", "override_t_stream_dir", "override_t_stream_shape", "override_u_kt",
@@ -121,6 +121,8 @@ GRAPH_SOLVER_SELF_CUT_TYPES: tuple[str, ...] = (
     "None", "ConsumerOperandDataEdgesFirst", "ProducerUserDataEdgesFirst", "FastCut")
 CHIP_PLACEMENT_POLICIES: tuple[str, ...] = ("MMIO_LAST", "SNAKE")
 SUPPORTED_DEVICE_CONFIGS: tuple[str, ...] = ("wh_n150", "wh_n300", "galaxy", "gs_e150", "gs_e300")
+# the device (`pybuda/device/devices.yaml`) each legacy board config names; galaxy and gs_e300 are not modelled
+DEVICE_OF_CONFIG: dict[str, str] = {"wh_n150": "n150", "wh_n300": "n300", "gs_e150": "e150"}
 T_STREAM_DIRS: tuple[str, ...] = ("n", "r", "c", "rz", "cz")
 EPOCH_TYPES: tuple[str, ...] = ("fwd", "bwd", "opt")
 HARVESTABLE_ROWS: tuple[int, ...] = (1, 2, 3, 4, 5, 7, 8, 9, 10, 11)
@@ -486,6 +488,24 @@ def _declared_field(default: Any, metadata: dict[str, Any], factory: Callable[[]
     return field(default=default, metadata=metadata)
 
 
+# Why an option cannot act in this compiler (`Option.inapplicable`; docs/config.md shows it)
+TVM_PYTHON = ("the legacy TVM path generated a PyBuda Python module from Relay; here torch.export's program goes "
+              "through TVM Relax straight into the compiler's graph, with no generated module (constants fold in "
+              "consteval, an op with no lowering is an error or a CPU fallback)")
+NO_JAX = "this compiler takes torch and PyBuda modules; there is no JAX or TensorFlow frontend"
+NO_PT2 = "there is no torch.compile (PT2) backend here: pybuda.compile takes a module and sample inputs"
+NO_RUNTIME = ("there is no hardware runtime here: netlists run in the backend simulator, which has no runtime "
+              "parameters, optimisation levels or perf-event capture")
+NO_EMBEDDED = "the embedded platform's tilize op; here the host tilizes inputs (no embedded platform is modelled)"
+LEGACY_STATE = "internal state of the legacy padding pass, not a user setting; here lowering pads to tiles"
+NO_GRAPH_SOLVER = ("this balancer resolves producer/consumer op models that cannot connect inside its search "
+                   "(compatible candidates, or an epoch cut through a DRAM queue); there is no graph solver to cut")
+NO_POOL_WORKAROUND = ("a legacy workaround for max pooling over zero padding; here the padding takes no part in the "
+                      "maximum (it holds the lowest value), so there is nothing to add and subtract")
+OWN_TTI = ("a TTI image here holds the netlists, graphs and parameters in this compiler's own format; the backend's "
+           "binary tensor formats have no reader here")
+
+
 @dataclass(frozen=True)
 class Option:
     """The declaration of one `CompilerConfig` option (its field's metadata, made by `option`).
@@ -496,7 +516,8 @@ class Option:
     there (an inference compile that sets it warns with it). choices: the legal strings; unsupported: legacy
     values refused with a note; bounds: (min, max or None) of an int. env: its environment variables, applied in
     this order. alias: its other `set_configuration_options` keyword, whose value `from_alias` converts.
-    parse: replaces the type check (it normalises and checks a value itself).
+    parse: replaces the type check (it normalises and checks a value itself). inapplicable: why the option
+    cannot act in this compiler (it then has no effect, for that reason rather than "not yet").
     """
 
     default: Any
@@ -511,10 +532,13 @@ class Option:
     alias: str = ""
     from_alias: Callable[[Any], Any] | None = None
     parse: Callable[[Any], Any] | None = None
+    inapplicable: str = ""
 
     def __post_init__(self) -> None:
         if (self.caveat or self.training) and not self.effective:
             raise InternalError("config: an option with no effect yet has no caveat and is not training-only")
+        if self.inapplicable and self.effective:
+            raise InternalError("config: an option that cannot apply here takes no effect")
 
     def check(self, name: str, value: Any, hint: Any) -> Any:
         """Type-check, normalise and range/choice-check a value of option `name` (its type hint `hint`)."""
@@ -708,9 +732,10 @@ def warn_ineffective(names: Iterable[str], how: str) -> None:
     for name in names:
         if name not in _WARNED:
             _WARNED.add(name)
-            warnings.warn(f"option {name!r} ({how}) has no effect yet in this version: it is accepted and stored, "
-                          "but the compiler ignores it (docs/config.md lists the effective options)",
-                          IneffectiveOptionWarning, stacklevel=3)
+            reason = getattr(_OPTIONS.get(name), "inapplicable", "")
+            effect = f"does not apply in this compiler ({reason})" if reason else "has no effect yet in this version"
+            warnings.warn(f"option {name!r} ({how}) {effect}: it is accepted and stored, but the compiler ignores it "
+                          "(docs/config.md lists the effective options)", IneffectiveOptionWarning, stacklevel=3)
 
 
 def reset_ineffective_warnings() -> None:
@@ -825,10 +850,12 @@ class CompilerConfig:
         env=(EnvFlag("PYBUDA_DISABLE_OP_FUSING", False),))
     graph_solver_self_cut_type: str = option(
         "FastCut", doc="Queue insertion to resolve op-op incompatibility", choices=GRAPH_SOLVER_SELF_CUT_TYPES,
-        env=(EnvValue("PYBUDA_GRAPHSOLVER_SELF_CUT_TYPE"),), effective=False)
+        env=(EnvValue("PYBUDA_GRAPHSOLVER_SELF_CUT_TYPE"),), effective=False, inapplicable=NO_GRAPH_SOLVER)
     use_interactive_placer: bool = option(
         True, doc="Use the interactive placer in policies that support it",
-        env=(EnvFlag("PYBUDA_DISABLE_INTERACTIVE_PLACER", False),), effective=False)
+        caveat="its one effect here: off, `override_op_placement(spatial_epoch_break=True)` breaks the epoch instead "
+               "of the chip, as in legacy; the CP-SAT planner is this compiler's only placer",
+        env=(EnvFlag("PYBUDA_DISABLE_INTERACTIVE_PLACER", False),))
     enable_enumerate_u_kt: bool = option(
         True, doc="Search all matmul u_kt values", env=(EnvBool("PYBUDA_DISABLE_ENUMERATE_U_KT", negate=True),),
         effective=False)
@@ -852,7 +879,9 @@ class CompilerConfig:
     enable_broadcast_splitting: bool = option(False, doc="Split large broadcasts with NOPs", effective=False)
     enable_link_past_cache_ios: bool = option(
         False, doc="Heuristically link past-cache outputs back to inputs", effective=False)
-    enable_pt2_fx_graph_link: bool = option(False, doc="Past-KV linking for the torch.compile path", effective=False)
+    enable_pt2_fx_graph_link: bool = option(
+        False, doc="Past-KV linking for the torch.compile path",
+        effective=False, inapplicable=NO_PT2)
     # --- CPU fallback / frontend ----------------------------------------------------------------------------
     enable_tvm_cpu_fallback: bool = option(
         True, doc="Run the ops in `cpu_fallback_ops` (and their minimal neighbourhood) on the host")
@@ -869,39 +898,51 @@ class CompilerConfig:
         False, doc="Also move leading/trailing TM-heavy ops to the host", effective=False)
     tm_cpu_fallback_max_depth: int = option(
         10, doc="Max op depth searched for TM fallback", bounds=(0, None), effective=False)
-    enable_tvm_dropout: bool = option(False, doc="Keep dropout from TVM (temporary)", effective=False)
+    enable_tvm_dropout: bool = option(
+        False, doc="Keep dropout from TVM (temporary)",
+        effective=False, inapplicable=TVM_PYTHON)
     enable_tvm_unsupported_ops: bool = option(
-        False, doc="Emit unsupported ops into generated Python for manual editing", effective=False)
+        False, doc="Emit unsupported ops into generated Python for manual editing",
+        effective=False, inapplicable=TVM_PYTHON)
     enable_tvm_constant_prop: bool = option(
-        False, doc="TVM constant propagation of all parameters", effective=False)
+        False, doc="TVM constant propagation of all parameters", effective=False, inapplicable=TVM_PYTHON)
     tvm_constnat_prop_mask: set[str] = option(
-        set(), doc="Parameters to constant-propagate in TVM (legacy spelling)", effective=False)
+        set(), doc="Parameters to constant-propagate in TVM (legacy spelling)",
+        effective=False, inapplicable=TVM_PYTHON)
     convert_framework_params_to_tvm: bool = option(
         True, doc="Convert framework parameters to relay parameters", env=(EnvBool("PYBUDA_CONVERT_PARAMS_TO_TVM"),),
-        effective=False)
-    enable_xla_jax_convert: bool = option(False, doc="Convert JAX to TF through XLA", effective=False)
+        effective=False, inapplicable=TVM_PYTHON)
+    enable_xla_jax_convert: bool = option(
+        False, doc="Convert JAX to TF through XLA",
+        effective=False, inapplicable=NO_JAX)
     enable_tvm_jax_freeze_large_model: bool = option(
-        True, doc="Freeze JAX models larger than 2 GB", effective=False)
+        True, doc="Freeze JAX models larger than 2 GB", effective=False, inapplicable=NO_JAX)
     framework_model_output_names: list[str] = option([], doc="Output names given by the framework", effective=False)
-    compile_tvm_to_python: bool = option(True, doc="Generate a PyBuda Python module from TVM", effective=False)
-    retain_tvm_python_files: bool = option(False, doc="Keep the generated Python files", effective=False)
+    compile_tvm_to_python: bool = option(
+        True, doc="Generate a PyBuda Python module from TVM",
+        effective=False, inapplicable=TVM_PYTHON)
+    retain_tvm_python_files: bool = option(
+        False, doc="Keep the generated Python files",
+        effective=False, inapplicable=TVM_PYTHON)
     tvm_graph_store_path: str = option(
         "", doc="Where the TVM cache is written", caveat="with `PYBUDA_ENABLE_TVM_CACHE` (1 on, 0 off, -1 clear)")
     tvm_graph_load_path: str = option(
         "", doc="Where the TVM cache is read from", caveat="with `PYBUDA_ENABLE_TVM_CACHE` (1 on, 0 off, -1 clear)")
     tvm_module_to_num_patterns: dict[str, int] = option(
-        {}, doc="Repeated-pattern count per module (`set_num_repeated_patterns`)", effective=False)
+        {}, doc="Repeated-pattern count per module (`set_num_repeated_patterns`)",
+        effective=False, inapplicable=TVM_PYTHON)
     # --- lowering / numerics --------------------------------------------------------------------------------
     enable_conv_prestride: bool = option(
         True, doc="Host-side conv prestride in the tilizer", env=(EnvBool("PYBUDA_PRESTRIDE_DISABLE", negate=True),),
         effective=False)
     enable_device_tilize: bool = option(
         False, doc="Tilize op on the embedded platform (the legacy docs say True; the code default is False)",
-        env=(EnvBool("PYBUDA_ENABLE_DEVICE_TILIZE"),), effective=False)
+        env=(EnvBool("PYBUDA_ENABLE_DEVICE_TILIZE"),), effective=False, inapplicable=NO_EMBEDDED)
     max_pool_add_sub_surround: bool = option(
-        False, doc="Add a constant before max-pool and subtract it after", effective=False)
+        False, doc="Add a constant before max-pool and subtract it after", effective=False,
+        inapplicable=NO_POOL_WORKAROUND)
     max_pool_add_sub_surround_value: float = option(
-        1.0, doc="The constant for `max_pool_add_sub_surround`", effective=False)
+        1.0, doc="The constant for `max_pool_add_sub_surround`", effective=False, inapplicable=NO_POOL_WORKAROUND)
     enable_stable_softmax: bool = option(
         True, doc="Subtract the max before exp in the softmax decomposition",
         env=(EnvBool("PYBUDA_DISABLE_STABLE_SOFTMAX", negate=True),))
@@ -924,9 +965,11 @@ class CompilerConfig:
                "not used yet",
         env=(EnvCall("PYBUDA_AMP_LIGHT", "enable_amp_light"),))
     default_dram_parameters: bool | None = option(
-        None, doc="Keep parameters in DRAM (True/False); `None` = DRAM only if microbatch is 1",
-        env=(EnvBool("PYBUDA_DEFAULT_DRAM_PARAMETERS"),), effective=False)
-    paddings: dict[str, bool] = option({}, doc="Padding-pass bookkeeping", effective=False)
+        None, doc="True: every op streams its parameters and constants from DRAM (`override_dram_parameters(op, "
+                  "False)` exempts one); False or None: the balancer holds them in L1 where that plans better",
+        caveat="None differs from legacy, where it meant DRAM only at microbatch 1: here the cost model decides",
+        env=(EnvBool("PYBUDA_DEFAULT_DRAM_PARAMETERS"),))
+    paddings: dict[str, bool] = option({}, doc="Padding-pass bookkeeping", effective=False, inapplicable=LEGACY_STATE)
     # --- per-op overrides -----------------------------------------------------------------------------------
     balancer_op_overrides: dict[str, OpOverride] = option(
         {}, doc="op name -> `OpOverride` (`override_op_size`, `override_u_kt`, ...; docs: the override helpers)",
@@ -985,15 +1028,20 @@ class CompilerConfig:
                "it is this version's own format (docs/user_guide.md), not the legacy tar, and `tti_dump_format` is "
                "not used")
     device_config: str | None = option(
-        None, doc="Packaged board config name", choices=SUPPORTED_DEVICE_CONFIGS, effective=False)
+        None, doc="The legacy board config: the device a compile without `device=` targets (wh_n150 -> n150, "
+                  "wh_n300 -> n300, gs_e150 -> e150)", choices=tuple(DEVICE_OF_CONFIG),
+        unsupported=tuple(c for c in SUPPORTED_DEVICE_CONFIGS if c not in DEVICE_OF_CONFIG),
+        caveat="a compile whose `device=` names another device is an error")
     harvesting_mask: int = option(
         0, doc="Bitmask of harvested rows: the placer's grid loses one row per harvested row (netlist grids are "
                "logical); harvesting every row is an error",
         bounds=(0, None), alias="harvested_rows", from_alias=get_harvesting_mask)
     performance_trace: PerfTraceLevel = option(
         PerfTraceLevel.NONE, doc="Backend perf-event capture: NONE, LIGHT, VERBOSE",
-        env=(EnvValue("PYBUDA_PERFORMANCE_TRACE"),), effective=False)
-    backend_opt_level: int = option(4, doc="Backend runtime optimisation level", bounds=(0, 4), effective=False)
+        env=(EnvValue("PYBUDA_PERFORMANCE_TRACE"),), effective=False, inapplicable=NO_RUNTIME)
+    backend_opt_level: int = option(
+        4, doc="Backend runtime optimisation level", bounds=(0, 4),
+        effective=False, inapplicable=NO_RUNTIME)
     backend_output_dir: str = option(
         "pybuda_out", doc="Build/artifact directory: compile's default `output_dir`",
         env=(EnvDefault("PYBUDA_BUILD_DIR"),))
@@ -1002,11 +1050,13 @@ class CompilerConfig:
         effective=False)
     backend_cluster_descriptor_path: str = option(
         "", doc="Cluster descriptor yaml (stored as given)", env=(EnvValue("PYBUDA_OVERRIDE_CLUSTER_YAML"),),
-        effective=False)
-    backend_runtime_params_path: str = option("", doc="Runtime-params yaml", effective=False)
-    backend_runtime_args: str = option("", doc="Extra backend runtime arguments", effective=False)
+        effective=False, inapplicable=NO_RUNTIME)
+    backend_runtime_params_path: str = option("", doc="Runtime-params yaml", effective=False, inapplicable=NO_RUNTIME)
+    backend_runtime_args: str = option(
+        "", doc="Extra backend runtime arguments",
+        effective=False, inapplicable=NO_RUNTIME)
     store_backend_db_to_yaml: bool = option(
-        False, doc="Dump the backend DB to `backend_runtime_params_path`", effective=False)
+        False, doc="Dump the backend DB to `backend_runtime_params_path`", effective=False, inapplicable=NO_RUNTIME)
     input_queues_on_host: bool = option(
         True, doc="Back input queues with host memory instead of device DRAM",
         env=(EnvBool("PYBUDA_ENABLE_INPUT_QUEUES_ON_HOST"),))
@@ -1016,7 +1066,7 @@ class CompilerConfig:
     tti_dump_format: TTIDumpFormat = option(
         TTIDumpFormat.DEFAULT, doc="Tensor serialisation in TTI: DEFAULT (pkl), BACKEND (bin), BACKEND_TILIZED (tbin)",
         env=(EnvFlag("PYBUDA_TTI_BACKEND_TILIZED_FORMAT", TTIDumpFormat.BACKEND_TILIZED),
-             EnvFlag("PYBUDA_TTI_BACKEND_FORMAT", TTIDumpFormat.BACKEND)), effective=False)
+             EnvFlag("PYBUDA_TTI_BACKEND_FORMAT", TTIDumpFormat.BACKEND)), effective=False, inapplicable=OWN_TTI)
 
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, _validate_field(name, value))
@@ -1560,6 +1610,8 @@ def _row(*cells: str) -> str:
 def _effective_cell(name: str, decl: Option) -> str:
     """The Effective cell of docs/config.md: "not yet", or "yes" with the caveat, the attributes of its override
     records that take effect, or that it acts in a training compile only."""
+    if decl.inapplicable:
+        return f"no: {decl.inapplicable}"
     if not decl.effective:
         return "not yet"
     notes = [decl.caveat] if decl.caveat else []

@@ -233,3 +233,12 @@ def test_harvesting_every_row_is_refused(tmp_path):
     pybuda.set_configuration_options(harvested_rows=[1, 2, 3, 4, 5, 7, 8, 9, 10, 11])
     with pytest.raises(ValueError, match="harvests 10 rows; device e150 has 10 worker rows, so at most 9"):
         pybuda.compile(MLP(), torch.randn(2, 64, 64), output_dir=tmp_path)
+
+
+def test_device_config_chooses_the_device_of_a_compile_without_device(tmp_path):
+    model, x = MLP(), torch.randn(2, 16, 64)
+    pybuda.set_configuration_options(device_config="wh_n150")
+    assert pybuda.compile(model, x, output_dir=tmp_path / "a").netlist.arch == "wormhole_b0"
+    assert pybuda.compile(model, x, device="n150", output_dir=tmp_path / "b").netlist.arch == "wormhole_b0"
+    with pytest.raises(pybuda.UserInputError, match="device='e150'.*device_config='wh_n150' names n150"):
+        pybuda.compile(model, x, device="e150", output_dir=tmp_path / "c")

@@ -252,6 +252,9 @@ def test_device_config_validated():
     assert g().device_config == "wh_n150"
     with pytest.raises(ValueError, match="device_config.*'wh_n999'.*wh_n300"):
         C.set_configuration_options(device_config="wh_n999")
+    with pytest.raises(ValueError, match="device_config: invalid value 'galaxy' \\(a legacy value this compiler does "
+                                         "not implement\\); legal values: wh_n150, wh_n300, gs_e150"):
+        C.set_configuration_options(device_config="galaxy")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -769,7 +772,17 @@ def test_docs_cover_every_field_with_its_effective_column():
         assert f.name in rows, f"docs/config.md has no row for field {f.name}"
         effective = rows[f.name][-1]
         assert effective.startswith("yes") == (f.name in C.EFFECTIVE_OPTIONS), f.name
-        assert effective.startswith("yes") or effective == "not yet", f.name
+        assert effective.startswith(("yes", "no: ")) or effective == "not yet", f.name
+
+
+def test_an_option_that_cannot_apply_says_why_in_the_docs_and_the_warning():
+    rows = _doc_rows()
+    assert rows["compile_tvm_to_python"][-1].startswith("no: the legacy TVM path generated a PyBuda Python module")
+    assert rows["backend_opt_level"][-1].startswith("no: there is no hardware runtime here")
+    assert rows["scheduler_policy"][-1] == "not yet"       # could apply here: not done
+    with pytest.warns(C.IneffectiveOptionWarning, match="'backend_opt_level'.*does not apply in this compiler "
+                                                      r"\(there is no hardware runtime here"):
+        C.set_configuration_options(backend_opt_level=2)
 
 
 def test_docs_cover_every_override_helper():

@@ -244,13 +244,14 @@ def test_effective_options_and_defaults_do_not_warn():
 
 def test_compile_warns_once_for_config_fields_with_no_effect(tmp_path):
     from models import MLP
-    config = pybuda.CompilerConfig(enable_enumerate_u_kt=False, device_config="wh_n150", enable_consteval=False)
+    config = pybuda.CompilerConfig(enable_enumerate_u_kt=False, enable_single_buffer_fallback=True,
+                                   enable_consteval=False)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         for out in ("a", "b"):
             pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path / out, config=config)
     messages = _ineffective(record)
-    assert len(messages) == 2 and "'enable_enumerate_u_kt'" in messages[0] and "'device_config'" in messages[1]
+    assert len(messages) == 2 and "'enable_enumerate_u_kt'" in messages[0] and "'enable_single_buffer_fallback'" in messages[1]
     assert all("compile" in m for m in messages)
 
 

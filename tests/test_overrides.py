@@ -81,6 +81,17 @@ def test_override_dram_parameters_streams_the_weights_from_dram(tmp_path):
     assert "mlp.w1" not in compiled.placement.models["mm1"].prologue
 
 
+def test_default_dram_parameters_streams_every_weight_but_the_exempted(tmp_path):
+    def prologued(compiled) -> dict:
+        return {q: s.prologue for _, ex in compiled.netlist.executes() for q, s in ex.queue_settings.items()}
+
+    pybuda.config._get_global_compiler_config().default_dram_parameters = True
+    assert {prologued(_mlp(tmp_path, "all"))[w] for w in ("mlp.w1", "mlp.w2")} == {False}
+    pybuda.override_dram_parameters("mm2", False)           # the op's own override wins
+    compiled = _mlp(tmp_path, "exempt")
+    assert prologued(compiled)["mlp.w1"] is False and prologued(compiled)["mlp.w2"] is True
+
+
 @pytest.mark.parametrize("count", [1, 2])
 def test_insert_nop_puts_nops_on_the_edge(tmp_path, count):
     pybuda.insert_nop("_fused_op_0", "mm2", nop_count=count)

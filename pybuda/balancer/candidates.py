@@ -122,8 +122,9 @@ def model_request(graph: Graph, name: str, config) -> ModelRequest:
     """What `config`'s balancer overrides of op `name` ask of its models (BalancerError for an override the op
     cannot take, naming the legal values)."""
     o = config.balancer_op_overrides.get(name)
+    everywhere = config.default_dram_parameters is True     # `default_dram_parameters`: every op's in DRAM
     if o is None:
-        return ModelRequest()
+        return ModelRequest(dram_parameters=everywhere)
     node, inputs = graph.node(name), input_names(graph, name)
     if o.u_kt is not None:
         legal = divisors(op_dims(graph, name)["k"]) if registry.belongs(node.op_type, "inner_dim") else ()
@@ -136,7 +137,8 @@ def model_request(graph: Graph, name: str, config) -> ModelRequest:
         if index >= len(inputs):
             raise BalancerError(f"override_input_buffer_multiplier({name!r}, {index}): the op has {len(inputs)} "
                                 f"inputs; legal operand_index: 0-{len(inputs) - 1}")
-    return ModelRequest(o.u_kt, tuple(sorted(o.input_buffer_multiplier.items())), bool(o.force_dram_parameters),
+    in_dram = everywhere if o.force_dram_parameters is None else bool(o.force_dram_parameters)
+    return ModelRequest(o.u_kt, tuple(sorted(o.input_buffer_multiplier.items())), in_dram,
                         o.output_buffer_multiplier or 1)
 
 
@@ -144,7 +146,8 @@ def _describe(name: str, request: ModelRequest) -> str:
     """The overrides behind `request`, as the user wrote them."""
     parts = [f"override_u_kt({name!r}, {request.u_kt})"] if request.u_kt is not None else []
     parts += [f"override_input_buffer_multiplier({name!r}, {k}, multiplier={m})" for k, m in request.buffer_multipliers]
-    parts += [f"override_dram_parameters({name!r}, True)"] if request.dram_parameters else []
+    parts += [f"parameters in DRAM (override_dram_parameters({name!r}, True) or default_dram_parameters=True)"] \
+        if request.dram_parameters else []
     m = request.output_buffer_multiplier
     parts += [f"internal_override_output_buffer_multiplier({name!r}, multiplier={m}) (buf_size_mb {2 * m}; the "
               f"backend also needs {m} and the op's t to divide one another)"] if m > 1 else []
