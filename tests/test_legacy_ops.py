@@ -344,3 +344,19 @@ def test_pytorch_module_wraps_a_torch_module_under_its_name():
         assert pcc(out.numpy(), inner(x).numpy()) >= 0.999
     with pytest.raises(pybuda.UserTypeError, match="PyTorchModule 'bad': expected a torch.nn.Module"):
         pybuda.PyTorchModule("bad", lambda t: t)
+
+
+@pytest.mark.parametrize("forward, reference", [
+    (lambda m, x: op.Select("s", x, -1, (8, 16), stride=32), lambda x: torch.cat([x[..., 8:24], x[..., 40:56]], -1)),
+    (lambda m, x: op.Select("s", x, -2, 3), lambda x: x[..., 3:4, :]),
+    (lambda m, x: op.Select("s", x, -3, (0, 2), stride=4), lambda x: x[:, [0, 1, 4, 5]]),
+    (lambda m, x, y: op.Interleave("i", x, y, axis=-3, stride=1),
+     lambda x, y: torch.stack([x, y], 2).reshape(1, 16, 32, 64)),
+], ids=["select-c", "select-r", "select-z", "interleave-z"])
+def test_legacy_select_and_interleave(forward, reference):
+    values = [_x(seed=k, shape=(1, 8, 32, 64)) for k in range(forward.__code__.co_argcount - 1)]
+    compiled, out = _run(_Module(forward), *values)
+    expected = reference(*values)
+    assert tuple(out.shape) == tuple(expected.shape)
+    assert np.allclose(out.numpy(), expected.numpy(), atol=1e-3)
+    assert compiled.host_ops == []

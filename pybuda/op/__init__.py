@@ -10,16 +10,17 @@ from .conv import AvgPool2d, Batchnorm, Conv2d, MaxPool2d, Pad, Resize2d
 from .eltwise import (Abs, Add, Argmax, Buffer, Clip, Cosine, CumSum, Divide, Dropout, Equal, Exp, Gelu, Greater,
                       GreaterEqual, Heaviside, Identity, LeakyRelu, Less, LessEqual, Log, LogicalAnd, LogicalNot, Max,
                       Min, Multiply, NotEqual, Pow, Power, Reciprocal, Relu, Sigmoid, Sine, Sqrt, Subtract, Tanh, part)
-from .tm import (Broadcast, Concatenate, HSlice, HStack, Index, Repeat, Reshape, Squeeze, Stack, Transpose,
-                 Unsqueeze, VSlice, VStack, Where)
+from .tm import (Broadcast, Concatenate, HSlice, HStack, Index, Interleave, Repeat, Reshape, Select, Squeeze, Stack,
+                 Transpose, Unsqueeze, VSlice, VStack, Where)
 
 __all__ = ["Abs", "Add", "Argmax", "AvgPool2d", "Batchnorm", "Broadcast", "Buffer", "Clip", "Concatenate",
            "Constant", "Conv2d", "Cosine", "CumSum", "Divide", "Dropout", "Embedding", "Equal", "Exp", "Gelu",
-           "Greater", "GreaterEqual", "HSlice", "HStack", "Heaviside", "Identity", "Index", "Layernorm", "LeakyRelu",
-           "Less", "LessEqual", "Log", "LogSoftmax", "LogicalAnd", "LogicalNot", "Matmul", "Max", "MaxPool2d", "Min",
-           "Multiply", "NotEqual", "Pad", "Pow", "Power", "Reciprocal", "ReduceAvg", "ReduceMax", "ReduceSum",
-           "Relu", "Repeat", "Reshape", "Resize2d", "Sigmoid", "Sine", "Softmax", "Sqrt", "Squeeze", "Stack",
-           "Subtract", "Tanh", "Transpose", "Unsqueeze", "VSlice", "VStack", "Where", "nn"]
+           "Greater", "GreaterEqual", "HSlice", "HStack", "Heaviside", "Identity", "Index", "Interleave",
+           "Layernorm", "LeakyRelu", "Less", "LessEqual", "Log", "LogSoftmax", "LogicalAnd", "LogicalNot", "Matmul",
+           "Max", "MaxPool2d", "Min", "Multiply", "NotEqual", "Pad", "Pow", "Power", "Reciprocal", "ReduceAvg",
+           "ReduceMax", "ReduceSum", "Relu", "Repeat", "Reshape", "Resize2d", "Select", "Sigmoid", "Sine", "Softmax",
+           "Sqrt", "Squeeze", "Stack", "Subtract", "Tanh", "Transpose", "Unsqueeze", "VSlice", "VStack", "Where",
+           "nn"]
 
 
 def Matmul(name: str, operandA, operandB, bias=None) -> Tensor:

@@ -2,10 +2,11 @@
 `op/eltwise_nary.py`). Dimensions may be negative; the leading dimension of a traced tensor is the microbatch."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..errors import UserInputError
-from ..module import Tensor, traced_op as _op
+from ..module import Constant, Tensor, traced_op as _op
 from .eltwise import part
 
 
@@ -66,6 +67,33 @@ def Index(name: str, operandA, dim: int, start: int, stop: int | None = None, st
                                                    "strides": [stride]})
 
 
+def _taken(name: str, operandA, axis: int, index: list[int]) -> Tensor:
+    """The positions `index` of `operandA` along `axis` (a constant-index take: a picker matmul on the device; along
+    z through the (..., R*C, Z) layout, whose changes cancel between convolutions)."""
+    positions = Constant(np.asarray(index, dtype=np.float32))
+    if axis - len(operandA.shape) != -3:
+        return _op("take", name, [operandA, positions], {"axis": axis - len(operandA.shape)})
+    *lead, z, r, c = operandA.shape
+    rows = _op("transpose", part(name, "rows"), [_op("reshape", part(name, "flat"), [operandA],
+                                                     {"shape": [*lead, z, r * c]})], {"dim0": -2, "dim1": -1})
+    taken = _op("take", part(name, "take"), [rows, positions], {"axis": -1})
+    back = _op("transpose", part(name, "cols"), [taken], {"dim0": -2, "dim1": -1})
+    return _op("reshape", name, [back], {"shape": [*lead, len(index), r, c]})
+
+
+def Select(name: str, operandA, dim: int, index, stride: int = 0) -> Tensor:
+    """In every period of `stride` positions along `dim` (0: the whole dim), the `index` (start, length) ones (an
+    int: that one position)."""
+    axis = _axis(name, operandA, dim)
+    size = operandA.shape[axis]
+    start, length = (index, 1) if isinstance(index, int) else tuple(index)
+    stride = stride or size
+    if not (0 <= start and 0 < length and start + length <= stride <= size and size % stride == 0):
+        raise UserInputError(f"Select {name!r}: index ({start}, {length}), stride {stride} along dim {dim} of length "
+                             f"{size}; legal: 0 <= start, start + length <= stride <= {size}, stride dividing {size}")
+    return _taken(name, operandA, axis, [p + start + i for p in range(0, size, stride) for i in range(length)])
+
+
 def Broadcast(name: str, operandA, dim: int, shape: int) -> Tensor:
     """Dimension `dim` (of size 1) repeated to size `shape`."""
     axis = _axis(name, operandA, dim)
@@ -108,6 +136,18 @@ def Stack(name: str, *operands, axis: int) -> Tensor:
     """The operands joined along a new dimension at `axis`."""
     parts = [Unsqueeze(part(name, f"unsqueeze{k}"), o, axis) for k, o in enumerate(operands)]
     return Concatenate(name, *parts, axis=axis)
+
+
+def Interleave(name: str, *operands, axis: int, stride: int) -> Tensor:
+    """The operands' z slices interleaved: slice k of operand i lands at k * len(operands) + i (legacy: along z,
+    stride 1 only)."""
+    z = operands[0].shape[-3] if operands else 0
+    if axis != -3 or stride != 1 or any(o.shape != operands[0].shape for o in operands):
+        raise UserInputError(f"Interleave {name!r}: axis {axis}, stride {stride}; legal (as in legacy): axis -3, "
+                             "stride 1, operands of one shape")
+    joined = Concatenate(part(name, "join"), *operands, axis=-3)
+    n = len(operands)
+    return _taken(name, joined, len(joined.shape) - 3, [i * z + k for k in range(z) for i in range(n)])
 
 
 def Where(name: str, condition, x, y) -> Tensor:
