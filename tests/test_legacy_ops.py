@@ -360,3 +360,31 @@ def test_legacy_select_and_interleave(forward, reference):
     assert tuple(out.shape) == tuple(expected.shape)
     assert np.allclose(out.numpy(), expected.numpy(), atol=1e-3)
     assert compiled.host_ops == []
+
+
+TKERNEL = torch.randn(8, 4, 3, 3, generator=torch.Generator().manual_seed(10)) / 8
+
+
+@pytest.mark.parametrize("forward, reference, shape", [
+    (lambda m, x: op.Conv2dTranspose("t", x, m.tk, stride=2, output_padding=1),
+     lambda x: F.conv_transpose2d(x, TKERNEL, stride=2, padding=1, output_padding=1), IMAGE),
+    (lambda m, x: op.Conv2dTranspose("t", x, m.tk, padding=0), lambda x: F.conv_transpose2d(x, TKERNEL), IMAGE),
+    (lambda m, x: op.MaxPool1d("p", x, 3, stride=2, padding=1), lambda x: F.max_pool1d(x, 3, 2, 1), (1, 8, 64)),
+    (lambda m, x: op.AvgPool1d("p", x, 3), lambda x: F.avg_pool1d(x, 3, 1, 1), (1, 8, 64)),
+], ids=["transpose-stride2", "transpose-valid", "maxpool1d", "avgpool1d"])
+def test_legacy_transposed_convolution_and_1d_pooling(forward, reference, shape):
+    x = _x(shape=shape)
+    _, out = _run(_Module(forward, tk=TKERNEL), x)
+    expected = reference(x)
+    assert tuple(out.shape) == tuple(expected.shape)
+    assert pcc(out.numpy(), expected.numpy()) >= 0.999
+
+
+def test_conv_transpose2d_module_matches_torch():
+    torch.manual_seed(0)
+    module = pybuda.op.nn.ConvTranspose2dModule("up", 8, 4, 2, stride=2, padding=0)
+    p = {name: v.value() for name, v in module.get_parameters().items()}
+    x = _x(shape=IMAGE)
+    _, out = _run(module, x)
+    expected = F.conv_transpose2d(x, p["up.weights"], p["up.bias"], stride=2)
+    assert tuple(out.shape) == (1, 4, 32, 32) and pcc(out.numpy(), expected.numpy()) >= 0.999

@@ -63,6 +63,42 @@ def Conv2d(name: str, activations, weights, bias=None, stride=1, padding="same",
     return _channels_back(name, y, channel_last)
 
 
+def Conv2dTranspose(name: str, activations, weights, bias=None, stride=1, padding="same", dilation=1,
+                    groups: int = 1, channel_last: bool = False, output_padding=0) -> Tensor:
+    """2-D transposed convolution with (in, out / groups, kh, kw) weights (and a bias per output channel); "same"
+    padding is half the kernel on each side."""
+    x = _channels_first(name, activations, channel_last)
+    operands = [x, weights] + ([bias] if bias is not None else [])
+    pads = _padding(name, padding, tuple(weights.shape[2:4]), even_kernel_trims=False)
+    y = _op("conv_transpose2d", name, operands, {"stride": _pair(stride), "padding": pads, "dilation": _pair(dilation),
+                                                  "groups": groups, "output_padding": _pair(output_padding)})
+    return _channels_back(name, y, channel_last)
+
+
+def _as_2d(name: str, fn, activations, **kwargs) -> Tensor:
+    """A 1-D window op on (N, C, W) as the 2-D one on (N, C, 1, W)."""
+    *lead, w = activations.shape
+    wide = _op("reshape", part(name, "2d"), [activations], {"shape": [*lead, 1, w]})
+    y = fn(part(name, "pool2d"), wide, **kwargs)
+    return _op("reshape", name, [y], {"shape": [*y.shape[:-2], y.shape[-1]]})
+
+
+def MaxPool1d(name: str, activations, kernel_size: int, stride: int = 1, padding: int = 0, dilation: int = 1,
+              ceil_mode: bool = False, return_indices: bool = False) -> Tensor:
+    """1-D max pooling of (N, C, W) activations."""
+    return _as_2d(name, MaxPool2d, activations, kernel_size=(1, kernel_size), stride=(1, stride),
+                  padding=[padding, padding, 0, 0], dilation=(1, dilation), ceil_mode=ceil_mode,
+                  return_indices=return_indices)
+
+
+def AvgPool1d(name: str, activations, kernel_size: int, stride: int = 1, padding="same", ceil_mode: bool = False,
+              count_include_pad: bool = True) -> Tensor:
+    """1-D average pooling of (N, C, W) activations ("same": half the kernel on each side)."""
+    pad = kernel_size // 2 if padding == "same" else padding
+    return _as_2d(name, AvgPool2d, activations, kernel_size=(1, kernel_size), stride=(1, stride),
+                  padding=[pad, pad, 0, 0], ceil_mode=ceil_mode, count_include_pad=count_include_pad)
+
+
 def MaxPool2d(name: str, activations, kernel_size, stride=1, padding="same", dilation=1, ceil_mode: bool = False,
               return_indices: bool = False, max_pool_add_sub_surround: bool = False,
               max_pool_add_sub_surround_value: float = 1.0, channel_last: bool = False) -> Tensor:

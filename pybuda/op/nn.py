@@ -1,4 +1,5 @@
-"""Ready-made PyBudaModules of legacy `pybuda.op.nn`: Linear, Conv2dModule, MaxPool2dModule, AvgPool2dModule.
+"""Ready-made PyBudaModules of legacy `pybuda.op.nn`: Linear, Conv2dModule, ConvTranspose2dModule, MaxPool2dModule,
+AvgPool2dModule.
 Parameters start as torch's layers start them (Kaiming-uniform weights, uniform biases), from torch's global
 generator (`torch.manual_seed` makes them repeatable)."""
 from __future__ import annotations
@@ -7,9 +8,10 @@ import math
 
 import torch
 
+from ..errors import UserInputError
 from ..module import Parameter, PyBudaModule, Tensor
 from . import Matmul
-from .conv import AvgPool2d, Conv2d, MaxPool2d
+from .conv import AvgPool2d, Conv2d, Conv2dTranspose, MaxPool2d
 
 
 def _initialised(weight_shape: tuple, fan_in: int, bias: int | None) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -52,6 +54,27 @@ class Conv2dModule(PyBudaModule):
 
     def forward(self, activations) -> Tensor:
         return Conv2d(self.name, activations, self.weights, bias=self.bias, **self.kwargs)
+
+
+class ConvTranspose2dModule(PyBudaModule):
+    """A Conv2dTranspose with its own weights (in_channels, out_channels / groups, kh, kw) and bias."""
+
+    def __init__(self, name: str, in_channels: int, out_channels: int, kernel_size, stride=1, padding="same",
+                 output_padding=0, groups: int = 1, bias: bool = True, dilation=1, padding_mode: str = "zeros"):
+        super().__init__(name)
+        if padding_mode != "zeros":
+            raise UserInputError(f"ConvTranspose2dModule {name!r}: padding_mode={padding_mode!r}; legal: 'zeros'")
+        kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
+        fan_in = out_channels // groups * kh * kw      # torch computes it from the weight's dim 1
+        weight, b = _initialised((in_channels, out_channels // groups, kh, kw), fan_in,
+                                 out_channels if bias else None)
+        self.weights = Parameter(weight)
+        self.bias = Parameter(b) if b is not None else None
+        self.kwargs = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups,
+                       "output_padding": output_padding}
+
+    def forward(self, activations) -> Tensor:
+        return Conv2dTranspose(self.name, activations, self.weights, bias=self.bias, **self.kwargs)
 
 
 class MaxPool2dModule(PyBudaModule):
