@@ -498,6 +498,8 @@ NO_RUNTIME = ("there is no hardware runtime here: netlists run in the backend si
               "parameters, optimisation levels or perf-event capture")
 NO_EMBEDDED = "the embedded platform's tilize op; here the host tilizes inputs (no embedded platform is modelled)"
 LEGACY_STATE = "internal state of the legacy padding pass, not a user setting; here lowering pads to tiles"
+FRONTEND_PLUMBING = ("the legacy TVM frontend filled it in for its generated module; here the outputs keep the torch "
+                     "program's output structure (the compiled model returns them in it)")
 NO_GRAPH_SOLVER = ("this balancer resolves producer/consumer op models that cannot connect inside its search "
                    "(compatible candidates, or an epoch cut through a DRAM queue); there is no graph solver to cut")
 NO_POOL_WORKAROUND = ("a legacy workaround for max pooling over zero padding; here the padding takes no part in the "
@@ -917,7 +919,8 @@ class CompilerConfig:
         effective=False, inapplicable=NO_JAX)
     enable_tvm_jax_freeze_large_model: bool = option(
         True, doc="Freeze JAX models larger than 2 GB", effective=False, inapplicable=NO_JAX)
-    framework_model_output_names: list[str] = option([], doc="Output names given by the framework", effective=False)
+    framework_model_output_names: list[str] = option(
+        [], doc="Output names given by the framework", effective=False, inapplicable=FRONTEND_PLUMBING)
     compile_tvm_to_python: bool = option(
         True, doc="Generate a PyBuda Python module from TVM",
         effective=False, inapplicable=TVM_PYTHON)
