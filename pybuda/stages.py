@@ -197,13 +197,29 @@ def data_formats_stage(state: CompileState) -> CompileState:
 
 def fuse_stage(state: CompileState) -> CompileState:
     """Fuse groups of small ops into fused ops (`enable_auto_fusing`, `dont_fuse`, `manual_fuse`), the
-    `pybuda.query` predicates of the overrides first resolved to the ops they match; every override must then name
-    an op of a device graph (an op that was fused away, or a fused op `_fused_op_<k>`)."""
+    `pybuda.query` predicates of the overrides first resolved to the ops they match and the edges out of DRAMQueue
+    ops added to `insert_queues`; every override must then name an op of a device graph (an op that was fused away,
+    or a fused op `_fused_op_<k>`)."""
     before = [op for g in state.device_graphs() for op in g.op_names()]
-    config = cfg.resolve_predicates(state.config, [n for g in state.device_graphs() for n in g.nodes("op")])
+    config = _with_dram_queue_edges(cfg.resolve_predicates(state.config, [n for g in state.device_graphs()
+                                                                           for n in g.nodes("op")]),
+                                    state.device_graphs())
     state = _on_device(dataclasses.replace(state, config=config), lambda g: fuse(g.copy(), config, state.device.arch))
     cfg.check_override_names(state.config, before + [op for g in state.device_graphs() for op in g.op_names()])
     return state
+
+
+def _with_dram_queue_edges(config: cfg.CompilerConfig, graphs: list[Graph]) -> cfg.CompilerConfig:
+    """`config` with an `insert_queues` entry for every op edge out of a legacy DRAMQueue op (`pybuda.op.DRAMQueue`:
+    its readers read it through a DRAM queue)."""
+    edges = [(n.name, user, port) for g in graphs for n in g.nodes("op") if n.framework_op_type == "dram_queue"
+             for user, port in g.users(n.name) if g.node(user).kind == "op"]
+    new = [e for e in edges if e not in config.insert_queues]
+    if not new:
+        return config
+    config = config.copy()
+    config.insert_queues = [*config.insert_queues, *new]
+    return config
 
 
 def insert_nops_stage(state: CompileState) -> CompileState:

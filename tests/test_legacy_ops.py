@@ -388,3 +388,18 @@ def test_conv_transpose2d_module_matches_torch():
     _, out = _run(module, x)
     expected = F.conv_transpose2d(x, p["up.weights"], p["up.bias"], stride=2)
     assert tuple(out.shape) == (1, 4, 32, 32) and pcc(out.numpy(), expected.numpy()) >= 0.999
+
+
+def test_dram_queue_is_read_through_a_dram_queue_in_the_netlist():
+    """Legacy DRAMQueue: its reader reads it from a DRAM queue (an `e2e_` queue) instead of core to core."""
+    def forward(m, x):
+        return op.Sqrt("s", op.DRAMQueue("q", op.Exp("e", x), num_entries=2))
+
+    x = _x()
+    compiled, out = _run(_Module(forward), x)
+    assert np.allclose(out.numpy(), torch.sqrt(torch.exp(x)).numpy(), atol=1e-2, rtol=1e-2)
+    graph = next(iter(compiled.netlist.graphs.values()))
+    assert graph.ops["q"].type == "nop" and graph.ops["s"].inputs[0].startswith("e2e_")
+    assert compiled.netlist.queues[graph.ops["s"].inputs[0]].input == "q"
+    with pytest.raises(UserInputError, match="num_entries=0"):
+        pybuda.compile(_Module(lambda m, x: op.DRAMQueue("q", x, num_entries=0)), x, output_dir=None)

@@ -7,20 +7,21 @@ from __future__ import annotations
 
 from ..module import Tensor, traced_constant, traced_op as _op
 from .conv import AvgPool1d, AvgPool2d, Batchnorm, Conv2d, Conv2dTranspose, MaxPool1d, MaxPool2d, Pad, Resize2d
-from .eltwise import (Abs, Add, Argmax, Buffer, Clip, Cosine, CumSum, Divide, Dropout, Equal, Exp, Gelu, Greater,
-                      GreaterEqual, Heaviside, Identity, LeakyRelu, Less, LessEqual, Log, LogicalAnd, LogicalNot, Max,
-                      Min, Multiply, NotEqual, Pow, Power, Reciprocal, Relu, Sigmoid, Sine, Sqrt, Subtract, Tanh, part)
+from .eltwise import (DRAMQueue, Abs, Add, Argmax, Buffer, Clip, Cosine, CumSum, Divide, Dropout, Equal, Exp, Gelu,
+                      Greater, GreaterEqual, Heaviside, Identity, LeakyRelu, Less, LessEqual, Log, LogicalAnd,
+                      LogicalNot, Max, Min, Multiply, NotEqual, Pow, Power, Reciprocal, Relu, Sigmoid, Sine, Sqrt,
+                      Subtract, Tanh, part)
 from .tm import (Broadcast, Concatenate, HSlice, HStack, Index, Interleave, Repeat, Reshape, Select, Squeeze, Stack,
                  Transpose, Unsqueeze, VSlice, VStack, Where)
 
 __all__ = ["Abs", "Add", "Argmax", "AvgPool1d", "AvgPool2d", "Batchnorm", "Broadcast", "Buffer", "Clip",
-           "Concatenate", "Constant", "Conv2d", "Conv2dTranspose", "Cosine", "CumSum", "Divide", "Dropout",
-           "Embedding", "Equal", "Exp", "Gelu", "Greater", "GreaterEqual", "HSlice", "HStack", "Heaviside",
-           "Identity", "Index", "Interleave", "Layernorm", "LeakyRelu", "Less", "LessEqual", "Log", "LogSoftmax",
-           "LogicalAnd", "LogicalNot", "Matmul", "Max", "MaxPool1d", "MaxPool2d", "Min", "Multiply", "NotEqual",
-           "Pad", "Pow", "Power", "Reciprocal", "ReduceAvg", "ReduceMax", "ReduceSum", "Relu", "Repeat", "Reshape",
-           "Resize2d", "Select", "Sigmoid", "Sine", "Softmax", "Sqrt", "Squeeze", "Stack", "Subtract", "Tanh",
-           "Transpose", "Unsqueeze", "VSlice", "VStack", "Where", "nn"]
+           "Concatenate", "Constant", "Conv2d", "Conv2dTranspose", "Cosine", "CumSum", "DRAMQueue", "Divide",
+           "Dropout", "Embedding", "Equal", "Exp", "Gelu", "Greater", "GreaterEqual", "HSlice", "HStack",
+           "Heaviside", "Identity", "Index", "Interleave", "Layernorm", "LeakyRelu", "Less", "LessEqual", "Log",
+           "LogSoftmax", "LogicalAnd", "LogicalNot", "Matmul", "Max", "MaxPool1d", "MaxPool2d", "Min", "Multiply",
+           "NotEqual", "Pad", "Pow", "Power", "Reciprocal", "ReduceAvg", "ReduceMax", "ReduceSum", "Relu", "Repeat",
+           "Reshape", "Resize2d", "Select", "Sigmoid", "Sine", "Softmax", "Sqrt", "Squeeze", "Stack", "Subtract",
+           "Tanh", "Transpose", "Unsqueeze", "VSlice", "VStack", "Where", "nn"]
 
 
 def Matmul(name: str, operandA, operandB, bias=None) -> Tensor:

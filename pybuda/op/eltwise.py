@@ -84,6 +84,15 @@ def Buffer(name: str, operandA) -> Tensor:
     return _op("buffer", name, [operandA])
 
 
+def DRAMQueue(name: str, operandA, *, num_entries: int) -> Tensor:
+    """A of the ops that read it through a DRAM queue: a Buda nop named `name`, never fused, that its readers read
+    from a queue in DRAM (`insert_queues`). The balancer sizes the queue for the microbatch (legacy
+    `num_entries` then has nothing to set; it must be at least 1)."""
+    if not isinstance(num_entries, int) or num_entries < 1:
+        raise UserInputError(f"DRAMQueue {name!r}: num_entries={num_entries!r}; legal: an int >= 1")
+    return _op("dram_queue", name, [operandA])
+
+
 def Relu(name: str, operandA, threshold: float = 0.0, mode: str = "min") -> Tensor:
     """max(A, threshold) (mode "min": values below the threshold become 0) or min(A, threshold) (mode "max")."""
     return _op("relu", name, [operandA], {"threshold": threshold, "mode": mode})

@@ -113,9 +113,11 @@ register(OpDef("heaviside", _same_shape, lambda v, a: (v[0] > 0).astype(np.float
                decompose=_decompose_heaviside))
 
 
-# legacy Buffer: a copy the compiler keeps as an op of its own (a Buda nop that fusion leaves alone)
-register(OpDef("buffer", _same_shape, lambda v, a: v[0], kind="unary", zero_preserving=True, groups={"kept_apart"},
-               lower=_lower_unary("nop", True), backward=lambda ctx, i, g: g))
+# legacy Buffer: a copy the compiler keeps as an op of its own (a Buda nop that fusion leaves alone); legacy
+# DRAMQueue: the same, its readers reading it through a DRAM queue (the fuse stage adds those `insert_queues` edges)
+for _kept in ("buffer", "dram_queue"):
+    register(OpDef(_kept, _same_shape, lambda v, a: v[0], kind="unary", zero_preserving=True, groups={"kept_apart"},
+                   lower=_lower_unary("nop", True), backward=lambda ctx, i, g: g))
 
 
 def _decompose_leaky_relu(ctx):
