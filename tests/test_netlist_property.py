@@ -99,3 +99,20 @@ def test_an_empty_target_device_list_is_a_violation_not_a_crash():
         errors = check(load(yaml.safe_dump(data, sort_keys=False)))
         rule = "graph.target_device" if field == "graphs" else "queue.target_device"
         assert any(e.rule == rule and "lists no device" in e.message for e in errors), errors
+
+
+def test_stream_rules_skip_a_graph_whose_pipes_cannot_be_built():
+    """Found by the mutant test (a worker killed at 23 GB): an op grid of a million cores outside the worker grid
+    was enumerated core by core by the stream rules; `grid.bounds` reports it, the stream rules skip the graph."""
+    from pybuda.netlist.rules.registry import Context
+    from pybuda.netlist.rules.streams import graph_streams
+    from pybuda.device import get_device
+
+    data = real_data("graph_tests__netlists__netlist_module_direct_1x1.yaml")
+    graph = next(iter(data["graphs"].values()))
+    op = next(k for k in graph if k not in ("target_device", "input_count"))
+    graph[op]["grid_size"] = [100000, 1]
+    netlist = load(yaml.safe_dump(data, sort_keys=False))
+    assert any(e.rule == "grid.bounds" for e in check(netlist))
+    context = Context(netlist, "wormhole_b0", get_device("n150"), 1)
+    assert graph_streams(context, next(iter(netlist.graphs.values()))) == {}

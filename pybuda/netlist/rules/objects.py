@@ -299,24 +299,26 @@ def dest_ublock_limit(c: Context, op: Op) -> None:
 
 # --- grid ----------------------------------------------------------------------------------------------------------
 
-def _placed(op: Op) -> bool:
+def placed(op: Op) -> bool:
+    """A Tensix op with a location and a positive grid."""
     return op.grid_loc is not None and op.is_tensix and positive(*op.grid_size)
 
 
-@rule("grid.bounds", on=Op, when=_placed, section="§3.7")
+@rule("grid.bounds", on=Op, when=placed, section="§3.7")
 def grid_bounds(c: Context, op: Op) -> None:
     """A Tensix op's cores (grid_transpose applied) lie inside the device's worker grid."""
     r0, c0 = op.grid_loc
     h, w = op.footprint
     if r0 < 0 or c0 < 0:
         c.fail(op, "grid_loc must be >= 0", ">= [0, 0]", list(op.grid_loc))
-    elif c.spec is not None and _outside(c, op):
+    elif c.spec is not None and outside(c, op):
         rows, cols = c.spec.grid_rows, c.spec.grid_cols
         c.fail(op, f"{h}x{w} cores at {list(op.grid_loc)} exceed the {rows}x{cols} worker grid of {c.arch}",
                f"row+rows <= {rows}, col+cols <= {cols}", [r0 + h, c0 + w])
 
 
-def _outside(c: Context, op: Op) -> bool:
+def outside(c: Context, op: Op) -> bool:
+    """Whether a placed op's cores leave the device's worker grid (`grid.bounds`)."""
     r0, c0 = op.grid_loc
     h, w = op.footprint
     return r0 < 0 or c0 < 0 or (c.spec is not None and (r0 + h > c.spec.grid_rows or c0 + w > c.spec.grid_cols))
@@ -327,7 +329,7 @@ def grid_overlap(c: Context, g: Graph) -> None:
     """The Tensix ops of a graph occupy disjoint cores (grid_transpose applied)."""
     used: dict = {}
     for name, op in g.ops.items():
-        if not _placed(op) or _outside(c, op):
+        if not placed(op) or outside(c, op):
             continue
         r0, c0 = op.grid_loc
         h, w = op.footprint

@@ -6,14 +6,19 @@ from __future__ import annotations
 from ...arch.movement import CoreBudget, CoreStreams, epoch_streams, overuses
 from ..model import Graph, Op
 from ..movement import fed_queues, moving_op
+from .objects import outside, placed
 from .registry import Context, rule, sized
 
 
 def graph_streams(c: Context, g: Graph) -> dict:
-    """{(op, core): CoreStreams} of a graph's pipes (computed once per graph); none where the graph or a queue
-    lists no target device (`graph.target_device`, `queue.target_device` report it)."""
+    """{(op, core): CoreStreams} of a graph's pipes (computed once per graph); none where they cannot be built: a
+    graph or queue without a target device, an op outside the worker grid, a queue of more buffers than the device
+    has cores (`graph.target_device`, `queue.target_device`, `grid.bounds` and `queue.alloc_count` report those; a
+    mutated netlist's grid of a million cores would otherwise be enumerated core by core)."""
     def compute():
-        if not g.devices or any(not q.devices for q in c.n.queues.values()):
+        cores = c.spec.grid_rows * c.spec.grid_cols
+        if not g.devices or any(not q.devices or q.grid_size[0] * q.grid_size[1] > cores for q in c.n.queues.values()) \
+                or any(placed(op) and outside(c, op) for op in g.ops.values()):
             return {}
         written = fed_queues(c.n, g.ops)
         ops = [moving_op(c.n, g, op, c.n.geometry_of(op), c.spec, lambda q: g.name in c.prologue.get(q, ()),
