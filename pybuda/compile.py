@@ -31,10 +31,13 @@ from .stages import STAGES, CompileState, Stage, check_stages, run_stages, stop_
 from .training import TrainingReference, check_training, tensors
 from .passes.cpu_fallback import Segment
 from .runtime.loss import TrainingError
-from .verify import (GRAPH_PCC_THRESHOLD, StageCheck, VerificationError, golden_gradients, netlist_pcc_threshold,
-                     pcc, run_golden, run_segments)
+from .verify import (GRAPH_PCC_THRESHOLD, StageCheck, VerificationError, compare_ops, golden_gradients,
+                     netlist_pcc_threshold, op_values, pcc, run_golden, run_segments)
 
 DEFAULT_DEVICE = "e150"
+# stages whose rewrites give ops new layouts under their names (channels-last convolutions, ops hoisted over TMs):
+# `enable_op_level_comparision` checks them through their outputs only
+RELAYOUT_STAGES = frozenset({"optimize"})
 
 
 class CompiledModel:
@@ -151,6 +154,12 @@ class CompiledModel:
                              f"{self.tti_path} and does not run here; run it with pybuda.load({str(self.tti_path)!r})"
                              " or compile with device_mode RunOnly")
         return runtime(*inputs)
+
+    @property
+    def intermediates(self) -> dict[str, torch.Tensor]:
+        """The outputs of the ops `op_intermediates_to_save` names, by op name, as of the last call (framework
+        layout; empty before the first: `verify` makes one during the compile)."""
+        return self._require_runtime().intermediates
 
     def save(self, path: str | Path) -> Path:
         """Write the compiled model as one TTI image file (atomically); `pybuda.load(path)` runs it."""
@@ -269,9 +278,12 @@ def _compile(model, sample_inputs: tuple, spec, config: cfg.CompilerConfig, out_
     name = _model_name(model)
     result = CompiledModel(name, spec.name, config, microbatch)
 
+    op_level = config.enable_op_level_comparision
+    verify = verify or op_level
     expected = _framework_outputs(model, sample_inputs) if verify else None
     reference = TrainingReference.of(model, sample_inputs, training) if verify and training else None
     batch: dict[str, np.ndarray] = {}
+    previous_ops: dict | None = None     # op_level: the last stage's op values on the first sample
     state = CompileState(model=model, sample_inputs=sample_inputs, config=config, device=spec, microbatch=microbatch,
                          name=name, output_dir=out_dir, optimizer=training.optimizer if training else None)
     level = "model"
@@ -286,6 +298,12 @@ def _compile(model, sample_inputs: tuple, spec, config: cfg.CompilerConfig, out_
                     batch = batch or {n: to_numpy(x) for n, x in zip(state.input_names, sample_inputs)}
                     if reference is not None:
                         batch.update(reference.loss_gradients(state.output_names))
+                    if op_level and stage.ensures in ("framework", "buda"):   # placed: streamed ops change shape
+                        ops = op_values(state.parts(), {k: v[:1] for k, v in batch.items()})
+                        if previous_ops is not None and stage.name not in RELAYOUT_STAGES:
+                            # before the outputs' check: a divergence is named at its first op
+                            result.checks.append(compare_ops(stage.name, ops, previous_ops))
+                        previous_ops = ops
                     result.checks.append(_check(stage.name, state.parts(), state.output_names, batch, expected))
                     if reference is not None and any(p.graph.loopbacks_present() for p in state.parts()):
                         result.checks.append(reference.check_gradients(

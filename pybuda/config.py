@@ -818,7 +818,13 @@ class CompilerConfig:
     enable_consteval: bool = option(True, doc="Constant-evaluate parameter/constant subgraphs on the host")
     compile_subgraphs: bool = option(False, doc="Compile disjoint graphs as separate programs", effective=False)
     enable_op_level_comparision: bool = option(
-        False, doc="Compare every op with the framework at each stage (legacy spelling)", effective=False)
+        False, doc="Compare every op with the framework at each stage (legacy spelling): implies `verify`; after "
+                   "each framework- and Buda-level stage every op it kept (same name, operands and shape) is "
+                   "evaluated on the first sample (float32) and compared with its value before the stage; the first "
+                   "below PCC 0.999, or off by more than 0.001 of its largest value, fails the compile naming the "
+                   "stage and the op (`compiled.checks` holds each stage's worst op)",
+        caveat="ops a stage rewrites are checked through the stage's outputs only, as are all ops of `optimize` "
+               "(its layout rewrites keep names) and of the placed-level `t_stream`")
     # --- balancer / scheduler / placer ----------------------------------------------------------------------
     balancer_policy: str = option(
         "default", choices=BALANCER_POLICIES,
@@ -835,8 +841,13 @@ class CompilerConfig:
                   "(docs/balancer.md)",
         env=(EnvValue("PYBUDA_BALANCER_EXPORT_MODELS"),))
     scheduler_policy: str = option(
-        "ModuleInputsBFS", doc="Scheduler policy", choices=SCHEDULER_POLICIES,
-        env=(EnvValue("PYBUDA_SCHEDULER_POLICY"),), effective=False)
+        "Topological", doc="The op schedule the balancer splits into epochs (docs/balancer.md \"Schedule\"): "
+                           "`Topological` (the earliest-built ready op first), `ModuleInputsBFS` (breadth first from "
+                           "the module's inputs), `LongestPath` (the longest path first, each op after its operands)",
+        choices=SCHEDULER_POLICIES,
+        caveat="the default here is `Topological` (legacy: `ModuleInputsBFS`), with which the perf baselines were "
+               "planned; on the fast tier's 12 rows the other two plan within 4 % of it, some better, some worse",
+        env=(EnvValue("PYBUDA_SCHEDULER_POLICY"),))
     enable_t_streaming: bool = option(
         True, doc="Search streaming factors (slice R/C into t) per op",
         caveat="the balancer's op models include row- and column-streamed ones (user guide, \"T-streaming\"); an "
@@ -859,18 +870,25 @@ class CompilerConfig:
                "of the chip, as in legacy; the CP-SAT planner is this compiler's only placer",
         env=(EnvFlag("PYBUDA_DISABLE_INTERACTIVE_PLACER", False),))
     enable_enumerate_u_kt: bool = option(
-        True, doc="Search all matmul u_kt values", env=(EnvBool("PYBUDA_DISABLE_ENUMERATE_U_KT", negate=True),),
-        effective=False)
+        True, doc="Search all matmul u_kt values: besides the largest u_kt that fits L1 (the fewest kernel cycles), "
+                  "each smaller one that frees L1 for more of the op's parameters (held in L1 instead of read from "
+                  "DRAM every input); False: the largest only",
+        env=(EnvBool("PYBUDA_DISABLE_ENUMERATE_U_KT", negate=True),))
     enable_single_buffer_fallback: bool = option(
-        False, doc="Allow single-buffered op models when double buffering does not fit",
-        env=(EnvBool("PYBUDA_ENABLE_SINGLE_BUFFER_FALLBACK"),), effective=False)
+        False, doc="Allow single-buffered op models when double buffering does not fit: an op grid on which no "
+                   "model with a double-buffered output (buf_size_mb 2) fits L1 gets one with buf_size_mb 1 (the "
+                   "estimate times the op's output buffer holding one mblock)",
+        env=(EnvBool("PYBUDA_ENABLE_SINGLE_BUFFER_FALLBACK"),))
     enable_auto_transposing_placement: bool = option(
         True, doc="The placer may turn an op's grid (grid_transpose) where that plans better; False places every op "
                   "as its grid reads, except the `override_op_placement(transpose_op=True)` ones",
         caveat="on by default here (the legacy default was off: its placer turned grids only when asked)",
         env=(EnvFlag("PYBUDA_ENABLE_AUTO_TRANSPOSE", True),))
     chip_placement_policy: str = option(
-        "MMIO_LAST", doc="Chip order for placement", choices=CHIP_PLACEMENT_POLICIES, effective=False)
+        "MMIO_LAST", doc="Chip order for placement: MMIO_LAST puts the last part of a chip-broken schedule on the chip "
+                         "with the PCIe link, the earlier parts on the others (docs/balancer.md \"Chips\")",
+        choices=("MMIO_LAST",), unsupported=tuple(p for p in CHIP_PLACEMENT_POLICIES if p != "MMIO_LAST"),
+        caveat="SNAKE ordered a Galaxy's chips, and no Galaxy is modelled here")
     dram_placement_algorithm: DRAMPlacementAlgorithm = option(
         DRAMPlacementAlgorithm.ROUND_ROBIN,
         doc="Queue-to-channel assignment: ROUND_ROBIN, ROUND_ROBIN_FLIP_FLOP, GREATEST_CAPACITY, CLOSEST (parameters "
@@ -897,9 +915,13 @@ class CompilerConfig:
                "it when none of those is, else alone between two device parts (one netlist per device part); an op "
                "decomposed from a listed type falls back too (user guide, \"CPU fallback\")")
     enable_tm_cpu_fallback: bool = option(
-        False, doc="Also move leading/trailing TM-heavy ops to the host", effective=False)
+        False, doc="Also run the TM ops (reshape, transpose, concatenate, slices, pad, ...) at the ends of the model "
+                   "on the host: leading ones computed from model inputs (and parameters, constants) through TMs "
+                   "alone, trailing ones read by model outputs alone (user guide, \"CPU fallback\")",
+        caveat="TMs that sit alone on an input or output already become host transforms without it (host_io stage)")
     tm_cpu_fallback_max_depth: int = option(
-        10, doc="Max op depth searched for TM fallback", bounds=(0, None), effective=False)
+        10, doc="How many TMs deep `enable_tm_cpu_fallback` goes from the inputs and from the outputs",
+        bounds=(0, None))
     enable_tvm_dropout: bool = option(
         False, doc="Keep dropout from TVM (temporary)",
         effective=False, inapplicable=TVM_PYTHON)
@@ -1020,7 +1042,11 @@ class CompilerConfig:
     loopback_outputs: dict[str, int] = option(
         {}, doc="{input name: output index}: keep outputs on device as next inputs", effective=False)
     op_intermediates_to_save: list[str] = option(
-        [], doc="Ops whose outputs are spilled to the intermediates queue", effective=False)
+        [], doc="Ops of the Buda graph whose outputs the host also reads: each gets an output queue "
+                "`intermediate_<op>` and is not fused; after a call, `compiled.intermediates` maps each name to its "
+                "output (framework layout); inference compiles only",
+        caveat="an op name the device graph lacks fails after fusion with the closest names; the estimate pays for "
+               "the extra output queue")
     # --- device / backend / runtime -------------------------------------------------------------------------
     device_mode: DeviceMode = option(
         DeviceMode.CompileAndRun,
@@ -1147,7 +1173,7 @@ class CompilerConfig:
         self.balancer_op_overrides[op_name] = override
 
     def save_intermediates(self) -> bool:
-        """True when any op output is to be spilled to the intermediates queue."""
+        """True when any op's output is saved (`op_intermediates_to_save`)."""
         return len(self.op_intermediates_to_save) > 0
 
     # --- export ---------------------------------------------------------------------------------------------
@@ -1699,6 +1725,7 @@ def referenced_op_names(config: CompilerConfig) -> list[OpNameRef]:
         refs.extend((name, "insert_fracture_group") for name, _, _ in nodes)
         refs.extend((name, "insert_fracture_group") for name in chip_ids)
     refs.extend((op, "override_multi_op_fracture_factor") for op in config.conv_multi_op_fracture_factor_override)
+    refs.extend((op, "op_intermediates_to_save") for op in config.op_intermediates_to_save)
     for producer, consumer, _ in config.insert_queues:
         refs.extend([(producer, "insert_queues"), (consumer, "insert_queues")])
     return [OpNameRef(name, kind) for name, kind in dict.fromkeys(refs)]

@@ -43,6 +43,7 @@ from .passes.fuse import fuse
 from .passes.host_io import hoist_io_transforms
 from .passes.fan_out import over_limit, split_fan_out
 from .passes.insert_nops import insert_nops
+from .passes.intermediates import save_intermediates
 from .passes.lower import lower
 from .passes.optimize import optimize
 from .passes.t_stream import apply_streaming
@@ -231,6 +232,18 @@ def insert_nops_stage(state: CompileState) -> CompileState:
     return _on_device(state, lambda g: split_fan_out(insert_nops(g.copy(), state.config), limit))
 
 
+def save_intermediates_stage(state: CompileState) -> CompileState:
+    """A graph output for each op `op_intermediates_to_save` names (`passes/intermediates.py`; before the fan-out
+    NOPs, which count it as a user); the fuse stage checked the names. Inference compiles only."""
+    names = state.config.op_intermediates_to_save
+    if not names:
+        return state
+    if state.optimizer is not None:
+        raise UserInputError(f"op_intermediates_to_save ({', '.join(map(repr, names))}): intermediates are saved in "
+                             "inference compiles only; compile without the optimizer to read them")
+    return _on_device(state, lambda g: save_intermediates(g.copy(), names))
+
+
 def balance_stage(state: CompileState) -> CompileState:
     """Op models, epochs and core placement of every device segment."""
     check_orderings(state.config.scheduler_constraints, list(state.device_graphs()))
@@ -287,6 +300,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("lower", lower_stage, "framework", "buda"),
     Stage("data_formats", data_formats_stage, "buda", "buda"),
     Stage("fuse", fuse_stage, "buda", "buda", (CompileDepth.BUDA_GRAPH_PRE_PLACER,)),
+    Stage("save_intermediates", save_intermediates_stage, "buda", "buda"),
     Stage("insert_nops", insert_nops_stage, "buda", "buda"),
     Stage("balance", balance_stage, "buda", "placed", (CompileDepth.BALANCER_PASS,)),
     Stage("t_stream", t_stream_stage, "placed", "placed", (CompileDepth.PRE_NETLIST_PASS,), edits_graph=True),

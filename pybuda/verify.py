@@ -16,6 +16,8 @@ from .passes.host_io import apply_host_transforms, from_device_layout, to_device
 
 
 GRAPH_PCC_THRESHOLD = 0.999   # a stage's graph, evaluated in float32, against the framework
+OP_RELATIVE_ERROR = 1e-3      # op-level comparison: max abs error over the op's largest framework value (PCC
+                              # alone misses a scaled op)
 
 # The simulated netlist against the framework, by its least precise data format (in precision order), as (HiFi
 # fidelities, LoFi in some op): a little below the lowest PCC of the fast-tier zoo models at that format
@@ -36,13 +38,16 @@ class VerificationError(InternalError, AssertionError):
 @dataclasses.dataclass
 class StageCheck:
     """One verify result: a stage's worst output against the framework. For the netlist stage (the netlist run in
-    the backend simulator) also its least precise data format and that format's PCC threshold."""
+    the backend simulator) also its least precise data format and that format's PCC threshold; for an op-level
+    check, the worst of the ops compared with the framework graph's ops of the same name."""
 
     stage: str
     pcc: float
     max_abs_error: float
     data_format: str | None = None
     threshold: float = GRAPH_PCC_THRESHOLD
+    op: str | None = None           # an op-level check (`enable_op_level_comparision`): its worst op
+    ops_compared: int = 0           # and how many ops it compared
 
 
 def least_precise_format(netlist: Netlist) -> DataFormat:
@@ -82,6 +87,13 @@ def is_device_graph(graph: Graph) -> bool:
 
 def evaluate_sample(graph: Graph, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Evaluate one sample; `inputs` are in the graph's own input layout. Returns output arrays as produced."""
+    values = evaluate_values(graph, inputs)
+    return {name: values[name] for name in graph.output_names}
+
+
+def evaluate_values(graph: Graph, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Evaluate one sample (inputs in the graph's own layout); every node's value as produced, in topological
+    order."""
     values: dict[str, np.ndarray] = {}
     for name in graph.topo_order():
         node = graph.node(name)
@@ -92,7 +104,7 @@ def evaluate_sample(graph: Graph, inputs: dict[str, np.ndarray]) -> dict[str, np
         else:
             args = [apply_tms(values[o.src], list(o.tms)) if o.tms else values[o.src] for o in graph.operands(name)]
             values[name] = args[0] if node.kind == "output" else registry.evaluate(node.op_type, args, node.attrs)
-    return {name: values[name] for name in graph.output_names}
+    return values
 
 
 def host_inputs(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -147,6 +159,55 @@ def run_golden(graph: Graph, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
     """Evaluate one graph on a microbatch of named inputs, one sample at a time; returns the batched framework
     outputs."""
     return run_segments((Segment(DEVICE, graph),), batch, graph.output_names)
+
+
+@dataclasses.dataclass(frozen=True)
+class OpValue:
+    """An op's value on one sample in the framework layout, and the names of its operands."""
+
+    value: np.ndarray
+    operands: tuple[str, ...]
+
+
+def op_values(segments: tuple[Segment, ...] | list[Segment], sample: dict[str, np.ndarray]) -> dict[str, OpValue]:
+    """Every op's value on one sample of named model inputs (leading dim 1), the segments evaluated in order, in
+    the framework layout (a device graph's op: tile padding removed to its logical shape), by op name."""
+    values, ops = dict(sample), {}
+    for segment in segments:
+        graph = segment.graph
+        got = evaluate_values(graph, host_inputs(graph, values))
+        device = is_device_graph(graph)
+        for node in graph.nodes("op"):
+            x = got[node.name]
+            ops[node.name] = OpValue(from_device_layout(x, node.logical_shape, ()) if device and node.logical_shape
+                                     else x, tuple(o.src for o in graph.operands(node.name)))
+        values.update(zip(graph.output_names, host_outputs(graph, {n: got[n] for n in graph.output_names})))
+    return ops
+
+
+def compare_ops(stage: str, got: dict[str, OpValue], before: dict[str, OpValue]) -> StageCheck:
+    """The ops a stage kept, compared with the stage before it: those of `got` (in evaluation order) that `before`
+    has with the same name, operands and shape and a finite value (a rewritten op takes a new name or operands; a
+    layout rewrite changes its shape). VerificationError naming the first whose PCC is below the graph threshold
+    or whose max abs error exceeds `OP_RELATIVE_ERROR` of its largest value; else the check of the worst one
+    (`op`, and how many were compared)."""
+    worst, compared = StageCheck(stage, 1.0, 0.0), 0
+    for name, op in got.items():
+        ref = before.get(name)
+        if ref is None or ref.operands != op.operands or ref.value.shape != op.value.shape or \
+                not np.isfinite(ref.value).all():
+            continue
+        compared += 1
+        a, b = op.value, ref.value
+        this = StageCheck(stage, pcc(a, b), float(np.max(np.abs(a - b))) if a.size else 0.0, op=name)
+        scale = float(np.max(np.abs(b))) if b.size else 0.0
+        if not (this.pcc >= GRAPH_PCC_THRESHOLD and this.max_abs_error <= OP_RELATIVE_ERROR * max(scale, 1e-6)):
+            raise VerificationError(f"stage {stage!r}: op {name!r} diverges from its value before the stage: pcc "
+                                    f"{this.pcc:.6f} (at least {GRAPH_PCC_THRESHOLD}), max abs error "
+                                    f"{this.max_abs_error:.3g} (at most {OP_RELATIVE_ERROR} of its largest value "
+                                    f"{scale:.3g}; the ops evaluated before it matched)")
+        worst = this if worst.op is None or this.pcc < worst.pcc else worst
+    return dataclasses.replace(worst, ops_compared=compared)
 
 
 def run_segments(segments: tuple[Segment, ...] | list[Segment], batch: dict[str, np.ndarray],

@@ -162,7 +162,7 @@ def test_override_naming_unknown_op_suggests_close_names(tmp_path):
     ("lower", ["initial_graph", "decompose", "optimize", "autograd", "cpu_fallback", "host_io", "lower"]),
     ("balance", ["initial_graph", "decompose", "optimize", "autograd", "cpu_fallback", "host_io", "lower",
                  "data_formats",
-                 "fuse", "insert_nops"]),
+                 "fuse", "save_intermediates", "insert_nops"]),
 ])
 def test_compile_depth_stops_and_keeps_stage_graphs(tmp_path, depth, graphs):
     compiled = pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path,

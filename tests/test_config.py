@@ -64,7 +64,7 @@ def test_defaults_match_legacy():
         "graph_solver_self_cut_type": "FastCut", "enable_link_past_cache_ios": False, "fracture_groups": [],
         "backend_opt_level": 4, "manual_dram_queue_placement": {}, "insert_queues": [],
         "buffering_nops_to_insert": {}, "enable_training": False, "enable_recompute": False,
-        "balancer_policy": "default", "scheduler_policy": "ModuleInputsBFS", "enable_consteval": True,
+        "balancer_policy": "default", "enable_consteval": True,
         "compile_depth": CompileDepth.FULL, "enable_enumerate_u_kt": True, "op_names_manual_fuse": [],
         "balancer_op_overrides": {}, "placer_op_overrides": [],
         "harvesting_mask": 0, "enable_single_buffer_fallback": False, "op_intermediates_to_save": [],
@@ -74,6 +74,7 @@ def test_defaults_match_legacy():
     for name, value in expected.items():
         assert getattr(cfg, name) == value, name
     assert cfg.enable_auto_transposing_placement is True     # deliberately on here (legacy: off; docs/config.md)
+    assert cfg.scheduler_policy == "Topological"              # deliberately (legacy: ModuleInputsBFS; docs/config.md)
     assert cfg.save_intermediates() is False
 
 
@@ -121,7 +122,7 @@ def test_effective_options_are_derived_from_the_declarations():
 
 
 @pytest.mark.parametrize("name, effective", [
-    ("compile_depth", True), ("balancer_policy", True), ("enable_recompute", True), ("scheduler_policy", False),
+    ("compile_depth", True), ("balancer_policy", True), ("enable_recompute", True), ("scheduler_policy", True),
     ("fracture_groups", False), ("override_op_size", True), ("override_u_kt", True), ("place_on_new_epoch", True),
     ("override_op_placement", True), ("balancer_op_override", True), ("insert_fracture_group", False),
     ("set_num_repeated_patterns", False), ("set_auto_transposing_placement", True),
@@ -278,7 +279,8 @@ def test_device_config_validated():
     ("cpu_fallback_ops", {"embedding", 3}, TypeError, r"cpu_fallback_ops item: expected str, got int 3"),
     ("loopback_outputs", {"past": "0"}, TypeError, r"loopback_outputs\['past'\]: expected int"),
     ("balancer_op_overrides", {"mm": (2, 2)}, TypeError, r"balancer_op_overrides\['mm'\]: expected OpOverride"),
-    ("chip_placement_policy", "RANDOM", ValueError, r"chip_placement_policy.*SNAKE"),
+    ("chip_placement_policy", "RANDOM", ValueError, r"chip_placement_policy.*legal values: MMIO_LAST$"),
+    ("chip_placement_policy", "SNAKE", ValueError, r"chip_placement_policy: invalid value 'SNAKE' \(a legacy value"),
 ])
 def test_field_validation_errors_name_field_value_and_legal(field, value, error, pattern):
     cfg = CompilerConfig()
@@ -779,7 +781,7 @@ def test_an_option_that_cannot_apply_says_why_in_the_docs_and_the_warning():
     rows = _doc_rows()
     assert rows["compile_tvm_to_python"][-1].startswith("no: the legacy TVM path generated a PyBuda Python module")
     assert rows["backend_opt_level"][-1].startswith("no: there is no hardware runtime here")
-    assert rows["scheduler_policy"][-1] == "not yet"       # could apply here: not done
+    assert rows["enable_conv_prestride"][-1] == "not yet"  # could apply here: not done
     with pytest.warns(C.IneffectiveOptionWarning, match="'backend_opt_level'.*does not apply in this compiler "
                                                       r"\(there is no hardware runtime here"):
         C.set_configuration_options(backend_opt_level=2)

@@ -313,3 +313,32 @@ def test_ops_on_values_no_device_tensor_holds_run_on_the_host_after_the_device(t
     with torch.no_grad():
         expected = model(x)
     assert pcc(compiled(x).numpy(), expected.numpy()) >= 0.99
+
+
+class _TmEnds(nn.Module):
+    """Leading TMs on the inputs (a concatenate of two inputs, then a transpose), a linear, trailing TMs (a
+    reshape and a transpose of the output)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 64)
+
+    def forward(self, x, y):
+        h = torch.cat([x, y], dim=-1).transpose(-1, -2)      # (b, 64, 32)
+        return self.fc(h.transpose(-1, -2)).reshape(-1, 32, 2, 32).transpose(1, 2)
+
+
+@pytest.mark.parametrize("depth, on_host", [(0, 0), (1, 2), (10, 5)])
+def test_tm_cpu_fallback_moves_the_tms_at_the_ends_to_the_host(depth, on_host, tmp_path):
+    """`enable_tm_cpu_fallback`: the leading concatenate and transposes and the trailing reshape and transpose run
+    on the host, as deep as `tm_cpu_fallback_max_depth` allows; the linear stays on the device."""
+    model, x, y = _TmEnds(), torch.randn(2, 32, 32), torch.randn(2, 32, 32)
+    config = pybuda.CompilerConfig(enable_tm_cpu_fallback=True, tm_cpu_fallback_max_depth=depth)
+    compiled = pybuda.compile(model, x, y, config=config, output_dir=tmp_path)
+    host = compiled.host_ops
+    assert len(host) == on_host and not any(op.startswith(("matmul", "linear")) for op in host)
+    if depth:
+        assert any(op.startswith("concatenate") for op in host)
+    with torch.no_grad():
+        expected = model(x, y)
+    assert pcc(compiled(x, y).numpy(), expected.numpy()) >= 0.99

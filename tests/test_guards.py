@@ -244,14 +244,15 @@ def test_effective_options_and_defaults_do_not_warn():
 
 def test_compile_warns_once_for_config_fields_with_no_effect(tmp_path):
     from models import MLP
-    config = pybuda.CompilerConfig(enable_enumerate_u_kt=False, enable_single_buffer_fallback=True,
+    config = pybuda.CompilerConfig(enable_forked_dram_inputs=True, enable_broadcast_splitting=True,
                                    enable_consteval=False)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         for out in ("a", "b"):
             pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path / out, config=config)
     messages = _ineffective(record)
-    assert len(messages) == 2 and "'enable_enumerate_u_kt'" in messages[0] and "'enable_single_buffer_fallback'" in messages[1]
+    assert len(messages) == 2 and "'enable_forked_dram_inputs'" in messages[0] and \
+        "'enable_broadcast_splitting'" in messages[1]
     assert all("compile" in m for m in messages)
 
 

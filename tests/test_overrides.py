@@ -1,5 +1,6 @@
 """Overrides that shape op models and the schedule (`override_u_kt`, `override_input_buffer_multiplier`,
-`override_dram_parameters`, `insert_nop`, `add_schedule_constraint`) and the balancer's fork-join buffering: each
+`override_dram_parameters`, `insert_nop`, `add_schedule_constraint`), the op-model options
+(`enable_enumerate_u_kt`, `enable_single_buffer_fallback`) and the balancer's fork-join buffering: each
 changes the netlist as asked, keeps the outputs, and an impossible one names the legal choices."""
 from __future__ import annotations
 
@@ -284,3 +285,39 @@ def test_auto_transposing_placement_turns_a_grid_only_when_enabled():
         placements[auto] = [(g.name, name, bool(o.grid_transpose)) for g in graphs for name, o in g.ops.items()]
     assert placements[True] == [("fwd_0_0", "a", False), ("fwd_0_0", "b", True)]
     assert placements[False] == [("fwd_0_0", "a", False), ("fwd_0_1", "b", False)]
+
+
+def test_enumerate_u_kt_keeps_the_smaller_u_kt_that_holds_the_weights_in_l1(tmp_path):
+    """On n150 a 9216 -> 128 linear's largest fitting u_kt (96) leaves no L1 for its weights, which are then read
+    from DRAM every input; `enable_enumerate_u_kt` (the default) also offers u_kt 72, which holds them, and the
+    balancer takes it; False offers the largest only."""
+    model, x = torch.nn.Linear(9216, 128), torch.randn(4, 32, 9216)
+    plans = {}
+    for enumerate_u_kt in (True, False):
+        config = pybuda.CompilerConfig(enable_enumerate_u_kt=enumerate_u_kt)
+        compiled = pybuda.compile(model, x, device="n150", config=config, output_dir=tmp_path / str(enumerate_u_kt))
+        (matmul,) = [m for name, m in compiled.placement.models.items() if name.startswith("matmul")]
+        plans[enumerate_u_kt] = matmul, compiled.placement.estimated_cycles
+        out, expected = compiled(x).numpy(), model(x).detach().numpy()
+        assert pcc(out, expected) >= 0.99
+    (wide, wide_cycles), (largest, largest_cycles) = plans[True], plans[False]
+    assert (largest.u_kt, largest.prologue) == (96, frozenset())
+    assert wide.u_kt < 96 and wide.prologue and wide_cycles < largest_cycles
+
+
+def test_single_buffer_fallback_fits_an_output_only_single_buffered(tmp_path):
+    """A 13x23-tile output (prime dimensions: one core) without t-streaming fits n150's L1 only with one output
+    mblock: the error says `enable_single_buffer_fallback` would fit it, and with it the op has buf_size_mb 1."""
+    class Exp(torch.nn.Module):
+        def forward(self, x):
+            return torch.exp(x) * 0.5
+
+    x = torch.randn(1, 13 * 32, 23 * 32)
+    with pytest.raises(BalancerError, match=r"enable_single_buffer_fallback=True\) it has 1 legal model"):
+        pybuda.compile(Exp(), x, device="n150", config=pybuda.CompilerConfig(enable_t_streaming=False),
+                       output_dir=tmp_path / "double")
+    config = pybuda.CompilerConfig(enable_t_streaming=False, enable_single_buffer_fallback=True)
+    compiled = pybuda.compile(Exp(), x, device="n150", config=config, output_dir=tmp_path / "single")
+    assert [op.buf_size_mb for op in _ops(compiled).values()] == [1]
+    out, expected = compiled(x).numpy(), Exp()(x).numpy()
+    assert pcc(out, expected) >= 0.99 and np.allclose(out, expected, rtol=0.02, atol=0.02)

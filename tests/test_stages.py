@@ -25,8 +25,9 @@ def _stage(name: str) -> Stage:
 
 def test_default_list_chains_levels_and_stage_names():
     check_stages(STAGES)
-    assert [s.name for s in STAGES] == ["initial_graph", "decompose", "optimize", "autograd", "cpu_fallback", "host_io", "lower",
-                                        "data_formats", "fuse", "insert_nops", "balance", "t_stream", "netlist"]
+    assert [s.name for s in STAGES] == ["initial_graph", "decompose", "optimize", "autograd", "cpu_fallback", "host_io",
+                                        "lower", "data_formats", "fuse", "save_intermediates", "insert_nops",
+                                        "balance", "t_stream", "netlist"]
     assert STAGES[0].requires == "model" and STAGES[-1].ensures == "netlist"
 
 
@@ -111,8 +112,9 @@ def test_a_stage_inserted_after_lower_runs_is_timed_and_verified(tmp_path):
 
 def test_each_stage_keeps_its_own_graph(tmp_path):
     compiled = pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path)
-    # cpu_fallback keeps an unsplit graph as it is, autograd an inference graph, insert_nops a graph without NOPs
-    kept = ("cpu_fallback", "autograd", "insert_nops")
+    # cpu_fallback keeps an unsplit graph as it is, autograd an inference graph, insert_nops a graph without NOPs,
+    # save_intermediates one without intermediates
+    kept = ("cpu_fallback", "autograd", "insert_nops", "save_intermediates")
     graphs = [compiled.graphs[s.name] for s in STAGES if s.produces_graph and s.name not in kept]
     assert len({id(g) for g in graphs}) == len(graphs)
     assert compiled.graphs["insert_nops"] is compiled.graphs["fuse"]
@@ -131,3 +133,24 @@ def test_an_error_in_a_stage_names_the_stage_and_keeps_its_type(tmp_path):
     note, = err.value.__notes__
     assert note.startswith("raised in compile stage 'balance' of model 'mlp'; pybuda did not expect it") \
         and "pybuda bug" in note          # not a PyBudaError: a report is asked for
+
+
+def test_op_level_comparison_names_the_first_op_a_stage_breaks(tmp_path):
+    """`enable_op_level_comparision` (it implies verify): a Buda-level stage that doubles w1 makes mm1 the first op
+    to diverge (its PCC stays 1: the max error catches it), and the error names it, not just the stage's outputs;
+    without the breakage every stage's kept ops (mm1, bias1, ...) match their values before the stage."""
+    def scale_weights(state):
+        graph = state.graph.copy()
+        graph.node("mlp.w1").value = graph.node("mlp.w1").value * 2.0
+        return dataclasses.replace(state, graph=graph)
+
+    at = [s.name for s in STAGES].index("lower") + 1
+    stages = [*STAGES[:at], Stage("scale", scale_weights, "buda", "buda"), *STAGES[at:]]
+    config = pybuda.CompilerConfig(enable_op_level_comparision=True)
+    x = torch.randn(2, 16, 64)
+    with pytest.raises(pybuda.VerificationError, match=r"stage 'scale': op 'mm1' diverges from its value before"):
+        pybuda.compile(MLP(), x, output_dir=tmp_path / "broken", config=config, stages=stages)
+    compiled = pybuda.compile(MLP(), x, output_dir=tmp_path, config=config)
+    op_checks = {c.stage: c for c in compiled.checks if c.ops_compared}
+    assert {"decompose", "lower", "data_formats", "fuse"} <= set(op_checks)
+    assert op_checks["lower"].ops_compared >= 4 and all(c.pcc >= 0.999 for c in op_checks.values())

@@ -276,7 +276,8 @@ def test_verify_checks_gradients_at_every_stage_and_the_step(tmp_path):
                               output_dir=tmp_path, verify=True)
     checked = [c.stage for c in compiled.checks if "gradients" in c.stage or c.stage == "netlist step"]
     assert checked == ["autograd gradients", "cpu_fallback gradients", "host_io gradients", "lower gradients",
-                       "data_formats gradients", "fuse gradients", "insert_nops gradients", "t_stream gradients",
+                       "data_formats gradients", "fuse gradients", "save_intermediates gradients",
+                       "insert_nops gradients", "t_stream gradients",
                        "netlist gradients", "netlist step"]
     assert all(c.pcc >= c.threshold for c in compiled.checks)
 

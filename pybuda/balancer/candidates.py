@@ -19,6 +19,7 @@ from .plan_cost import PlanCoster
 from .streaming import op_streams, stream_override_error
 
 MAX_CANDIDATES = 16
+MAX_SMALLER_U_KT = 4     # candidates with a smaller u_kt that holds more parameters in L1 (`enable_enumerate_u_kt`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,17 +88,24 @@ class CandidateTable:
                     f"{self.device.grid_rows}x{self.device.grid_cols} cores of {self.device.name}); legal grids: "
                     f"{', '.join(f'{r}x{c}' for r, c in legal)}")
             models = chosen
-        unstreamed = pareto([c for c in models if not c.model.t_stream], limit=MAX_CANDIDATES // 2)
-        front = pareto(models)
-        return sorted({id(c): c for c in unstreamed + front}.values(),
+        largest = _largest_u_kt(models)
+        unstreamed = pareto([c for c in largest if not c.model.t_stream], limit=MAX_CANDIDATES // 2)
+        front = pareto(largest)
+        chosen = {id(c): c for c in unstreamed + front}
+        held = max((len(c.model.prologue) for c in largest), default=0)
+        smaller = [c for c in pareto(models, limit=len(models))
+                   if id(c) not in {id(b) for b in largest} and len(c.model.prologue) > held]
+        chosen.update((id(c), c) for c in sorted(smaller, key=lambda c: c.standalone)[:MAX_SMALLER_U_KT])
+        return sorted(chosen.values(),
                       key=lambda c: (c.cores, c.standalone, len(c.model.t_stream), c.model.grid, c.model.t_stream))
 
     def _enumerate(self, name: str) -> list[OpModel]:
         graph, dims = self.graph, op_dims(self.graph, name)
         request = model_request(graph, name, self.config)
-        models = legal_op_models(graph, name, self.device,
-                                 lambda gr, gc: op_streams(graph, name, self.config, gr, gc, dims["rt"], dims["ct"]),
-                                 request)
+
+        def streams(gr: int, gc: int) -> list:
+            return op_streams(graph, name, self.config, gr, gc, dims["rt"], dims["ct"])
+        models = legal_op_models(graph, name, self.device, streams, request)
         shape = getattr(self.config.balancer_op_overrides.get(name), "t_stream_shape", None)
         if shape is None and any(graph.node(u).kind == "output" for u, _ in graph.users(name)):
             # the host restacks a streamed output's slices (work the estimate does not time): only where no
@@ -106,15 +114,19 @@ class CandidateTable:
         if not models and shape is not None and shape != (1, 1):
             raise stream_override_error(name, shape, dims["rt"], dims["ct"],
                                         [m.grid for m in legal_op_models(graph, name, self.device)])
-        if not models and request != ModelRequest():
+        if not models and _describe(name, request):
             raise BalancerError(f"op {name!r} ({graph.node(name).op_type}): no legal op model fits the "
                                 f"{self.device.l1_usable} B of usable L1 on {self.device.name} with "
                                 f"{_describe(name, request)}; without it the op has "
                                 f"{len(legal_op_models(graph, name, self.device))} legal models")
         if not models:
+            single = [] if request.single_buffer_fallback else legal_op_models(
+                graph, name, self.device, streams, dataclasses.replace(request, single_buffer_fallback=True))
             raise BalancerError(f"op {name!r} ({graph.node(name).op_type}): no legal op model fits the "
                                 f"{self.device.l1_usable} B of usable L1 on {self.device.name} (output {dims['t']}x"
-                                f"{dims['rt']}x{dims['ct']} tiles)")
+                                f"{dims['rt']}x{dims['ct']} tiles)" + (
+                                    f"; with a single-buffered output (enable_single_buffer_fallback=True) it has "
+                                    f"{len(single)} legal model(s)" if single else ""))
         return models
 
 
@@ -123,8 +135,10 @@ def model_request(graph: Graph, name: str, config) -> ModelRequest:
     cannot take, naming the legal values)."""
     o = config.balancer_op_overrides.get(name)
     everywhere = config.default_dram_parameters is True     # `default_dram_parameters`: every op's in DRAM
+    allowed = {"enumerate_u_kt": config.enable_enumerate_u_kt,
+               "single_buffer_fallback": config.enable_single_buffer_fallback}
     if o is None:
-        return ModelRequest(dram_parameters=everywhere)
+        return ModelRequest(dram_parameters=everywhere, **allowed)
     node, inputs = graph.node(name), input_names(graph, name)
     if o.u_kt is not None:
         legal = divisors(op_dims(graph, name)["k"]) if registry.belongs(node.op_type, "inner_dim") else ()
@@ -139,7 +153,7 @@ def model_request(graph: Graph, name: str, config) -> ModelRequest:
                                 f"inputs; legal operand_index: 0-{len(inputs) - 1}")
     in_dram = everywhere if o.force_dram_parameters is None else bool(o.force_dram_parameters)
     return ModelRequest(o.u_kt, tuple(sorted(o.input_buffer_multiplier.items())), in_dram,
-                        o.output_buffer_multiplier or 1)
+                        o.output_buffer_multiplier or 1, **allowed)
 
 
 def _describe(name: str, request: ModelRequest) -> str:
@@ -152,6 +166,18 @@ def _describe(name: str, request: ModelRequest) -> str:
     parts += [f"internal_override_output_buffer_multiplier({name!r}, multiplier={m}) (buf_size_mb {2 * m}; the "
               f"backend also needs {m} and the op's t to divide one another)"] if m > 1 else []
     return " and ".join(parts)
+
+
+def _largest_u_kt(candidates: list[Candidate]) -> list[Candidate]:
+    """The candidates with the largest u_kt of their grid, streaming, ublock and output buffer (those the
+    enumeration keeps without `enable_enumerate_u_kt`)."""
+    best: dict[tuple, Candidate] = {}
+    for c in candidates:
+        m = c.model
+        key = (m.grid, m.t_stream, m.ublock, m.buf_size_mb)
+        if key not in best or m.u_kt > best[key].model.u_kt:
+            best[key] = c
+    return list(best.values())
 
 
 def _indexed(model: OpModel, inputs: list[str]) -> OpModel:

@@ -78,12 +78,16 @@ class ModelRequest:
     `multiplier` x the tiles one core reads of that input per t slice (`override_input_buffer_multiplier`,
     {netlist input index: multiplier}), parameters and constants kept in DRAM (`override_dram_parameters`
     True; False is the default: held in L1 where they fit) and an output buffer of `output_buffer_multiplier` x
-    the double-buffered two mblocks (`internal_override_output_buffer_multiplier`)."""
+    the double-buffered two mblocks (`internal_override_output_buffer_multiplier`); and what the config allows:
+    smaller u_kt values where they hold more parameters in L1 (`enable_enumerate_u_kt`), a single-buffered output
+    where no double-buffered model fits a grid (`enable_single_buffer_fallback`)."""
 
     u_kt: int | None = None
     buffer_multipliers: tuple = ()      # ((input index, multiplier), ...)
     dram_parameters: bool = False
     output_buffer_multiplier: int = 1
+    enumerate_u_kt: bool = True
+    single_buffer_fallback: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -534,9 +538,10 @@ def legal_op_models(graph: Graph, name: str, device: DeviceSpec,
 
 def _models_on_grid(graph: Graph, name: str, device: DeviceSpec, grid: tuple, stream: tuple, dims: dict, dest: int,
                     inner: tuple | None, operands: list[NetlistInput], request: ModelRequest) -> list[OpModel]:
-    """The legal model of op `name` on one grid with one streaming: the largest ublock and then the largest u_kt
-    that fit L1 (the fastest; smaller ones only cost more; a smaller ublock is tried as the legacy balancer does,
-    halving the dest tiles), or none."""
+    """The legal models of op `name` on one grid with one streaming: the largest ublock and then the largest u_kt
+    that fit L1 (the fastest; a smaller ublock is tried as the legacy balancer does, halving the dest tiles), with
+    the smaller u_kt values that hold more parameters in L1 (`request.enumerate_u_kt`); double-buffered output, or
+    single-buffered where nothing else fits and the request allows it; or none."""
     t, rt, ct = dims["t"], dims["rt"], dims["ct"]
     rows, cols = rt // grid[0], ct // grid[1]
     if stream:
@@ -544,35 +549,38 @@ def _models_on_grid(graph: Graph, name: str, device: DeviceSpec, grid: tuple, st
             return []
         t *= stream[1]
         rows, cols = (rows // stream[1], cols) if stream[0] == "r" else (rows, cols // stream[1])
-    tried = set()
-    while dest >= 1:
-        ublock = best_ublock(rows, cols, dest)
-        if ublock not in tried:
-            tried.add(ublock)
-            model = _fitting_u_kt(graph, name, device, grid, t, ublock, (rows, cols), stream, dims["k"], inner,
-                                  operands, request)
-            if model is not None:
-                return [model]
-        dest //= 2
+    multiplier = request.output_buffer_multiplier
+    buffers = [BUF_SIZE_MB * multiplier] + ([1] if request.single_buffer_fallback and multiplier == 1 else [])
+    for buf_size_mb in buffers:
+        tried, ublock_dest = set(), dest
+        while ublock_dest >= 1:
+            ublock = best_ublock(rows, cols, ublock_dest)
+            if ublock not in tried:
+                tried.add(ublock)
+                models = _fitting_u_kts(graph, name, device, grid, t, ublock, (rows, cols), stream, dims["k"], inner,
+                                        operands, request, buf_size_mb)
+                if models:
+                    return models
+            ublock_dest //= 2
     return []
 
 
-def _fitting_u_kt(graph: Graph, name: str, device: DeviceSpec, grid: tuple, t: int, ublock: tuple, block: tuple,
-                  stream: tuple, k: int, inner: tuple | None, operands: list[NetlistInput],
-                  request: ModelRequest) -> OpModel | None:
-    """The model with the largest u_kt that fits L1 on one grid, streaming and ublock, or the requested one (None:
-    none fits)."""
+def _fitting_u_kts(graph: Graph, name: str, device: DeviceSpec, grid: tuple, t: int, ublock: tuple, block: tuple,
+                   stream: tuple, k: int, inner: tuple | None, operands: list[NetlistInput],
+                   request: ModelRequest, buf_size_mb: int) -> list[OpModel]:
+    """The model with the largest u_kt that fits L1 on one grid, streaming and ublock, or the requested one; with
+    `request.enumerate_u_kt` also each smaller u_kt whose model holds more of the parameters in L1 than the larger
+    ones do (a smaller u_kt costs kernel cycles and frees L1 for prologue); [] if none fits."""
     node = graph.node(name)
     gr, gc = grid
     mblock = (block[0] // ublock[0], block[1] // ublock[1])
     u_kts = divisors(k)[::-1] if inner is not None else (1,)
-    multiplier = request.output_buffer_multiplier
-    if multiplier > 1 and t % multiplier and multiplier % t:
-        return None     # the backend needs buf_size_mb / 2 and t to divide one another
+    if buf_size_mb > 2 and t % (buf_size_mb // 2) and (buf_size_mb // 2) % t:
+        return []     # the backend needs buf_size_mb / 2 and t to divide one another
+    models: list[OpModel] = []
     for u_kt in (u_kts if request.u_kt is None else [u for u in u_kts if u == request.u_kt]):
         m_k = k // u_kt
-        model = OpModel((gr, gc), t, mblock, ublock, m_k, u_kt, t_stream=stream,
-                        buf_size_mb=BUF_SIZE_MB * multiplier)
+        model = OpModel((gr, gc), t, mblock, ublock, m_k, u_kt, t_stream=stream, buf_size_mb=buf_size_mb)
         if node.op_type == "sparse_matmul":
             unique, _ = _sparse_bounds(node.attrs["sparse"], gr, t)
             if not encoding_fits(unique, mblock[0], ublock[0], u_kt):
@@ -580,11 +588,15 @@ def _fitting_u_kt(graph: Graph, name: str, device: DeviceSpec, grid: tuple, t: i
         geom, inputs, fused_tiles = _l1_context(graph, name, model, operands)
         fit = _prologue_choice(graph, name, model, geom, inputs, device.l1_usable, fused_tiles,
                                _requested_buffers(geom, inputs, request), request.dram_parameters)
-        if fit is None:
+        if fit is None or (models and not fit[1] > models[-1].prologue):
             continue
         cycles = op_kernel_cycles(graph, name, model, geom, device)
-        return dataclasses.replace(model, l1_bytes=fit[0], cycles=cycles, prologue=fit[1], input_buf_min=fit[2])
-    return None
+        models.append(dataclasses.replace(model, l1_bytes=fit[0], cycles=cycles, prologue=fit[1],
+                                          input_buf_min=fit[2]))
+        prologuable = {i.src for i in inputs if i.kind in ("parameter", "constant", "sparse")}
+        if not request.enumerate_u_kt or request.dram_parameters or fit[1] >= prologuable:
+            break
+    return models
 
 
 def _requested_buffers(geom: OpGeometry, inputs: list[NetlistInput], request: ModelRequest) -> tuple:

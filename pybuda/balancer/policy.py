@@ -26,7 +26,7 @@ REPLANS = 4    # plans made again without an overusing op's model before the ove
 def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int) -> Placement:
     """Choose op models, epochs and placement for every op of the Buda graph."""
     policy = BALANCER_POLICY_ALIASES.get(config.balancer_policy, config.balancer_policy)   # legal: config checked
-    schedule = op_schedule(graph, config.scheduler_constraints)
+    schedule = op_schedule(graph, config.scheduler_constraints, config.scheduler_policy)
     constraints = Constraints.from_config(config, schedule, device)
     constraints = dataclasses.replace(constraints, breaks=constraints.breaks | epoch_type_breaks(graph, schedule))
     coster = PlanCoster(graph, device, IoLinks.from_config(config), microbatch,

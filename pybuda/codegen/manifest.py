@@ -11,10 +11,12 @@ name) one `QueueFeed`:
                               transforms) and 4-D tile-padded `device_shape`
     output                    `feed`: the value it gives, `logical_shape` and `host_transforms` applied after the
                               tile padding is removed
-Training adds: `trained` (a parameter the optimizer updates: `array` and `logical_shape`, read back for the
-state dict), `optimizer_state`, `parameter_residual` (a trained parameter's compensation term, `<p>.residual`),
-`gradient_accumulator` (`array`: zeros; the accumulator also has its parameter's `logical_shape`), `optimizer_parameter` (`array`: the first step's value of a per-step scalar, written by the host
-into the whole tile before each step), `loss_gradient` (`feed`: the model output whose loss gradient it takes,
+`intermediates` lists (op, value) for each op output `op_intermediates_to_save` saves (the value an output queue
+gives, as a model output's). Training adds: `trained` (a parameter the optimizer updates: `array` and
+`logical_shape`, read back for the state dict), `optimizer_state`, `parameter_residual` (a trained parameter's
+compensation term, `<p>.residual`), `gradient_accumulator` (`array`: zeros; the accumulator also has its
+parameter's `logical_shape`), `optimizer_parameter` (`array`: the first step's value of a per-step scalar, written
+by the host into the whole tile before each step), `loss_gradient` (`feed`: the model output whose loss gradient it takes,
 shapes and transforms as an input) and `gradient` (an output `run_bwd` writes: a backward value a host program
 reads). A training model's host programs have an `epoch_type`: forward ones run per sample before the loss,
 backward ones per sample after `run_bwd`, optimizer ones once per step; `writes` maps each output that writes a
@@ -36,9 +38,10 @@ import numpy as np
 
 from ..balancer.policy import Placement
 from ..errors import InternalError, UserInputError
-from ..ir import GRADIENT_OUTPUT, Graph, loss_gradient_output
+from ..ir import GRADIENT_OUTPUT, INTERMEDIATE_OUTPUT, Graph, loss_gradient_output
 from ..netlist import Netlist
 from ..passes.cpu_fallback import Segment
+from ..passes.intermediates import saved_op
 from .netlist_builder import sparse_queue_values
 
 MANIFEST_VERSION = 3
@@ -131,6 +134,7 @@ class RunManifest:
     outputs: tuple          # the values of the model outputs, in model output order
     parts: tuple            # HostProgram and DevicePart, in run order
     output_structure: dict | None = None   # how the torch model nests its outputs (`pybuda.frontend.outputs`)
+    intermediates: tuple = ()  # (op, value) of each op output saved (`op_intermediates_to_save`)
 
     @property
     def input_names(self) -> list[str]:
@@ -161,6 +165,7 @@ class RunManifest:
             "outputs": list(self.outputs),
             "parts": [_part_data(p) for p in self.parts],
             "output_structure": self.output_structure,
+            "intermediates": [list(pair) for pair in self.intermediates],
         }
         return json.dumps(data, indent=1) + "\n"
 
@@ -180,7 +185,8 @@ class RunManifest:
                                     for i in data["inputs"]),
                        outputs=tuple(str(o) for o in data["outputs"]),
                        parts=tuple(_part(p) for p in data["parts"]),
-                       output_structure=data.get("output_structure"))
+                       output_structure=data.get("output_structure"),
+                       intermediates=tuple((str(op), str(value)) for op, value in data.get("intermediates", [])))
         except ManifestError:
             raise
         except KeyError as e:
@@ -205,8 +211,11 @@ def build_manifest(name: str, device: str, microbatch: int, inputs: list[ModelIn
             parts.append(_device_part(k, segment.graph, placement, netlist, arrays))
         else:
             parts.append(_host_program(segment.graph, arrays, segment.epoch_type or "forward"))
+    intermediates = tuple((saved_op(out.name), out.name) for segment in segments if segment.on_device
+                          for out in segment.graph.outputs() if out.role == INTERMEDIATE_OUTPUT)
     manifest = RunManifest(model=name, device=device, microbatch=microbatch, inputs=tuple(inputs),
-                           outputs=tuple(outputs), parts=tuple(parts), output_structure=output_structure)
+                           outputs=tuple(outputs), parts=tuple(parts), output_structure=output_structure,
+                           intermediates=intermediates)
     return manifest, arrays
 
 

@@ -27,7 +27,8 @@ KINDS = ("input", "parameter", "constant", "op", "output")
 # the backward pass sums into and a trained parameter's residual (what its compensated update keeps of the value
 # below the parameter's precision); an output carrying a backward value to a host (CPU fallback) op.
 ROLES = ("loss_gradient", "trained", "optimizer_state", "optimizer_parameter", "gradient_accumulator",
-         "parameter_residual", "gradient")
+         "parameter_residual", "gradient", "intermediate")
+INTERMEDIATE_OUTPUT = "intermediate"   # the role of a graph output saving an op's output (`op_intermediates_to_save`)
 
 
 class GraphError(UserInputError):

@@ -68,6 +68,8 @@ def partition(graph: Graph, config) -> tuple[Segment, ...]:
     types = fallback_types(config)
     fallback = [n.name for n in graph.nodes("op") if n.op_type in types or n.framework_op_type in types]
     host = _host_ops(graph, fallback)
+    if config is not None and config.enable_tm_cpu_fallback:
+        host |= tm_fallback(graph, config.tm_cpu_fallback_max_depth)
     if config is None or config.enable_tvm_cpu_fallback:
         host |= ahead_of_device(graph, host)
         host |= behind_device(graph, host)
@@ -180,6 +182,36 @@ def behind_device(graph: Graph, host: set[str]) -> set[str]:
                                   any(src in behind for src in ops_read)):
             behind.add(name)
     return behind
+
+
+def tm_fallback(graph: Graph, max_depth: int) -> set[str]:
+    """`enable_tm_cpu_fallback`: the TM ops (registry kind "tm") at the ends of the model, at most `max_depth` TMs
+    deep: leading ones that read only model inputs, parameters, constants and such TMs (at least one input among
+    them), trailing ones whose users are only model outputs and such TMs."""
+    order = [n for n in graph.topo_order() if graph.node(n).kind == "op"]
+    lead = _tm_depths(graph, order, lambda n: [o.src for o in graph.operands(n)], "input", max_depth)
+    trail = _tm_depths(graph, order[::-1], lambda n: [u for u, _ in graph.users(n)], "output", max_depth)
+    return set(lead) | set(trail)
+
+
+def _tm_depths(graph: Graph, order: list[str], neighbours, end: str, max_depth: int) -> dict[str, int]:
+    """TM ops (in `order`) whose `neighbours` that are ops are ops of this result (an output among them must not be
+    a loopback), with an `end` node or such an op among them, each with its TM depth from that end (at most
+    `max_depth`)."""
+    depth: dict[str, int] = {}
+    for name in order:
+        if registry.get(graph.node(name).op_type).kind != "tm":
+            continue
+        near = [graph.node(n) for n in neighbours(name)]
+        if any(n.kind == "op" and n.name not in depth for n in near) or any(
+                n.kind == "output" and n.loopback is not None for n in near):
+            continue
+        if not any(n.kind == end or n.kind == "op" for n in near):
+            continue
+        d = 1 + max((depth[n.name] for n in near if n.kind == "op"), default=0)
+        if d <= max_depth:
+            depth[name] = d
+    return depth
 
 
 def _device_work(graph: Graph, op: str) -> bool:

@@ -6,7 +6,7 @@ Which ops fuse: the registry's group "fusable" (binary add/subtract/multiply/max
 reduce and matmul), a reduce only along c (a row reduce) and a matmul only when its second operand is a constant one
 tile column wide (row sums and means, the in-tile column broadcast); not ops named by `dont_fuse` (only those named
 by `manual_fuse` when it is given), by a balancer or placer override, an epoch or chip break, a schedule
-constraint, a nop insertion or a queue insertion.
+constraint, a nop insertion, a queue insertion or `op_intermediates_to_save`.
 
 How groups grow (in topological order, deterministic): an op joins the group of one of its operands when
 - the edge between them carries no TM;
@@ -91,6 +91,7 @@ def excluded_ops(config, op_names: list[str]) -> set[str]:
     names = {n for n in op_names if any(pattern_matches(p, n) for p in config.op_names_dont_fuse)}
     names |= set(config.balancer_op_overrides)
     names |= {op for op, _ in config.placer_op_overrides}
+    names |= set(config.op_intermediates_to_save)
     for entries in (config.op_names_to_epoch_break, config.op_names_to_chip_break, config.scheduler_constraints):
         for entry in entries:
             names |= {entry} if isinstance(entry, str) else set(entry)

@@ -4,6 +4,8 @@ device parts in the backend simulator (host transforms and tile padding of the i
 unpadding and transforms). Nothing of the compiler (graphs, placement) is used."""
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from ..backend_sim import Simulator
@@ -16,10 +18,11 @@ from .training import is_training_netlist
 
 
 def run(netlists: list[Netlist], manifest: RunManifest, arrays: dict[str, np.ndarray],
-        batch: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """Outputs (model order, framework layout) of one microbatch of model inputs (by name, float32). Values
-    are kept per sample (a value need not have the microbatch as its leading dim). Of a training model, the
-    forward: its backward and optimizer host programs do not run."""
+        batch: dict[str, np.ndarray], names: Sequence[str] | None = None) -> list[np.ndarray]:
+    """Outputs (model order, framework layout) of one microbatch of model inputs (by name, float32), or the
+    values `names` (e.g. the manifest's intermediates too). Values are kept per sample (a value need not have the
+    microbatch as its leading dim). Of a training model, the forward: its backward and optimizer host programs do
+    not run."""
     samples = [{name: x[i:i + 1] for name, x in batch.items()} for i in range(manifest.microbatch)]
     for part in manifest.parts:
         if isinstance(part, HostProgram):
@@ -28,7 +31,8 @@ def run(netlists: list[Netlist], manifest: RunManifest, arrays: dict[str, np.nda
                     values.update(run_host(part, arrays, values))
         else:
             _run_device(netlists[part.netlist], part, manifest.device, arrays, samples)
-    return [np.concatenate([values[name] for values in samples], axis=0) for name in manifest.outputs]
+    return [np.concatenate([sample[name] for sample in samples], axis=0)
+            for name in (manifest.outputs if names is None else names)]
 
 
 def _run_device(netlist: Netlist, part: DevicePart, device: str, arrays: dict[str, np.ndarray],
@@ -73,6 +77,8 @@ def check_manifest(netlists: list[Netlist], manifest: RunManifest, arrays: dict[
             known |= {f.feed for f in part.queues.values() if f.kind in ("output", "gradient")}
     problems += [f"output {position} ({name!r}) is written by no part" for position, name in
                  enumerate(manifest.outputs) if name not in known]
+    problems += [f"intermediate of op {op!r} ({name!r}) is written by no part" for op, name in manifest.intermediates
+                 if name not in known]
     if problems:
         raise ManifestError("the run manifest does not match its netlist:\n  " + "\n  ".join(problems))
 

@@ -32,6 +32,7 @@ class RuntimeModel:
         self.arrays = arrays
         self.source = str(source)
         self.tti_path: Path | None = None    # the image it was loaded from (pybuda.load)
+        self.intermediates: dict[str, torch.Tensor] = {}    # op -> its saved output, of the last call
         self._perf = None
 
     @property
@@ -87,9 +88,12 @@ class RuntimeModel:
         PyBudaModule: one tensor, or a tuple). InputError names an input whose count, shape or dtype family differs
         from the compiled ones."""
         batch = checked_inputs(self.manifest, inputs)
-        outputs = run(self.netlists, self.manifest, self.arrays, batch)
-        return rebuild(self.manifest.output_structure,
-                       [torch.from_numpy(np.ascontiguousarray(o)) for o in outputs])
+        saved = self.manifest.intermediates
+        values = [torch.from_numpy(np.ascontiguousarray(v)) for v in run(
+            self.netlists, self.manifest, self.arrays, batch, [*self.manifest.outputs, *(v for _, v in saved)])]
+        outputs = values[:len(self.manifest.outputs)]
+        self.intermediates = {op: value for (op, _), value in zip(saved, values[len(outputs):])}
+        return rebuild(self.manifest.output_structure, outputs)
 
     def save(self, path: str | Path) -> Path:
         """Write the model as one TTI image file (atomically); `pybuda.load(path)` runs it in any process."""
