@@ -245,6 +245,12 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
                       UserWarning, stacklevel=2)
     device = _device(device, config)
     spec = get_device(device).harvested(config.harvesting_mask)
+    if config.backend_device_descriptor_path:
+        if config.harvesting_mask:
+            raise UserInputError(f"harvesting_mask {config.harvesting_mask:#x} and backend_device_descriptor_path "
+                                 f"{config.backend_device_descriptor_path!r} both say which rows the board has: give "
+                                 "one of them")
+        spec = spec.with_soc_descriptor(config.backend_device_descriptor_path)
     if not sample_inputs:
         raise UserInputError("compile needs sample inputs (a microbatch of each model input)")
     sample_inputs = tuple(x if isinstance(x, torch.Tensor) else torch.as_tensor(x) for x in sample_inputs)

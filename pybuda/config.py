@@ -958,8 +958,14 @@ class CompilerConfig:
         effective=False, inapplicable=TVM_PYTHON)
     # --- lowering / numerics --------------------------------------------------------------------------------
     enable_conv_prestride: bool = option(
-        True, doc="Host-side conv prestride in the tilizer", env=(EnvBool("PYBUDA_PRESTRIDE_DISABLE", negate=True),),
-        effective=False)
+        True, doc="Host-side conv prestride: a strided conv over a model input (kernel at least the stride, no "
+                  "dilation or groups, weights not trained) becomes a stride-1 conv over the input's space-to-depth "
+                  "(`conv2d_prestride_act`, a host op ahead of the device, as the legacy tilizer did; it also pads "
+                  "the positions to a tile count with u_kt blocks) with the kernel rearranged alike "
+                  "(`conv2d_prestride_weights`, folded in consteval) (docs/models.md, \"CNN path\")",
+        caveat="a conv with `override_multi_op_fracture_factor` above 1 is not prestrided; the host op is listed "
+               "in `compiled.host_ops` and not timed",
+        env=(EnvBool("PYBUDA_PRESTRIDE_DISABLE", negate=True),))
     enable_device_tilize: bool = option(
         False, doc="Tilize op on the embedded platform (the legacy docs say True; the code default is False)",
         env=(EnvBool("PYBUDA_ENABLE_DEVICE_TILIZE"),), effective=False, inapplicable=NO_EMBEDDED)
@@ -1075,8 +1081,12 @@ class CompilerConfig:
         "pybuda_out", doc="Build/artifact directory: compile's default `output_dir`",
         env=(EnvDefault("PYBUDA_BUILD_DIR"),))
     backend_device_descriptor_path: str = option(
-        "", doc="Device SoC descriptor yaml (stored as given)", env=(EnvValue("PYBUDA_OVERRIDE_DEVICE_YAML"),),
-        effective=False)
+        "", doc="A legacy SoC descriptor YAML of the compile's device (`grid`, `functional_workers`, `dram`, "
+                "`worker_l1_size`, `arch_name`): the worker rows it lists are the grid the compile places on (a "
+                "board with harvested rows, as `harvesting_mask`)",
+        caveat="the arch, NoC size, worker columns, L1 size and DRAM channels must be the device's (a compile "
+               "error names the field otherwise); with `harvesting_mask` as well it is an error",
+        env=(EnvValue("PYBUDA_OVERRIDE_DEVICE_YAML"),))
     backend_cluster_descriptor_path: str = option(
         "", doc="Cluster descriptor yaml (stored as given)", env=(EnvValue("PYBUDA_OVERRIDE_CLUSTER_YAML"),),
         effective=False, inapplicable=NO_RUNTIME)

@@ -242,3 +242,41 @@ def test_device_config_chooses_the_device_of_a_compile_without_device(tmp_path):
     assert pybuda.compile(model, x, device="n150", output_dir=tmp_path / "b").netlist.arch == "wormhole_b0"
     with pytest.raises(pybuda.UserInputError, match="device='e150'.*device_config='wh_n150' names n150"):
         pybuda.compile(model, x, device="e150", output_dir=tmp_path / "c")
+
+
+def _soc_descriptor(path, spec, rows=None, **changes) -> str:
+    """A legacy SoC descriptor of `spec`'s chip with worker rows `rows` (NoC y; default all) and `changes`."""
+    rows = spec.noc_worker_y if rows is None else rows
+    data = {"grid": {"x_size": spec.noc_size[0], "y_size": spec.noc_size[1]},
+            "functional_workers": [f"{x}-{y}" for y in rows for x in spec.noc_worker_x],
+            "dram": [[f"{x}-{y}"] for x, y in spec.noc_dram], "worker_l1_size": spec.l1_size,
+            "arch_name": spec.arch.upper(), **changes}
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def test_a_soc_descriptor_with_harvested_rows_shrinks_the_grid(tmp_path):
+    """`backend_device_descriptor_path`: the worker rows a descriptor lists are the grid; the whole chip's
+    descriptor compiles as without one; one of another chip or with holes fails naming the field."""
+    from pybuda.device import get_device
+    spec, model, x = get_device("e150"), MLP(), torch.randn(2, 64, 64)
+    plain = _compile(model, x, tmp_path=tmp_path / "plain", enable_auto_fusing=False)
+    whole = _compile(model, x, tmp_path=tmp_path / "whole", enable_auto_fusing=False,
+                     backend_device_descriptor_path=_soc_descriptor(tmp_path / "whole.yaml", spec))
+    assert whole.netlist_path.read_text() == plain.netlist_path.read_text()
+    two_rows = _soc_descriptor(tmp_path / "two.yaml", spec, rows=(10, 11))
+    harvested = _compile(model, x, tmp_path=tmp_path / "two", enable_auto_fusing=False,
+                         backend_device_descriptor_path=two_rows)
+    ops = [op for g in harvested.netlist.graphs.values() for op in g.ops.values()]
+    assert max(op.grid_loc[0] + (op.grid_size[1] if op.grid_transpose else op.grid_size[0]) for op in ops) <= 2
+    np.testing.assert_allclose(harvested(x)[0].numpy(), plain(x)[0].numpy())
+    for changes, message in (({"arch_name": "WORMHOLE_B0"}, r"arch_name wormhole_b0, device e150 has grayskull"),
+                             ({"worker_l1_size": 1 << 21}, r"worker_l1_size 2097152, device e150 has 1048576"),
+                             ({"functional_workers": [f"{x}-{y}" for y in spec.noc_worker_y for x in spec.noc_worker_x
+                                                      if (x, y) != (3, 4)]}, r"functional_workers lack 3-4: a row"),
+                             ({"grid": {"x_size": 13}}, r"malformed grid")):
+        with pytest.raises(pybuda.UserInputError, match=message):
+            _compile(model, x, tmp_path=tmp_path / "bad", backend_device_descriptor_path=_soc_descriptor(
+                tmp_path / "bad.yaml", spec, **changes))
+    with pytest.raises(pybuda.UserInputError, match=r"missing.yaml.*cannot be read"):
+        _compile(model, x, tmp_path=tmp_path / "bad", backend_device_descriptor_path=str(tmp_path / "missing.yaml"))

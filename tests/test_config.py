@@ -781,7 +781,7 @@ def test_an_option_that_cannot_apply_says_why_in_the_docs_and_the_warning():
     rows = _doc_rows()
     assert rows["compile_tvm_to_python"][-1].startswith("no: the legacy TVM path generated a PyBuda Python module")
     assert rows["backend_opt_level"][-1].startswith("no: there is no hardware runtime here")
-    assert rows["enable_conv_prestride"][-1] == "not yet"  # could apply here: not done
+    assert rows["compile_subgraphs"][-1] == "not yet"      # could apply here: not done
     with pytest.warns(C.IneffectiveOptionWarning, match="'backend_opt_level'.*does not apply in this compiler "
                                                       r"\(there is no hardware runtime here"):
         C.set_configuration_options(backend_opt_level=2)

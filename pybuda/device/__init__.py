@@ -9,6 +9,7 @@ import yaml
 
 from ..dataformat import DataFormat
 from ..errors import UserInputError
+from .soc import read_soc_descriptor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +88,28 @@ class DeviceSpec:
     def system_channel(self, chip: int, channel: int) -> int:
         """One id per DRAM channel of the whole device: `channel` of chip `chip` (chip 0's ids are its channels)."""
         return chip * self.dram_channels + channel
+
+    def with_soc_descriptor(self, path: str) -> "DeviceSpec":
+        """This device with the worker rows the legacy SoC descriptor at `path` lists (`pybuda.device.soc`: a board
+        with harvested rows); UserInputError naming the field where it describes another chip."""
+        soc = read_soc_descriptor(path)
+        where = f"SoC descriptor {path!r}"
+        for name, theirs, ours in (("arch_name", soc.arch, self.arch), ("grid", soc.noc_size, self.noc_size),
+                                   ("worker_l1_size", soc.l1_size, self.l1_size),
+                                   ("dram (channels)", soc.dram_channels, self.dram_channels),
+                                   ("functional_workers (NoC x of the columns)", soc.worker_x, self.noc_worker_x)):
+            if theirs != ours:
+                raise UserInputError(f"{where}: {name} {theirs}, device {self.name} has {ours}; a descriptor here "
+                                     f"describes the device's own chip, with harvested worker rows at most")
+        missing = [f"{x}-{y}" for y in soc.worker_y for x in soc.worker_x if (x, y) not in soc.workers]
+        if missing:
+            raise UserInputError(f"{where}: functional_workers lack {', '.join(missing[:4])}: a row is either whole "
+                                 "or harvested")
+        alien = sorted(set(soc.worker_y) - set(self.noc_worker_y))
+        if alien:
+            raise UserInputError(f"{where}: functional_workers in NoC rows {alien}, which hold no workers on "
+                                 f"{self.name}; its worker rows: {list(self.noc_worker_y)}")
+        return dataclasses.replace(self, grid_rows=len(soc.worker_y), noc_worker_y=soc.worker_y)
 
     def harvested(self, mask: int) -> "DeviceSpec":
         """This device with the worker rows of `mask` harvested (bit r: NoC row r, see

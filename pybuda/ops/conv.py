@@ -17,7 +17,7 @@ import functools
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..sparse import SparseMatrix
+from ..sparse import TILE, SparseMatrix
 from .common import ceil_tile
 from .registry import OpDef, OpError, register
 
@@ -160,10 +160,11 @@ def _dense_grouped_weight(ctx, wgt, groups: int, cout: int, cin_g: int, kh: int,
 
 
 def _im2col_conv(ctx, xt, wgt, lead, picker, row_groups: list[range], cin: int, cout: int, hw: int, ho: int,
-                 wo: int, rows: int):
+                 wo: int, rows: int, kernel: tuple | None = None):
     """Dense convolution: per group of kernel rows (one group: the whole kernel), the im2col columns of its taps
-    times its rows of the weight matrix; the groups' products summed. Returns (y (..., rows, Cout), rows)."""
-    kh, kw = ctx.node_input_shape(1)[2:]
+    times its rows of the weight matrix; the groups' products summed. `kernel`: (kh, kw) of `wgt` when it is not
+    the conv's own weight. Returns (y (..., rows, Cout), rows)."""
+    kh, kw = kernel or ctx.node_input_shape(1)[2:]
     taps = kh * kw
     # weight (Cout, Cin, kh, kw) -> rows ordered (tap, cin [padded]), columns Cout
     wt = ctx.op("permute", [wgt], {"axes": [2, 3, 1, 0]})
@@ -238,6 +239,104 @@ def _patchify_conv(ctx, x, wgt, cin: int, h: int, w: int, cout: int, kh: int, kw
     return ctx.op("matmul", [patches, wmat]), lead, ho, wo
 
 
+def _prestride_attrs(ctx, h: int, w: int, kh: int, kw: int) -> dict | None:
+    """`enable_conv_prestride`: for a strided conv over a graph input (no dilation or groups, a kernel at least the
+    stride, a weight that is not trained), the host's space-to-depth of the input that makes it a stride-1 conv:
+    the stride, the low padding and the padded (or cropped) extent, a whole number of strides; else None."""
+    a = ctx.node.attrs
+    stride = _pair(a.get("stride", 1))
+    if (ctx.config is None or not ctx.config.enable_conv_prestride or stride == (1, 1)
+            or ctx.graph.node(ctx.operands[0].src).kind != "input" or ctx.operands[0].tms
+            or _pair(a.get("dilation", 1)) != (1, 1) or int(a.get("groups", 1)) != 1
+            or kh < stride[0] or kw < stride[1] or ctx.graph.node(ctx.operands[1].src).mutable):
+        return None
+    ho, wo, _, _, (pt, pl, _, _) = _geometry(h, w, a, (kh, kw))
+    khp, kwp = -(-kh // stride[0]), -(-kw // stride[1])
+    pixels = (ho - 1 + khp) * (wo - 1 + kwp)
+    return {"stride": list(stride), "top": pt, "left": pl,
+            "rows": (ho - 1 + khp) * stride[0], "cols": (wo - 1 + kwp) * stride[1],
+            "positions": TILE * _blockable_tiles(ceil_tile(pixels) // TILE)}
+
+
+def _blockable_tiles(tiles: int) -> int:
+    """The fewest tiles, at least `tiles`, that split into blocks of 16 to 64 tiles (or one block of all): the
+    picker's inner dimension, so that its u_kt is not stuck at 1 on a prime count (821 tiles of YOLOv5's stem)."""
+    count = tiles
+    while count > 64 and not any(count % d == 0 for d in range(16, 65)):
+        count += 1
+    return count
+
+
+def _space_to_depth(x: np.ndarray, stride: tuple) -> np.ndarray:
+    """(..., C, H, W) with H, W whole strides -> (..., C*sh*sw, H/sh, W/sw): channel c*sh*sw + a*sw + b holds
+    pixels (a + sh*i, b + sw*j)."""
+    (sh, sw), (*lead, c, h, w) = stride, x.shape
+    x = x.reshape(*lead, c, h // sh, sh, w // sw, sw)
+    n = len(lead)
+    x = x.transpose(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return x.reshape(*lead, c * sh * sw, h // sh, w // sw)
+
+
+def _prestride_act_shape(shapes, attrs):
+    (*lead, c, _, _), (sh, sw) = shapes[0], attrs["stride"]
+    return (*lead, attrs["positions"], c * sh * sw)
+
+
+def _prestride_act_eval(values, attrs):
+    """The input placed at (top, left) in a zero image of (rows, cols) (cropped where it runs past), space-to-depth
+    by the stride, as (positions, channels) rows (zero rows after the last position up to `positions`)."""
+    x = values[0]
+    *lead, c, h, w = x.shape
+    top, left, rows, cols = attrs["top"], attrs["left"], attrs["rows"], attrs["cols"]
+    image = np.zeros((*lead, c, rows, cols), dtype=x.dtype)
+    kept_h, kept_w = min(h, rows - top), min(w, cols - left)
+    image[..., top:top + kept_h, left:left + kept_w] = x[..., :kept_h, :kept_w]
+    deep = _space_to_depth(image, tuple(attrs["stride"]))
+    flat = np.swapaxes(deep.reshape(*deep.shape[:-2], -1), -1, -2)
+    out = np.zeros((*lead, attrs["positions"], flat.shape[-1]), dtype=x.dtype)
+    out[..., :flat.shape[-2], :] = flat
+    return out
+
+
+def _prestride_weights_shape(shapes, attrs):
+    (cout, cin, kh, kw), (sh, sw) = shapes[0], attrs["stride"]
+    return (cout, cin * sh * sw, -(-kh // sh), -(-kw // sw))
+
+
+def _prestride_weights_eval(values, attrs):
+    """The kernel zero-padded to whole strides, then space-to-depth like the input."""
+    wgt = values[0]
+    cout, cin, kh, kw = wgt.shape
+    sh, sw = attrs["stride"]
+    padded = np.zeros((cout, cin, -(-kh // sh) * sh, -(-kw // sw) * sw), dtype=wgt.dtype)
+    padded[..., :kh, :kw] = wgt
+    return _space_to_depth(padded, (sh, sw))
+
+
+# No device lowering: the activation's runs on the host ahead of the device (`cpu_fallback.ahead_of_device`), the
+# weights' folds in consteval (the legacy tilizer's conv prestride).
+register(OpDef("conv2d_prestride_act", _prestride_act_shape, _prestride_act_eval, kind="tm"))
+register(OpDef("conv2d_prestride_weights", _prestride_weights_shape, _prestride_weights_eval, kind="tm"))
+
+
+def _prestrided_conv(ctx, attrs: dict):
+    """The conv as a stride-1, unpadded im2col conv over the prestrided input, already in (positions, channels)
+    rows, and the prestrided weights. Returns (y (..., rows, Cout), lead dims, Ho, Wo, rows)."""
+    x, wgt = ctx.operands[:2]
+    *lead, cin, _, _ = ctx.node_input_shape(0)
+    cout, _, kh, kw = ctx.node_input_shape(1)
+    (sh, sw), positions = attrs["stride"], attrs["positions"]
+    h, w = attrs["rows"] // sh, attrs["cols"] // sw
+    khp, kwp = -(-kh // sh), -(-kw // sw)
+    picker, ho, wo, rows = conv_picker(h, w, (khp, kwp), {}, clamp=False)
+    picker = picker.resized((picker.shape[0], positions))      # zero columns for the padding positions
+    xt = ctx.op("conv2d_prestride_act", [x], attrs)
+    wgt = ctx.op("conv2d_prestride_weights", [wgt], attrs)
+    y, rows = _im2col_conv(ctx, xt, wgt, lead, picker, [range(khp)], cin * sh * sw, cout, positions, ho, wo, rows,
+                           kernel=(khp, kwp))
+    return y, lead, ho, wo, rows
+
+
 def _fracture_overrides(ctx) -> dict[str, int]:
     """conv name -> `override_multi_op_fracture_factor`."""
     return ctx.config.conv_multi_op_fracture_factor_override if ctx.config is not None else {}
@@ -290,7 +389,10 @@ def _decompose_conv(ctx):
     cout, _, kh, kw = ctx.node_input_shape(1)
     overrides = _fracture_overrides(ctx)
     factor = overrides.get(ctx.node.name, 1)
-    if _is_patchify(ctx, h, w, kh, kw):
+    prestride = None if _is_patchify(ctx, h, w, kh, kw) else _prestride_attrs(ctx, h, w, kh, kw)
+    if prestride is not None and factor == 1:
+        y, lead, ho, wo, rows = _prestrided_conv(ctx, prestride)
+    elif _is_patchify(ctx, h, w, kh, kw):
         _unfractured(ctx, factor, "it runs as one matmul over patches made on the host (stride == kernel)")
         y, lead, ho, wo = _patchify_conv(ctx, x, wgt, cin, h, w, cout, kh, kw)
         rows = ho * wo
