@@ -1,6 +1,8 @@
 """Candidate op models per op: the legal ones (`op_model.legal_op_models`, with the streamings the config allows),
 reduced to a small Pareto set on (cores, limiter cycles of the op alone in an epoch of the microbatch, L1 bytes),
-together with the Pareto set of the unstreamed ones (any consumer can read an unstreamed op in its epoch).
+together with the Pareto set of the unstreamed ones (any consumer can read an unstreamed op in its epoch), both of
+the models with the largest u_kt of their grid; with `enable_enumerate_u_kt`, a few smaller-u_kt models that hold
+more of the op's parameters in L1 than any of those join them (docs/balancer.md, "Candidates").
 
 Ops with one signature (type, attributes, shapes, formats, operand kinds and TMs, whether a graph output reads
 it: everything the enumeration and the stand-alone cost read) share one enumeration: a BERT's layers are
@@ -92,9 +94,8 @@ class CandidateTable:
         unstreamed = pareto([c for c in largest if not c.model.t_stream], limit=MAX_CANDIDATES // 2)
         front = pareto(largest)
         chosen = {id(c): c for c in unstreamed + front}
-        held = max((len(c.model.prologue) for c in largest), default=0)
-        smaller = [c for c in pareto(models, limit=len(models))
-                   if id(c) not in {id(b) for b in largest} and len(c.model.prologue) > held]
+        held = max((len(c.model.prologue) for c in largest), default=0)    # a smaller u_kt must hold more
+        smaller = [c for c in pareto(models, limit=len(models)) if len(c.model.prologue) > held]
         chosen.update((id(c), c) for c in sorted(smaller, key=lambda c: c.standalone)[:MAX_SMALLER_U_KT])
         return sorted(chosen.values(),
                       key=lambda c: (c.cores, c.standalone, len(c.model.t_stream), c.model.grid, c.model.t_stream))
