@@ -16,8 +16,8 @@ from .passes.host_io import apply_host_transforms, from_device_layout, to_device
 
 
 GRAPH_PCC_THRESHOLD = 0.999   # a stage's graph, evaluated in float32, against the framework
-OP_RELATIVE_ERROR = 1e-3      # op-level comparison: max abs error over the op's largest framework value (PCC
-                              # alone misses a scaled op)
+OP_RELATIVE_ERROR = 1e-3      # op-level comparison: max abs error over the op's largest value before the stage
+                              # (PCC alone misses a scaled op)
 
 # The simulated netlist against the framework, by its least precise data format (in precision order), as (HiFi
 # fidelities, LoFi in some op): a little below the lowest PCC of the fast-tier zoo models at that format
@@ -39,7 +39,7 @@ class VerificationError(InternalError, AssertionError):
 class StageCheck:
     """One verify result: a stage's worst output against the framework. For the netlist stage (the netlist run in
     the backend simulator) also its least precise data format and that format's PCC threshold; for an op-level
-    check, the worst of the ops compared with the framework graph's ops of the same name."""
+    check, the worst of the ops the stage kept, compared with their values before it."""
 
     stage: str
     pcc: float
@@ -171,13 +171,16 @@ class OpValue:
 
 def op_values(segments: tuple[Segment, ...] | list[Segment], sample: dict[str, np.ndarray]) -> dict[str, OpValue]:
     """Every op's value on one sample of named model inputs (leading dim 1), the segments evaluated in order, in
-    the framework layout (a device graph's op: tile padding removed to its logical shape), by op name."""
+    the framework layout (a device graph's op: tile padding removed to its logical shape), by op name in
+    evaluation order."""
     values, ops = dict(sample), {}
     for segment in segments:
         graph = segment.graph
         got = evaluate_values(graph, host_inputs(graph, values))
         device = is_device_graph(graph)
-        for node in graph.nodes("op"):
+        for node in (graph.node(n) for n in graph.topo_order()):
+            if node.kind != "op":
+                continue
             x = got[node.name]
             ops[node.name] = OpValue(from_device_layout(x, node.logical_shape, ()) if device and node.logical_shape
                                      else x, tuple(o.src for o in graph.operands(node.name)))

@@ -9,7 +9,11 @@ the output rows; with more channels it multiplies the picked taps by per-channel
 a constant [I I ... I] sparse matmul, which is cheaper there.
 
 `override_multi_op_fracture_factor(conv, n)` splits an im2col convolution by kernel rows into n groups, each its
-own picker sparse matmul and weight matmul (on the matching rows of the weight matrix), summed by adds."""
+own picker sparse matmul and weight matmul (on the matching rows of the weight matrix), summed by adds.
+
+`enable_conv_prestride`: a strided conv over a model input runs as a stride-1 im2col conv over the input's
+space-to-depth, which a host op (`conv2d_prestride_act`) makes, already in (positions, channels) rows, with the
+kernel rearranged alike (`conv2d_prestride_weights`, folded in consteval)."""
 from __future__ import annotations
 
 import functools
@@ -242,7 +246,8 @@ def _patchify_conv(ctx, x, wgt, cin: int, h: int, w: int, cout: int, kh: int, kw
 def _prestride_attrs(ctx, h: int, w: int, kh: int, kw: int) -> dict | None:
     """`enable_conv_prestride`: for a strided conv over a graph input (no dilation or groups, a kernel at least the
     stride, a weight that is not trained), the host's space-to-depth of the input that makes it a stride-1 conv:
-    the stride, the low padding and the padded (or cropped) extent, a whole number of strides; else None."""
+    the stride, the low padding, the padded (or cropped) extent (whole strides) and the rows of its (positions,
+    channels) layout; else None."""
     a = ctx.node.attrs
     stride = _pair(a.get("stride", 1))
     if (ctx.config is None or not ctx.config.enable_conv_prestride or stride == (1, 1)

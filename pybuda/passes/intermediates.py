@@ -6,15 +6,17 @@ from __future__ import annotations
 
 from ..ir import INTERMEDIATE_OUTPUT, Graph
 
+PREFIX = "intermediate_"
+
 
 def intermediate_output(op: str) -> str:
     """The graph output (and netlist queue) that saves op `op`'s output."""
-    return f"intermediate_{op}"
+    return PREFIX + op
 
 
 def saved_op(output: str) -> str:
     """The op an intermediate output saves (a fan-out NOP may read it for the op since)."""
-    return output.removeprefix("intermediate_")
+    return output.removeprefix(PREFIX)
 
 
 def save_intermediates(graph: Graph, names: list[str]) -> Graph:
