@@ -894,8 +894,11 @@ class CompilerConfig:
         doc="Queue-to-channel assignment: ROUND_ROBIN, ROUND_ROBIN_FLIP_FLOP, GREATEST_CAPACITY, CLOSEST (parameters "
             "and constants always go next to their readers)")
     enable_forked_dram_inputs: bool = option(
-        False, doc="Forked DRAM-input optimisation (a real field here; a class attribute in legacy)",
-        env=(EnvBool("PYBUDA_ENABLE_FORKED_DRAM_INPUTS"),), effective=False)
+        False, doc="Ops of an epoch that read a DRAM queue the same way share one read (the netlist's "
+                   "`forked_dram_inputs`; a real field here, a class attribute in legacy)",
+        env=(EnvBool("PYBUDA_ENABLE_FORKED_DRAM_INPUTS"),),
+        caveat="every legal share is taken and priced (the forwarded copy's NoC leg and fork stream against the "
+               "DRAM channel bytes saved): it can cost a little where the channels are not the limit")
     enable_broadcast_splitting: bool = option(False, doc="Split large broadcasts with NOPs", effective=False)
     enable_link_past_cache_ios: bool = option(
         False, doc="Heuristically link past-cache outputs back to inputs", effective=False)

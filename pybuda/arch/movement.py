@@ -20,7 +20,9 @@ cores it leaves and enters are loaded (a lower bound of the routed loads). An op
 is its busiest link over the pipes into and out of it (`link_cycles`).
 
 DRAM (§2.6): a channel serves the tiles the epoch's pipes read from and write to the buffers it holds
-(`channel_bytes`): a matmul operand streamed from DRAM is read once per grid row (column) and multicast.
+(`channel_bytes`): a matmul operand streamed from DRAM is read once per grid row (column) and multicast. A forked
+DRAM input (the netlist's `forked_dram_inputs`, `forked_reads`) is not read again: the op that reads the queue the
+same way forwards each group's tiles from the core its read lands on.
 
 Streams (§3): per core, the multicast pipes it hosts, the extra streams (forked output buffers, gathers, DRAM
 reads, pre-TM prologue buffers), DRAM reader and writer streams, distinct DRAM buffers it reads, destinations its
@@ -66,8 +68,8 @@ class QueueLayout:
 @dataclasses.dataclass(frozen=True)
 class MovingInput:
     """One input of an op: its producer (`src`, an op of the epoch when `queue` is None), the edge's TMs, unpad
-    and pad ((rt, ct) or None), the tile bytes it arrives in, whether it is prologued, input_buf_min_size_tiles and
-    input_dram_io_buf_size_tiles."""
+    and pad ((rt, ct) or None), the tile bytes it arrives in, whether it is prologued, input_buf_min_size_tiles,
+    input_dram_io_buf_size_tiles and `fork`: the op of the epoch whose read of the same DRAM queue it shares."""
 
     src: str
     tms: tuple = ()
@@ -78,6 +80,7 @@ class MovingInput:
     prologue: bool = False
     min_buffer_tiles: int = 0
     dram_io_tiles: int = 0
+    fork: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -97,10 +100,11 @@ class MovingOp:
 @dataclasses.dataclass(frozen=True)
 class Pipe:
     """One pipe per input: `bytes` moving from its `sources` ((kind, name, unit, tiles): kind "op" (unit = the
-    producer core (row, col)), "dram" (a queue buffer (row, col)), "host" or "hold" (a pre-TM prologue buffer on
-    the consumer's core)) to `dests` (the consumer op's cores (row, col), or ("dram", queue, buffer) for an output
-    pipe), owned by op `consumer` (its input `index`; -1 for the op's output). `multicast`: one copy travels a row
-    or column; `on_producer`: the pipe runs on its producer core; `phases`: stream phases of the pipe."""
+    producer core (row, col)), "dram" (a queue buffer (row, col)), "host", "hold" (a pre-TM prologue buffer on
+    the consumer's core) or "fork" (the core op `name`'s read of the same DRAM queue lands on)) to `dests` (the
+    consumer op's cores (row, col), or ("dram", queue, buffer) for an output pipe), owned by op `consumer` (its
+    input `index`; -1 for the op's output). `multicast`: one copy travels a row or column; `on_producer`: the pipe
+    runs on its producer core; `phases`: stream phases of the pipe."""
 
     consumer: str
     index: int
@@ -114,8 +118,8 @@ class Pipe:
 
     @property
     def producers(self) -> set:
-        """The ops whose cores the pipe reads."""
-        return {name for kind, name, _, _ in self.sources if kind == "op"}
+        """The ops whose cores the pipe reads (a forked DRAM read's: the op whose read it shares)."""
+        return {name for kind, name, _, _ in self.sources if kind in ("op", "fork")}
 
 
 def _role(op: OpGeometry, index: int) -> str:
@@ -128,6 +132,12 @@ def _role(op: OpGeometry, index: int) -> str:
     if index < len(op.input_roles):
         return op.input_roles[index]
     return "both"
+
+
+def _site(pipe: Pipe, consumer: MovingOp | None) -> tuple:
+    """The logical consumer core a pipe runs on (`_pipe_core`), or its one destination where it runs on the
+    producer."""
+    return pipe.dests[0] if pipe.on_producer or consumer is None else _pipe_core(pipe, consumer)
 
 
 def _dests(role: str, group: tuple, grid: tuple) -> tuple:
@@ -235,7 +245,82 @@ def input_pipes(op: MovingOp, index: int, ops: dict) -> list[Pipe]:
         on_producer = not multicast and queue is None and len(reads.sources) == 1
         pipes.append(Pipe(op.name, index, sources, dests, tiles, tiles * inp.tile_bytes, multicast, on_producer,
                           reads.phases))
-    return pipes
+    return _forwarded(op, index, pipes, ops) if inp.fork is not None else pipes
+
+
+def _read_key(op: MovingOp, index: int) -> tuple | None:
+    """How input `index` reads its DRAM queue, as far as two ops must agree to share the read: the queue, the
+    edge's TMs, unpad, pad and tile format, the op's chip, grid, t and blocking, the input's role and the tiles
+    its kernel takes at a time; None for an input that does not stream a DRAM queue (an op of the epoch, the
+    host, a prologue)."""
+    inp = op.inputs[index]
+    if inp.queue is None or inp.queue.host or inp.prologue:
+        return None
+    geom = op.geometry
+    return (inp.queue.name, inp.tms, inp.unpad, inp.pad, inp.tile_bytes, inp.min_buffer_tiles, op.chip, geom.grid,
+            geom.t, geom.mblock, geom.ublock, _role(geom, index), input_granule(geom, index),
+            geom.attrs.kernel_broadcast_tiles(index))
+
+
+def forked_reads(ops: Sequence[MovingOp]) -> dict[tuple[str, int], str]:
+    """{(op, input index): reader op} of an epoch's DRAM reads that can be shared (`forked_dram_inputs`): inputs
+    that read the same queue the same way (`_read_key`) take the tiles the reader (the first such op by name)
+    reads; one per op and queue."""
+    readers: dict[tuple, str] = {}
+    forks: dict[tuple[str, int], str] = {}
+    for op in sorted(ops, key=lambda o: o.name):
+        seen: set = set()
+        for k, inp in enumerate(op.inputs):
+            key = _read_key(op, k)
+            if key is None or inp.queue.name in seen:
+                continue
+            seen.add(inp.queue.name)
+            reader = readers.setdefault(key, op.name)
+            if reader != op.name:
+                forks[(op.name, k)] = reader
+    return forks
+
+
+def with_forks(ops: Sequence[MovingOp], forks: dict[tuple[str, int], str]) -> list[MovingOp]:
+    """`ops` with the inputs of `forks` (`forked_reads`) reading through their reader."""
+    out = []
+    for op in ops:
+        inputs = tuple(dataclasses.replace(inp, fork=forks[(op.name, k)]) if (op.name, k) in forks else inp
+                       for k, inp in enumerate(op.inputs))
+        out.append(dataclasses.replace(op, inputs=inputs) if inputs != op.inputs else op)
+    return out
+
+
+def fork_mismatch(op: MovingOp, index: int, ops: dict) -> str | None:
+    """Why input `index` of `op` cannot share the DRAM read of the op its `fork` names (None if it can): the reader
+    is not an op of the epoch, or reads the queue another way (`_read_key`)."""
+    inp = op.inputs[index]
+    reader = ops.get(inp.fork)
+    if reader is None:
+        return f"{inp.fork!r} is not an op of the epoch"
+    key = _read_key(op, index)
+    if key is None:
+        return "the input does not stream a DRAM queue (a host queue, a prologue or an op of the epoch)"
+    if _reading(reader, key) is None:
+        return (f"op {reader.name!r} does not read {inp.queue.name!r} itself the same way (the same TMs, tile "
+                f"format, grid, t, blocking and kernel input granule)")
+    return None
+
+
+def _reading(reader: MovingOp, key: tuple) -> int | None:
+    """The input of `reader` that reads its DRAM queue itself as `key` says (`_read_key`), if any."""
+    return next((k for k, inp in enumerate(reader.inputs) if inp.fork is None and _read_key(reader, k) == key), None)
+
+
+def _forwarded(op: MovingOp, index: int, pipes: list[Pipe], ops: dict) -> list[Pipe]:
+    """The pipes of a forked DRAM input: each group's tiles forwarded from the core the reader's pipe for the same
+    group runs on, not read from DRAM again (as a read where the fork does not match: the validator reports it)."""
+    if fork_mismatch(op, index, ops) is not None:
+        return pipes
+    reader = ops[op.inputs[index].fork]
+    theirs = input_pipes(reader, _reading(reader, _read_key(op, index)), ops)
+    return [dataclasses.replace(mine, sources=(("fork", reader.name, _site(their, reader), mine.tiles),))
+            for mine, their in zip(pipes, theirs)]
 
 
 def output_pipes(op: MovingOp) -> list[Pipe]:
@@ -291,7 +376,7 @@ def _multicast_noc(pipe: Pipe, consumer: MovingOp) -> int:
 
 def _xy(device: DeviceSpec, ops: dict, queues: dict, kind: str, name: str, unit) -> tuple | None:
     """NoC (x, y) of a pipe endpoint, None where it has none (the host) or is not placed yet."""
-    if kind in ("op", "hold"):
+    if kind in ("op", "hold", "fork"):
         op = ops.get(name)
         return None if op is None or op.loc is None else noc.core_xy(device, _physical(op, unit))
     if kind == "dram":
@@ -310,7 +395,7 @@ def _niu(direction: str, xy: tuple | None, kind: str, name: str, unit, queues: d
     NoC is not routed), an unplaced core's by op and core, a DRAM channel's; None for the host."""
     if xy is not None:
         return (direction, noc.NOC0, *xy)
-    if kind in ("op", "hold"):
+    if kind in ("op", "hold", "fork"):
         return (direction, name, unit)
     if kind == "dram":
         return (direction, "dram", _channel(queues[name], unit))
@@ -343,12 +428,12 @@ def pipe_links(device: DeviceSpec, pipe: Pipe, ops: dict, queues: dict) -> dict:
             _xy(device, ops, queues, *dst), pipe.bytes)
         return loads
     consumer = ops.get(pipe.consumer)
-    core = pipe.dests[0] if pipe.on_producer or consumer is None else _pipe_core(pipe, consumer)
+    core = _site(pipe, consumer)
     site = ("op", pipe.consumer, core)
     site_xy = _xy(device, ops, queues, *site)
     tile_bytes = pipe.bytes / pipe.tiles if pipe.tiles else 0.0
     for kind, name, unit, n in pipe.sources:
-        src = ("op" if kind == "hold" else kind, name, unit)
+        src = ("op" if kind in ("hold", "fork") else kind, name, unit)
         leg(src, _xy(device, ops, queues, kind, name, unit), site, site_xy, n * tile_bytes)
     if pipe.multicast:
         if site_xy is not None:
@@ -446,7 +531,8 @@ def core_streams(ops: Sequence[MovingOp], pipes: Sequence[Pipe]) -> dict:
     """{(op, core): CoreStreams} of an epoch's pipes (§3.3): a multicast uses a multicast stream on the core it
     runs on; a gather from n > 1 sources min(3, n) extra streams there; a DRAM-reading pipe one extra stream and a
     DRAM reader; a forked output buffer (a producer core feeding k pipes) k - 1 extra streams; a pre-TM prologue
-    buffer one extra stream; an output into a DRAM queue a DRAM writer."""
+    buffer one extra stream; an output into a DRAM queue a DRAM writer; a forked DRAM read one extra stream on the
+    reader's core."""
     by_name = {o.name: o for o in ops}
     usage: dict = {}
 
@@ -463,7 +549,7 @@ def core_streams(ops: Sequence[MovingOp], pipes: Sequence[Pipe]) -> dict:
                 at(name, unit).dram_writers += 1
             at(name, unit).producer_phases += pipe.phases
             continue
-        core = pipe.dests[0] if pipe.on_producer or consumer is None else _pipe_core(pipe, consumer)
+        core = _site(pipe, consumer)
         site = at(pipe.consumer, core)
         units = {(kind, name, unit) for kind, name, unit, _ in pipe.sources}
         tile_bytes = pipe.bytes / pipe.tiles if pipe.tiles else 0.0
@@ -489,6 +575,8 @@ def core_streams(ops: Sequence[MovingOp], pipes: Sequence[Pipe]) -> dict:
             if kind in ("op", "hold"):
                 fan.setdefault((name, unit), set()).add((pipe.consumer, pipe.index, pipe.dests))
                 at(name, unit).producer_phases += pipe.phases
+            elif kind == "fork":      # the reader's DRAM stream forks a copy to this pipe
+                at(name, unit).extra += 1
     for key, buffers in dram_buffers.items():
         usage[key].dram_buffers = len(buffers)
     holders = {(n, u) for p in pipes for kind, n, u, _ in p.sources if kind == "hold"}

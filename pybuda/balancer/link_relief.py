@@ -181,9 +181,8 @@ class _Links:
 
     @staticmethod
     def _ends(pipe) -> set:
-        """The ops whose location a pipe's route depends on: its consumer and the ops (or prologue holders) it
-        reads."""
-        return {pipe.consumer, *(n for kind, n, _, _ in pipe.sources if kind in ("op", "hold"))}
+        """The ops whose location a pipe's route depends on: its consumer and the ops whose cores it reads."""
+        return {pipe.consumer, *pipe.producers}
 
     def busiest(self) -> tuple[float, tuple | None]:
         """(bytes per input, link) of the busiest link (ties: the first in repr order)."""

@@ -59,6 +59,7 @@ class Placement:
     temporal: tuple = ()
     chips: dict = dataclasses.field(default_factory=dict)    # op -> chip (`chips.py`; 0 on a one-chip device)
     overuse: Overuse | None = None   # a per-core stream resource the plan needs beyond the device's limit
+    forks: dict = dataclasses.field(default_factory=dict)   # op -> ((queue, reader op), ...): shared DRAM reads
 
     def check_streams(self) -> "Placement":
         """The placement, or a BalancerError naming the stream resource it overuses."""
@@ -150,7 +151,8 @@ def finish(graph: Graph, coster: PlanCoster, schedule: list[str], models: dict[s
     (`dram.place_dram`), ops moved off congested NoC links (`link_relief.relieve_links`, the queues placed again
     where ops moved) and its exact cost with them (`PlanCoster.cost`); ops that need more stream phases than
     the default overlay blob holds get the extended one where their L1 has room (`PlanCoster.overlays`), then
-    joins that fork-join stalls would slow get bigger input buffers (`fork_join.buffer_fork_joins`)."""
+    joins that fork-join stalls would slow get bigger input buffers (`fork_join.buffer_fork_joins`); the DRAM
+    reads its epochs' ops share (`PlanCoster.forks`, with `enable_forked_dram_inputs`)."""
     device = coster.device
     prologue = prologue_choice(graph, schedule, models)
     epoch_of = {n: p.epoch for n, p in placed.items()}
@@ -175,7 +177,8 @@ def finish(graph: Graph, coster: PlanCoster, schedule: list[str], models: dict[s
     return Placement(models=models, placed=placed, prologue=prologue, epochs=sum(map(len, cost.temporal)),
                      estimated_cycles=cost.cycles, epoch_timings=cost.epochs, queues=queues, dram=dram, policy=policy,
                      queued_edges=coster.queued, temporal=cost.temporal,
-                     chips=dict(constraints.chips), overuse=overuse[0] if overuse else None)
+                     chips=dict(constraints.chips), overuse=overuse[0] if overuse else None,
+                     forks=coster.forks(schedule, models, epoch_of, prologue, dram, placed))
 
 
 def _cores(models: dict[str, OpModel], placed: dict[str, PlacedOp]) -> dict[str, list[tuple]]:

@@ -22,7 +22,8 @@ import itertools
 import math
 
 from ..arch.movement import (EXTENDED_OVERLAY_BYTES, CoreBudget, MovingInput, MovingOp, Overuse, QueueLayout,
-                             core_streams, epoch_pipes, heaviest_input, overuses, phase_hungry)
+                             core_streams, epoch_pipes, forked_reads, heaviest_input, overuses, phase_hungry,
+                             with_forks)
 from ..arch.operands import OpGeometry, input_buffer_inputs, output_buffer_inputs, output_granules, tiles_read_per_core
 from ..arch.perf import EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles, temporal_epochs
 from ..arch.streaming import edge_tms
@@ -101,8 +102,9 @@ class PlanCoster:
     depend on the plan around an op is computed once per (op, model)."""
 
     def __init__(self, graph: Graph, device: DeviceSpec, links: IoLinks, microbatch: int,
-                 queued: frozenset = frozenset(), chips: dict[str, int] | None = None):
+                 queued: frozenset = frozenset(), chips: dict[str, int] | None = None, fork_dram: bool = False):
         self.graph, self.device, self.links, self.microbatch = graph, device, links, microbatch
+        self.fork_dram = fork_dram   # an epoch's ops reading a DRAM queue the same way share one read
         self.queued = queued   # (producer, consumer, operand port): edges through a DRAM queue (`insert_queues`)
         self.chips = chips or {}   # op -> chip (`chips.chip_assignment`); none: every op on the PCIe chip
         self._homes: dict[str, int] = {}
@@ -370,9 +372,37 @@ class PlanCoster:
     def epoch_loads(self, names: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
                     prologue: dict[str, bool], dram: DramPlacement | None, temporal: dict[int, int] | None,
                     placed: dict[str, PlacedOp] | None) -> tuple[OpLoad, ...]:
-        """The `OpLoad`s of one temporal epoch's ops `names` in a plan (`cost`'s terms)."""
-        return tuple(self.op_load(name, models[name], epoch_of, prologue, self.writes_queue(name, epoch_of),
-                                  models=models, dram=dram, temporal=temporal, placed=placed) for name in names)
+        """The `OpLoad`s of one temporal epoch's ops `names` in a plan (`cost`'s terms), sharing DRAM reads where
+        `fork_dram` lets them (`forked`)."""
+        return self.forked(tuple(self.op_load(name, models[name], epoch_of, prologue,
+                                              self.writes_queue(name, epoch_of), models=models, dram=dram,
+                                              temporal=temporal, placed=placed) for name in names))
+
+    def forked(self, loads: tuple[OpLoad, ...]) -> tuple[OpLoad, ...]:
+        """An epoch's loads with the DRAM reads its ops can share (`pybuda.arch.movement.forked_reads`) forked
+        where `fork_dram` is set (`enable_forked_dram_inputs`), else as they are."""
+        if not self.fork_dram:
+            return loads
+        ops = [load.moving for load in loads]
+        forked = with_forks(ops, forked_reads(ops))
+        return tuple(load if op is load.moving else dataclasses.replace(load, moving=op)
+                     for load, op in zip(loads, forked))
+
+    def forks(self, schedule: list[str], models: dict[str, OpModel], epoch_of: dict[str, int],
+              prologue: dict[str, bool], dram: DramPlacement | None,
+              placed: dict[str, PlacedOp] | None) -> dict[str, tuple[tuple[str, str], ...]]:
+        """{op: ((queue, reader op), ...)}: the DRAM reads each op of a plan shares (the netlist's
+        `forked_dram_inputs`)."""
+        by_epoch, groups, temporal = self.grouped(schedule, epoch_of)
+        out: dict[str, tuple] = {}
+        for group in groups:
+            loads = self.epoch_loads([n for e in group for n in by_epoch[e]], models, epoch_of, prologue, dram,
+                                     temporal, placed)
+            for load in loads:
+                shared = tuple((i.queue.name, i.fork) for i in load.moving.inputs if i.fork is not None)
+                if shared:
+                    out[load.name] = shared
+        return out
 
     def epoch_timing(self, loads: tuple[OpLoad, ...]) -> EpochTiming:
         """The timing of one temporal epoch of `loads` over its inputs (the microbatch; one for optimizer ops),
@@ -387,8 +417,9 @@ class PlanCoster:
         """Per epoch of the plan, in order: (its ops' names, their `MovingOp`s, its pipes, their `core_streams`)."""
         by_epoch, _, temporal = self.grouped(schedule, epoch_of)
         for epoch in sorted(by_epoch):
-            ops = [self.op_load(name, models[name], epoch_of, prologue, self.writes_queue(name, epoch_of),
-                                models=models, temporal=temporal).moving for name in by_epoch[epoch]]
+            ops = [load.moving for load in self.forked(tuple(
+                self.op_load(name, models[name], epoch_of, prologue, self.writes_queue(name, epoch_of),
+                             models=models, temporal=temporal) for name in by_epoch[epoch]))]
             pipes = epoch_pipes(ops)
             yield by_epoch[epoch], ops, pipes, core_streams(ops, pipes)
 

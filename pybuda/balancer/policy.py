@@ -30,7 +30,7 @@ def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int)
     constraints = Constraints.from_config(config, schedule, device)
     constraints = dataclasses.replace(constraints, breaks=constraints.breaks | epoch_type_breaks(graph, schedule))
     coster = PlanCoster(graph, device, IoLinks.from_config(config), microbatch,
-                        queued_edges(graph, config.insert_queues), constraints.chips)
+                        queued_edges(graph, config.insert_queues), constraints.chips, config.enable_forked_dram_inputs)
     table = CandidateTable(graph, device, config, coster, constraints.grids)
     candidates = {name: table(name) for name in schedule}
     if policy == "SingleOpPerEpoch":

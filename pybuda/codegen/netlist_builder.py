@@ -181,4 +181,5 @@ def _op_entry(bgraph: Graph, name: str, placement: Placement, e2e: dict, epoch_o
               input_buf_min_size_tiles=list(m.input_buf_min) or None, ublock_order="r",
               in_df=in_df, out_df=node.df, intermed_df=node.intermed_df, acc_df=node.acc_df,
               math_fidelity=MathFidelity.parse(node.math_fidelity), input_tms=tms,
-              attributes=op_attributes(bgraph, name, m), overlay_size=m.overlay_size or None)
+              attributes=op_attributes(bgraph, name, m), overlay_size=m.overlay_size or None,
+              forked_dram_inputs=list(placement.forks[name]) if name in placement.forks else None)

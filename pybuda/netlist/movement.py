@@ -1,7 +1,7 @@
 """A netlist's epochs as the backend model's data movement sees them (`pybuda.arch.movement`): each op with its
 geometry, location, inputs (the edge's TMs, unpad and pad, input tile format, prologue flag,
-input_buf_min_size_tiles) and the queues it writes, each queue with its buffer grid and DRAM channels. The
-simulator's timing and the validator's stream rules read the pipes derived from it."""
+input_buf_min_size_tiles, the op whose DRAM read it shares) and the queues it writes, each queue with its buffer
+grid and DRAM channels. The simulator's timing and the validator's stream rules read the pipes derived from it."""
 from __future__ import annotations
 
 from typing import Callable, Iterable
@@ -29,13 +29,15 @@ def moving_op(nl: Netlist, graph: Graph, op: Op, geometry: OpGeometry, spec: Dev
     inputs = []
     mins = op.input_buf_min_size_tiles or ()
     dram_io = op.input_dram_io_buf_size_tiles or ()
+    forks = dict(op.forked_dram_inputs or ())
     for k, src in enumerate(op.inputs):
         q = nl.queues.get(src)
         df = op.in_df[k] if k < len(op.in_df) else op.out_df
         inputs.append(MovingInput(src, tuple(op.tms(k)), queue_layout(q, spec) if q is not None else None,
                                   _pair(op.input_unpad.get(k)), _pair(op.input_pad.get(k)), df.tile_bytes,
                                   q is not None and prologued(src), mins[k] if k < len(mins) else 0,
-                                  dram_io[k] if k < len(dram_io) else 0))
+                                  dram_io[k] if k < len(dram_io) else 0,
+                                  forks.pop(src, None) if q is not None else None))
     return MovingOp(op.name, geometry, tuple(inputs), tuple(queue_layout(nl.queues[w], spec) for w in writes),
                     tuple(op.grid_loc) if op.grid_loc is not None else None, bool(op.grid_transpose),
                     graph.devices[0])

@@ -3,7 +3,7 @@ the backend builds for a graph's pipes (`pybuda.arch.movement.core_streams`, on 
 `pybuda.netlist.movement` describes it), each against the device description's limit."""
 from __future__ import annotations
 
-from ...arch.movement import CoreBudget, CoreStreams, epoch_streams, overuses
+from ...arch.movement import CoreBudget, CoreStreams, epoch_streams, fork_mismatch, overuses
 from ..model import Graph, Op
 from ..movement import fed_queues, moving_op
 from .objects import outside, placed
@@ -20,11 +20,17 @@ def graph_streams(c: Context, g: Graph) -> dict:
         if not g.devices or any(not q.devices or q.grid_size[0] * q.grid_size[1] > cores for q in c.n.queues.values()) \
                 or any(placed(op) and outside(c, op) for op in g.ops.values()):
             return {}
-        written = fed_queues(c.n, g.ops)
-        ops = [moving_op(c.n, g, op, c.n.geometry_of(op), c.spec, lambda q: g.name in c.prologue.get(q, ()),
-                         written.get(op.name, [])) for op in g.ops.values() if sized(op)]
-        return epoch_streams(ops)
+        return epoch_streams(graph_moving(c, g))
     return c.memo(("streams", g.name), compute)
+
+
+def graph_moving(c: Context, g: Graph) -> list:
+    """The graph's sized ops as data movement sees them (`pybuda.netlist.movement.moving_op`), computed once."""
+    def compute():
+        written = fed_queues(c.n, g.ops)
+        return [moving_op(c.n, g, op, c.n.geometry_of(op), c.spec, lambda q: g.name in c.prologue.get(q, ()),
+                          written.get(op.name, [])) for op in g.ops.values() if sized(op)]
+    return c.memo(("moving", g.name), compute)
 
 
 def _per_core(c: Context, g: Graph, *resources: str) -> None:
@@ -95,6 +101,22 @@ def streams_inputs(c: Context, op: Op) -> None:
     if len(op.inputs) > c.spec.input_operands:
         c.fail(op, f"op {op.name} has {len(op.inputs)} inputs; a core has {c.spec.input_operands} input operand "
                "streams", f"<= {c.spec.input_operands}", len(op.inputs))
+
+
+@rule("streams.forked_read", on=Graph, section="§3.1", needs_device=True)
+def streams_forked_read(c: Context, g: Graph) -> None:
+    """An op sharing another op's DRAM read (`forked_dram_inputs`) reads the queue the same way as that op, which
+    reads it itself: the same TMs, tile format, grid, t, blocking and kernel input granule."""
+    if not graph_streams(c, g):         # not computable here: the rules graph_streams names report why
+        return
+    ops = {o.name: o for o in graph_moving(c, g)}
+    for op in ops.values():
+        for k, inp in enumerate(op.inputs):
+            if inp.fork is not None and inp.fork in ops:    # a reader outside the graph: op.forked_dram_input
+                why = fork_mismatch(op, k, ops)
+                if why is not None:
+                    c.fail(g.ops[op.name], f"forked dram input {inp.src!r}: {why}",
+                           "an op of the graph that reads the queue itself the same way", inp.fork)
 
 
 def stream_buffer_bytes(c: Context, op: Op) -> int:
