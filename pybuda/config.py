@@ -589,6 +589,21 @@ class UnknownOptionError(UserInputError, AttributeError):
     message suggests close option names."""
 
 
+def check_fracture_chips(where: str, chip_ids: dict[str, list[int]]) -> None:
+    """UserInputError for chip ids given to a fracture group (`where`): no per-op chip placement here."""
+    if any(chip_ids.values()):
+        raise UserInputError(f"{where}: chip_ids {chip_ids}: the pieces of a fractured op cannot be placed on chips "
+                             "of their own here (no per-op chip placement); leave chip_ids empty, the pieces run "
+                             "where the schedule's chip breaks put them")
+
+
+def _fracture_groups(value: Any) -> list:
+    """`fracture_groups` type-checked, chip ids refused (`check_fracture_chips`)."""
+    value = _check("fracture_groups", value, list[tuple[list[tuple[str, list[int], list[int]]], dict[str, list[int]]]])
+    for _, chip_ids in value:
+        check_fracture_chips("fracture_groups", chip_ids)
+    return value
+
 # Override records
 @dataclass(frozen=True)
 class Attribute:
@@ -1036,7 +1051,11 @@ class CompilerConfig:
         caveat="the consumer reads the producer's output from a DRAM queue (`e2e_<producer>_0`) in the same epoch, "
                "costed by the balancer; an entry naming no edge of the Buda graph names the consumer's operands")
     fracture_groups: list[tuple[list[tuple[str, list[int], list[int]]], dict[str, list[int]]]] = option(
-        [], doc="(nodes as (name, [dims], [factors]), {name: chip_ids}) (`insert_fracture_group`)", effective=False)
+        [], doc="(nodes as (name, [dims], [factors]), {name: chip_ids}) (`insert_fracture_group`)",
+        parse=_fracture_groups,
+        caveat="stage `fracture` (after `decompose`) splits each op of the decomposed graph along one dim into "
+               "pieces over operand slices, chained pieces reading each other directly (`passes/fracture.py`); "
+               "element-wise ops and matmuls; chip_ids are refused (no per-op chip placement here)")
     conv_multi_op_fracture_factor_override: dict[str, int] = option(
         {}, doc="Conv op (its name in the framework graph, e.g. `conv2d_0`) -> number of ops to split it into, by "
                 "kernel rows (`override_multi_op_fracture_factor`)",
@@ -1467,7 +1486,9 @@ def insert_fracture_group(nodes: list[str | tuple[str, int | list[int], int | li
         per_node = {name: list(ids) for name, _, _ in normalised}
     else:
         per_node = _check(f"{where}: chip_ids", chip_ids, dict[str, list[int]])
+    check_fracture_chips(where, per_node)
     _get_global_compiler_config().fracture_groups.append((normalised, per_node))
+
 
 
 @helper("placer_op_overrides", "op_names_to_epoch_break", "op_names_to_chip_break")
@@ -1778,6 +1799,8 @@ def resolve_predicates(config: CompilerConfig, nodes: list) -> CompilerConfig:
 PATTERN_OVERRIDES = frozenset({"dont_fuse", "manual_fuse"})
 # overrides that name an op of the framework graph (before decomposition), not a device op
 FRAMEWORK_OP_OVERRIDES = frozenset({"override_multi_op_fracture_factor"})
+# overrides that name an op of the decomposed framework graph, checked where they apply (`passes/fracture.py`)
+DECOMPOSED_OP_OVERRIDES = frozenset({"insert_fracture_group"})
 
 
 def check_override_names(config: CompilerConfig, op_names: list[str], framework: bool = False) -> None:
@@ -1785,7 +1808,8 @@ def check_override_names(config: CompilerConfig, op_names: list[str], framework:
     `framework`: the overrides naming framework ops (FRAMEWORK_OP_OVERRIDES), else the others."""
     known = set(op_names)
     unknown = [ref for ref in referenced_op_names(config)
-               if (ref.kind in FRAMEWORK_OP_OVERRIDES) == framework and ref not in known
+               if (ref.kind in FRAMEWORK_OP_OVERRIDES) == framework and ref.kind not in DECOMPOSED_OP_OVERRIDES
+               and ref not in known
                and not (ref.kind in PATTERN_OVERRIDES and any(pattern_matches(ref, n) for n in op_names))]
     if not unknown:
         return

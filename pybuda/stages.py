@@ -39,6 +39,7 @@ from .passes.autograd import recompute, training_graph
 from .passes.cpu_fallback import DEVICE, Segment, partition
 from .passes.data_formats import assign_data_formats
 from .passes.decompose import decompose
+from .passes.fracture import fracture
 from .passes.fuse import fuse
 from .passes.host_io import hoist_io_transforms
 from .passes.fan_out import over_limit, split_fan_out
@@ -145,6 +146,13 @@ def decompose_stage(state: CompileState) -> CompileState:
     ops (a conv's fracture factor) must name one of this graph's."""
     cfg.check_override_names(state.config, state.graph.op_names(), framework=True)
     return dataclasses.replace(state, graph=decompose(state.graph.copy(), state.config))
+
+
+def fracture_stage(state: CompileState) -> CompileState:
+    """The ops of `fracture_groups` split into pieces along a dim (`passes/fracture.py`)."""
+    if not state.config.fracture_groups:
+        return state
+    return dataclasses.replace(state, graph=fracture(state.graph.copy(), state.config.fracture_groups))
 
 
 def optimize_stage(state: CompileState) -> CompileState:
@@ -291,6 +299,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("initial_graph", initial_graph_stage, "model", "framework",
           (CompileDepth.INIT_COMPILE, CompileDepth.GENERATE_INITIAL_GRAPH)),
     Stage("decompose", decompose_stage, "framework", "framework", (CompileDepth.POST_INITIAL_GRAPH_PASS,)),
+    Stage("fracture", fracture_stage, "framework", "framework"),
     Stage("optimize", optimize_stage, "framework", "framework",
           (CompileDepth.CONSTEVAL_GRAPH, CompileDepth.POST_PATTERN_MATCHER, CompileDepth.OPTIMIZED_GRAPH)),
     Stage("autograd", autograd_stage, "framework", "framework", (CompileDepth.AUTOGRAD,)),

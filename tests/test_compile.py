@@ -157,10 +157,10 @@ def test_override_naming_unknown_op_suggests_close_names(tmp_path):
 
 
 @pytest.mark.parametrize("depth, graphs", [
-    (CompileDepth.OPTIMIZED_GRAPH, ["initial_graph", "decompose", "optimize"]),
-    ("optimize", ["initial_graph", "decompose", "optimize"]),
-    ("lower", ["initial_graph", "decompose", "optimize", "autograd", "cpu_fallback", "host_io", "lower"]),
-    ("balance", ["initial_graph", "decompose", "optimize", "autograd", "cpu_fallback", "host_io", "lower",
+    (CompileDepth.OPTIMIZED_GRAPH, ["initial_graph", "decompose", "fracture", "optimize"]),
+    ("optimize", ["initial_graph", "decompose", "fracture", "optimize"]),
+    ("lower", ["initial_graph", "decompose", "fracture", "optimize", "autograd", "cpu_fallback", "host_io", "lower"]),
+    ("balance", ["initial_graph", "decompose", "fracture", "optimize", "autograd", "cpu_fallback", "host_io", "lower",
                  "data_formats",
                  "fuse", "save_intermediates", "insert_nops"]),
 ])

@@ -123,8 +123,8 @@ def test_effective_options_are_derived_from_the_declarations():
 
 @pytest.mark.parametrize("name, effective", [
     ("compile_depth", True), ("balancer_policy", True), ("enable_recompute", True), ("scheduler_policy", True),
-    ("fracture_groups", False), ("override_op_size", True), ("override_u_kt", True), ("place_on_new_epoch", True),
-    ("override_op_placement", True), ("balancer_op_override", True), ("insert_fracture_group", False),
+    ("fracture_groups", True), ("override_op_size", True), ("override_u_kt", True), ("place_on_new_epoch", True),
+    ("override_op_placement", True), ("balancer_op_override", True), ("insert_fracture_group", True),
     ("set_num_repeated_patterns", False), ("set_auto_transposing_placement", True),
 ])
 def test_effective_options_examples(name, effective):
@@ -494,13 +494,14 @@ def test_misc_helpers_store_what_legacy_stores():
 
 def test_insert_fracture_group_normalises():
     nodes = [("op_a", -2, 2), "op_b", ("op_c", [-1, -2], [2, 4])]
-    C.insert_fracture_group(nodes, chip_ids=[0, 1])
+    C.insert_fracture_group(nodes)
     assert g().fracture_groups == [(
-        [("op_a", [-2], [2]), ("op_b", [], []), ("op_c", [-1, -2], [2, 4])],
-        {"op_a": [0, 1], "op_b": [0, 1], "op_c": [0, 1]})]
+        [("op_a", [-2], [2]), ("op_b", [], []), ("op_c", [-1, -2], [2, 4])], {"op_a": [], "op_b": [], "op_c": []})]
     assert nodes[1] == "op_b"  # the caller's list is not mutated
-    C.insert_fracture_group(["x"], chip_ids={"x": [2]})
-    assert g().fracture_groups[1] == ([("x", [], [])], {"x": [2]})
+    C.insert_fracture_group(["x"], chip_ids={"x": []})
+    assert g().fracture_groups[1] == ([("x", [], [])], {"x": []})
+    with pytest.raises(ValueError, match="cannot be placed on chips of their own"):
+        C.insert_fracture_group(["x"], chip_ids={"x": [2]})
     with pytest.raises(ValueError, match="one positive factor per dim"):
         C.insert_fracture_group([("y", [-1, -2], [2])])
 

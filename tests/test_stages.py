@@ -25,9 +25,9 @@ def _stage(name: str) -> Stage:
 
 def test_default_list_chains_levels_and_stage_names():
     check_stages(STAGES)
-    assert [s.name for s in STAGES] == ["initial_graph", "decompose", "optimize", "autograd", "cpu_fallback", "host_io",
-                                        "lower", "data_formats", "fuse", "save_intermediates", "insert_nops",
-                                        "balance", "t_stream", "netlist"]
+    assert [s.name for s in STAGES] == ["initial_graph", "decompose", "fracture", "optimize", "autograd",
+                                        "cpu_fallback", "host_io", "lower", "data_formats", "fuse",
+                                        "save_intermediates", "insert_nops", "balance", "t_stream", "netlist"]
     assert STAGES[0].requires == "model" and STAGES[-1].ensures == "netlist"
 
 
@@ -113,11 +113,12 @@ def test_a_stage_inserted_after_lower_runs_is_timed_and_verified(tmp_path):
 def test_each_stage_keeps_its_own_graph(tmp_path):
     compiled = pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path)
     # cpu_fallback keeps an unsplit graph as it is, autograd an inference graph, insert_nops a graph without NOPs,
-    # save_intermediates one without intermediates
-    kept = ("cpu_fallback", "autograd", "insert_nops", "save_intermediates")
+    # save_intermediates one without intermediates, fracture one without fracture groups
+    kept = ("cpu_fallback", "autograd", "insert_nops", "save_intermediates", "fracture")
     graphs = [compiled.graphs[s.name] for s in STAGES if s.produces_graph and s.name not in kept]
     assert len({id(g) for g in graphs}) == len(graphs)
     assert compiled.graphs["insert_nops"] is compiled.graphs["fuse"]
+    assert compiled.graphs["fracture"] is compiled.graphs["decompose"]
     # data formats are set by their own stage: the lowered graph keeps the default format
     assert {n.df for n in compiled.graphs["lower"].nodes("op")} == {pybuda.DataFormat.Float32}
     assert {n.df for n in compiled.graphs["data_formats"].nodes("op")} == {pybuda.DataFormat.Float16_b}
