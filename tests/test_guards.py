@@ -219,18 +219,19 @@ def _ineffective(record) -> list[str]:
     return [str(w.message) for w in record if issubclass(w.category, pybuda.IneffectiveOptionWarning)]
 
 
-@pytest.mark.parametrize("path, option", [
-    (lambda: C.set_configuration_options(place_on_one_row=True), "place_on_one_row"),
-    (lambda: pybuda.insert_fracture_group(["mm1"]), "fracture_groups"),
-    (lambda: pybuda.override_op_placement("mm1", chip_id=1), "placer_op_overrides.chip_id"),
+@pytest.mark.parametrize("path, option, why", [
+    (lambda: C.set_configuration_options(place_on_one_row=True), "place_on_one_row", "has no effect yet"),
+    (lambda: C.set_num_repeated_patterns("encoder", 2), "tvm_module_to_num_patterns",
+     "does not apply in this compiler"),
+    (lambda: pybuda.override_op_placement("mm1", chip_id=1), "placer_op_overrides.chip_id", "has no effect yet"),
 ])
-def test_setting_an_ineffective_option_warns_once_naming_it(path, option):
+def test_setting_an_ineffective_option_warns_once_naming_it(path, option, why):
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         path()
         path()
     (message,) = _ineffective(record)
-    assert f"option {option!r}" in message and "has no effect yet" in message
+    assert f"option {option!r}" in message and why in message
 
 
 def test_effective_options_and_defaults_do_not_warn():
@@ -244,14 +245,14 @@ def test_effective_options_and_defaults_do_not_warn():
 
 def test_compile_warns_once_for_config_fields_with_no_effect(tmp_path):
     from models import MLP
-    config = pybuda.CompilerConfig(enable_forked_dram_inputs=True, enable_broadcast_splitting=True,
+    config = pybuda.CompilerConfig(match_subgraph_patterns=2, enable_broadcast_splitting=True,
                                    enable_consteval=False)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         for out in ("a", "b"):
             pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path / out, config=config)
     messages = _ineffective(record)
-    assert len(messages) == 2 and "'enable_forked_dram_inputs'" in messages[0] and \
+    assert len(messages) == 2 and "'match_subgraph_patterns'" in messages[0] and \
         "'enable_broadcast_splitting'" in messages[1]
     assert all("compile" in m for m in messages)
 
