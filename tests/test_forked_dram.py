@@ -72,6 +72,10 @@ def test_a_fork_whose_reader_reads_the_queue_another_way_is_refused():
     violations = check(_netlist(b_grid=(2, 1), b_mblock=(1, 2)), device=E150)
     forked = [v for v in violations if v.rule == "streams.forked_read"]
     assert len(forked) == 1 and "'a' does not read 'act' itself the same way" in forked[0].message, violations
+    violations = check(_netlist().replace("forked_dram_inputs: [{act: a}]", "forked_dram_inputs: [{act: b}]"),
+                       device=E150)
+    assert [v.message for v in violations if v.rule == "streams.forked_read"] == [
+        "forked dram input 'act': an op does not share its own read"], violations
 
 
 class _TwoHeads(torch.nn.Module):

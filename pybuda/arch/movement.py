@@ -293,11 +293,13 @@ def with_forks(ops: Sequence[MovingOp], forks: dict[tuple[str, int], str]) -> li
 
 def fork_mismatch(op: MovingOp, index: int, ops: dict) -> str | None:
     """Why input `index` of `op` cannot share the DRAM read of the op its `fork` names (None if it can): the reader
-    is not an op of the epoch, or reads the queue another way (`_read_key`)."""
+    is not another op of the epoch, or reads the queue another way (`_read_key`)."""
     inp = op.inputs[index]
     reader = ops.get(inp.fork)
     if reader is None:
         return f"{inp.fork!r} is not an op of the epoch"
+    if reader is op:
+        return "an op does not share its own read"
     key = _read_key(op, index)
     if key is None:
         return "the input does not stream a DRAM queue (a host queue, a prologue or an op of the epoch)"
