@@ -604,6 +604,7 @@ def _fracture_groups(value: Any) -> list:
         check_fracture_chips("fracture_groups", chip_ids)
     return value
 
+
 # Override records
 @dataclass(frozen=True)
 class Attribute:
@@ -1488,7 +1489,6 @@ def insert_fracture_group(nodes: list[str | tuple[str, int | list[int], int | li
         per_node = _check(f"{where}: chip_ids", chip_ids, dict[str, list[int]])
     check_fracture_chips(where, per_node)
     _get_global_compiler_config().fracture_groups.append((normalised, per_node))
-
 
 
 @helper("placer_op_overrides", "op_names_to_epoch_break", "op_names_to_chip_break")

@@ -392,7 +392,9 @@ class PlanCoster:
               prologue: dict[str, bool], dram: DramPlacement | None,
               placed: dict[str, PlacedOp] | None) -> dict[str, tuple[tuple[str, str], ...]]:
         """{op: ((queue, reader op), ...)}: the DRAM reads each op of a plan shares (the netlist's
-        `forked_dram_inputs`)."""
+        `forked_dram_inputs`); none without `fork_dram`."""
+        if not self.fork_dram:
+            return {}
         by_epoch, groups, temporal = self.grouped(schedule, epoch_of)
         out: dict[str, tuple] = {}
         for group in groups:
