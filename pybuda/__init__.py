@@ -19,6 +19,12 @@ from .files import OutputDirError
 from .frontend.microbatch import MicrobatchError
 from .module import Parameter, PyBudaModule, PyTorchModule, Tensor
 from .runtime import InputError, RuntimeModel, TTIError, load
+from .tools.verify_module import TestKind, VerifyConfig, verify_module
+from . import verify as _verify
+
+# the legacy spelling `from pybuda.verify import verify_module, VerifyConfig, TestKind`: the harness compiles, so it
+# lives above the compiler (pybuda.tools), and pybuda.verify (below the compiler) is given its names here
+_verify.verify_module, _verify.VerifyConfig, _verify.TestKind = verify_module, VerifyConfig, TestKind
 
 __all__ = [
     "PyBudaError", "UserInputError", "UserTypeError", "UsageError", "InternalError",
@@ -30,5 +36,5 @@ __all__ = [
     "override_t_stream_dir", "override_op_placement", "override_u_kt", "override_input_buffer_multiplier",
     "override_dram_parameters", "override_multi_op_fracture_factor", "set_epoch_break", "set_chip_break",
     "insert_buffering_nop", "insert_nop", "add_schedule_constraint", "configure_mixed_precision",
-    "insert_fracture_group",
+    "insert_fracture_group", "verify_module", "VerifyConfig", "TestKind",
 ]

@@ -286,7 +286,7 @@ def _compile(model, sample_inputs: tuple, spec, config: cfg.CompilerConfig, out_
 
     op_level = config.enable_op_level_comparision
     verify = verify or op_level
-    expected = _framework_outputs(model, sample_inputs) if verify else None
+    expected = framework_outputs(model, sample_inputs) if verify else None
     reference = TrainingReference.of(model, sample_inputs, training) if verify and training else None
     batch: dict[str, np.ndarray] = {}
     previous_ops: dict | None = None     # op_level: the last stage's op values on the first sample
@@ -399,7 +399,7 @@ def _load_precompiled(model, sample_inputs, device: str | None, path: str | Path
     return loaded
 
 
-def _framework_outputs(model, sample_inputs) -> list[np.ndarray]:
+def framework_outputs(model, sample_inputs) -> list[np.ndarray]:
     """The reference outputs: torch's for a torch module, the traced graph's golden eval for a PyBudaModule."""
     if isinstance(model, torch.nn.Module):
         with torch.no_grad():

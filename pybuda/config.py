@@ -823,7 +823,10 @@ class CompilerConfig:
                    "estimate adds the PCIe transfers (docs/training.md)",
         training="it runs a training compile's optimizer on the host")
     match_subgraph_patterns: int | None = option(
-        None, doc="Compact N isomorphic subgraphs with the pattern matcher", bounds=(1, None), effective=False)
+        None, doc="Compact N isomorphic subgraphs with the pattern matcher", bounds=(1, None), effective=False,
+        inapplicable="the legacy pattern matcher compacted N repeated layers to compile one; this balancer finds "
+                     "epochs whose ops, contexts and overrides are alike (a transformer's layers) by itself and "
+                     "solves each kind once (docs/balancer.md), so there is no N to give")
     compile_depth: CompileDepth | str = option(
         CompileDepth.FULL, parse=_compile_depth,
         doc="Stop compilation after this stage: a stage name of `pybuda.stages` (`\"lower\"`; compile checks it "
@@ -915,7 +918,9 @@ class CompilerConfig:
         env=(EnvBool("PYBUDA_ENABLE_FORKED_DRAM_INPUTS"),),
         caveat="every legal share is taken and priced (the forwarded copy's NoC leg and fork stream against the "
                "DRAM channel bytes saved): it can cost a little where the channels are not the limit")
-    enable_broadcast_splitting: bool = option(False, doc="Split large broadcasts with NOPs", effective=False)
+    enable_broadcast_splitting: bool = option(
+        False, doc="Split an edge that broadcasts along more than one axis with a NOP after each broadcast but the "
+                   "last (`passes/split_broadcasts.py`)")
     enable_link_past_cache_ios: bool = option(
         False, doc="Heuristically link past-cache outputs back to inputs", effective=False)
     enable_pt2_fx_graph_link: bool = option(
@@ -1776,7 +1781,9 @@ def resolve_predicates(config: CompilerConfig, nodes: list) -> CompilerConfig:
             return [entry]
         found = select(entry, nodes)
         if not found:
-            unmatched.append(f"  {kind}: {entry} matches no op of the device graph")
+            layers = "" if any(n.layer for n in nodes) else " (no op has a layer: layers are the PyBudaModules " \
+                "that traced an op; a torch model's ops have none, name_regex matches them)"
+            unmatched.append(f"  {kind}: {entry} matches no op of the device graph{layers}")
         return found
 
     placements = [(name, o) for op, o in config.placer_op_overrides for name in names(op, "override_op_placement")]

@@ -15,12 +15,16 @@ from .ops import add_op
 
 
 def to_numpy(value) -> np.ndarray:
+    """A float32 array of `value` (a torch sparse tensor densified)."""
     if isinstance(value, torch.Tensor):
+        value = value.to_dense() if value.layout != torch.strided else value
         return value.detach().to(torch.float32).cpu().numpy()
     return np.asarray(value, dtype=np.float32)
 
 
 _TRACING: contextvars.ContextVar[Graph | None] = contextvars.ContextVar("pybuda_tracing", default=None)
+# the names of the PyBudaModules whose forward is running, outermost first, joined by "." (an op's layer)
+_LAYER: contextvars.ContextVar[str] = contextvars.ContextVar("pybuda_layer", default="")
 
 
 @contextlib.contextmanager
@@ -57,7 +61,8 @@ class _Arithmetic:
 
 
 class Parameter(_Arithmetic):
-    """A trainable tensor of a PyBudaModule: `Parameter(*shape)` (random normal) or `Parameter(tensor)`.
+    """A trainable tensor of a PyBudaModule: `Parameter(*shape)` (random normal; `from_shape`, legacy's parameter
+    "without a value", which `verify_module` draws again) or `Parameter(tensor)`.
     `dev_data_format` (legacy) is refused unless None: set formats with `configure_mixed_precision`."""
 
     def __init__(self, *shape_or_tensor, requires_grad: bool = True, name: str | None = None,
@@ -66,7 +71,8 @@ class Parameter(_Arithmetic):
             raise UserInputError(f"Parameter {name or ''!r}: dev_data_format={dev_data_format} is not supported; "
                                  "set a parameter's format with pybuda.config.configure_mixed_precision("
                                  "name_regex=..., output_df=...)")
-        if len(shape_or_tensor) == 1 and not isinstance(shape_or_tensor[0], int):
+        self.from_shape = not (len(shape_or_tensor) == 1 and not isinstance(shape_or_tensor[0], int))
+        if not self.from_shape:
             self._value = to_numpy(shape_or_tensor[0])
         else:
             shape = tuple(int(d) for d in shape_or_tensor)
@@ -208,7 +214,13 @@ class PyBudaModule:
         raise NotImplementedError(f"{type(self).__name__}.forward is not defined")
 
     def __call__(self, *acts):
-        return self.forward(*acts)
+        """forward(*acts), the ops it traces tagged with this module's layer (`pybuda.query.layer_regex`)."""
+        outer = _LAYER.get()
+        token = _LAYER.set(f"{outer}.{self.name}" if outer else self.name)
+        try:
+            return self.forward(*acts)
+        finally:
+            _LAYER.reset(token)
 
 
 class PyTorchModule(torch.nn.Module):
@@ -261,7 +273,7 @@ def traced_op(op_type: str, name: str, operands: list, attrs: dict | None = None
     graph = _graph_of(operands)
     nodes = [_node(graph, o) for o in operands]
     name = name or graph.unique_name(f"{op_type}_{len(graph.op_names())}")
-    return Tensor(graph, add_op(graph, name, op_type, nodes, attrs or {}))
+    return Tensor(graph, add_op(graph, name, op_type, nodes, attrs or {}, layer=_LAYER.get()))
 
 
 def traced_constant(name: str, value) -> Tensor:

@@ -1,4 +1,4 @@
-"""Op predicates for the overrides that take op names (legacy `pybuda.query`): `name_regex`, `op_type`,
+"""Op predicates for the overrides that take op names (legacy `pybuda.query`): `name_regex`, `layer_regex`, `op_type`,
 combined with `&`, `|` and `negate()`. `set_epoch_break`, `set_chip_break` and `override_op_placement` accept one
 where they accept an op name; the compile resolves it to the ops of the device graph it matches (before fusion)
 and fails, naming the predicate, when it matches none. A name regex must match the whole op name (the legacy
@@ -15,8 +15,8 @@ from .errors import UserInputError
 
 @dataclasses.dataclass(frozen=True)
 class NodePredicate:
-    """A predicate over ops: `kind` is "name_regex" or "op_type" (with `value`), or "not", "and", "or" (over
-    `operands`)."""
+    """A predicate over ops: `kind` is "name_regex", "layer_regex" or "op_type" (with `value`), or "not", "and",
+    "or" (over `operands`)."""
 
     kind: str
     value: str = ""
@@ -27,6 +27,8 @@ class NodePredicate:
         the framework op it was lowered from)."""
         if self.kind == "name_regex":
             return re.fullmatch(self.value, node.name) is not None
+        if self.kind == "layer_regex":
+            return bool(node.layer) and re.fullmatch(self.value, node.layer) is not None
         if self.kind == "op_type":
             return self.value in (node.op_type, node.framework_op_type)
         if self.kind == "not":
@@ -45,7 +47,7 @@ class NodePredicate:
         return NodePredicate("or", operands=(self, _predicate(other)))
 
     def __str__(self) -> str:
-        if self.kind in ("name_regex", "op_type"):
+        if self.kind in ("name_regex", "layer_regex", "op_type"):
             return f"{self.kind}({self.value!r})"
         if self.kind == "not":
             return f"{self.operands[0]}.negate()"
@@ -65,11 +67,15 @@ def _predicate(value) -> NodePredicate:
 def name_regex(regex: str) -> NodePredicate:
     """The ops whose whole name matches `regex` (Python `re` syntax, which reads the legacy ECMAScript patterns
     alike for names)."""
+    _check_regex("name_regex", regex)
+    return NodePredicate("name_regex", regex)
+
+
+def _check_regex(kind: str, regex: str) -> None:
     try:
         re.compile(regex)
     except re.error as e:
-        raise UserInputError(f"pybuda.query.name_regex({regex!r}): not a regular expression ({e})") from None
-    return NodePredicate("name_regex", regex)
+        raise UserInputError(f"pybuda.query.{kind}({regex!r}): not a regular expression ({e})") from None
 
 
 def op_type(name: str) -> NodePredicate:
@@ -78,9 +84,11 @@ def op_type(name: str) -> NodePredicate:
 
 
 def layer_regex(regex: str) -> NodePredicate:
-    """Refused: ops here carry no layer (module path) to match."""
-    raise UserInputError(f"pybuda.query.layer_regex({regex!r}) is not supported: this compiler's ops carry no layer "
-                         "name; use name_regex on op names (`pybuda.compile(...).netlist` lists them)")
+    """The ops whose whole layer matches `regex`: the names of the PyBudaModules whose forward traced the op,
+    outermost first, joined by "." ("model.encoder"). Ops of a torch model, and those the compiler adds between
+    layers, have no layer."""
+    _check_regex("layer_regex", regex)
+    return NodePredicate("layer_regex", regex)
 
 
 def select(predicate: NodePredicate, nodes) -> list[str]:

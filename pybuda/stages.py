@@ -44,6 +44,7 @@ from .passes.fuse import fuse
 from .passes.host_io import hoist_io_transforms
 from .passes.fan_out import over_limit, split_fan_out
 from .passes.insert_nops import insert_nops
+from .passes.split_broadcasts import split_broadcasts
 from .passes.intermediates import save_intermediates
 from .passes.lower import lower
 from .passes.optimize import optimize
@@ -233,11 +234,18 @@ def _with_dram_queue_edges(config: cfg.CompilerConfig, graphs: list[Graph]) -> c
 
 def insert_nops_stage(state: CompileState) -> CompileState:
     """The NOPs `insert_nop` / `insert_buffering_nop` ask for on edges of the Buda graph (`passes/insert_nops.py`),
-    then fan-out NOPs where an op feeds more data users than the backend allows (`passes/fan_out.py`)."""
+    with `enable_broadcast_splitting` NOPs between the broadcasts of an edge (`passes/split_broadcasts.py`), then
+    fan-out NOPs where an op feeds more data users than the backend allows (`passes/fan_out.py`)."""
     limit = state.device.op_consumers
-    if not state.config.buffering_nops_to_insert and not any(over_limit(g, limit) for g in state.device_graphs()):
+    config = state.config
+    if not (config.buffering_nops_to_insert or config.enable_broadcast_splitting
+            or any(over_limit(g, limit) for g in state.device_graphs())):
         return state
-    return _on_device(state, lambda g: split_fan_out(insert_nops(g.copy(), state.config), limit))
+
+    def inserted(graph: Graph) -> Graph:
+        graph = insert_nops(graph.copy(), config)
+        return split_fan_out(split_broadcasts(graph) if config.enable_broadcast_splitting else graph, limit)
+    return _on_device(state, inserted)
 
 
 def save_intermediates_stage(state: CompileState) -> CompileState:

@@ -32,6 +32,11 @@ def _x(seed: int = 0, shape=SHAPE) -> torch.Tensor:
     return torch.round(torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * 8) / 8
 
 
+def _const(values) -> pybuda.Tensor:
+    """An integer index as a constant tensor of the module."""
+    return pybuda.Tensor.create_from_torch(torch.tensor(values, dtype=torch.float32), constant=True)
+
+
 POSITIVE = {"x": lambda: _x().abs() + 0.5}
 MASK = {"x": lambda: (_x() > 0).float()}
 
@@ -93,11 +98,39 @@ CASES = [
     ("Stack", lambda m, x, y: op.Stack("s", x, y, axis=1), lambda x, y: torch.stack([x, y], 1), None),
     ("Where", lambda m, c, x, y: op.Where("w", c, x, y), lambda c, x, y: torch.where(c != 0, x, y),
      {"c": MASK["x"], "x": lambda: _x(1), "y": lambda: _x(2)}),
+    ("AdvIndex-rows", lambda m, x: op.AdvIndex("ai", x, _const([5, 0, 17, 3]), dim=-2),
+     lambda x: x[..., [5, 0, 17, 3], :], None),
+    ("AdvIndex-parameter", lambda m, x: op.Matmul("mm", x, op.AdvIndex("ai", m.w, _const(ROWS))),
+     lambda x: x @ W[ROWS], {"x": lambda: _x(shape=(1, 32, len(ROWS)))}),
+    ("AdvIndex-runtime", lambda m, x, i: op.Exp("e", op.AdvIndex("ai", x, i, dim=-2)),
+     lambda x, i: torch.exp(x[..., i[0].long(), :]), {"x": _x, "i": lambda: torch.tensor([[3.0, 5.0, 31.0]])}),
+    ("IndexCopy-rows", lambda m, x, y: op.IndexCopy("ic", x, _const([30, 2]), op.Index("i", y, -2, 0, 2), dim=-2),
+     lambda x, y: x.index_copy(-2, torch.tensor([30, 2]), y[..., 0:2, :]), None),
+    ("IndexCopy-cols", lambda m, x, y: op.IndexCopy("ic", x, _const([1]), op.Index("i", y, -1, 5), dim=-1),
+     lambda x, y: x.index_copy(-1, torch.tensor([1]), y[..., 5:6]), None),
+    ("IndexCopy-runtime", lambda m, x, i, y: op.IndexCopy("ic", x, i, y, dim=-1),
+     lambda x, i, y: x.index_copy(-1, i[0].long(), y),
+     {"x": _x, "i": lambda: torch.tensor([[9.0, 4.0]]), "y": lambda: _x(1, shape=(1, 2, 32, 2))}),
+    ("Narrow", lambda m, x: op.Narrow("n", x, -1, 3, 40, 64), lambda x: x[..., 3:43], None),
+    ("PadTile", lambda m, x: op.PadTile("p", op.Index("i", x, -1, 0, 40), -1, 40),
+     lambda x: torch.nn.functional.pad(x[..., :40], (0, 24)), None),
+    ("PixelShuffle", lambda m, x: op.PixelShuffle("ps", x, 2), lambda x: torch.nn.functional.pixel_shuffle(x, 2),
+     {"x": lambda: _x(shape=(1, 8, 8, 16))}),
+    ("BinaryStack-cols", lambda m, x, y: op.BinaryStack("bs", x, y, -1),
+     lambda x, y: torch.stack([x, y], -1).flatten(-2), None),
+    ("BinaryStack-rows", lambda m, x, y: op.BinaryStack("bs", x, y, -2),
+     lambda x, y: torch.stack([x, y], -2).flatten(-3, -2), None),
+    ("Tilize", lambda m, x: op.Exp("e", op.Tilize("t", x)), torch.exp, None),
+    ("GroupedReduceAvg", lambda m, x: op.GroupedReduceAvg("g", x, -2, 4),
+     lambda x: x.reshape(1, 2, 4, 8, 64).mean(-2), None),
+    ("GroupedReduceAvg-keep", lambda m, x: op.GroupedReduceAvg("g", x, -1, 8, keep_dims=True),
+     lambda x: x.reshape(1, 2, 32, 8, 8).mean(-1, keepdim=True).expand(1, 2, 32, 8, 8).reshape(SHAPE), None),
     ("Matmul-bias", lambda m, x: op.Matmul("mm", x, m.w, bias=m.b), lambda x: x @ W + B, None),
     ("Embedding", lambda m, i: op.Embedding("emb", m.table, i), lambda i: TABLE[i.long()],
      {"i": lambda: torch.randint(0, 40, (1, 32), generator=torch.Generator().manual_seed(3)).float()}),
 ]
 W = torch.randn(64, 32, generator=torch.Generator().manual_seed(4)) / 8
+ROWS = [3, 60, 7, 8, 1, 33]
 B = torch.randn(32, generator=torch.Generator().manual_seed(5))
 TABLE = torch.randn(40, 64, generator=torch.Generator().manual_seed(6))
 
@@ -125,6 +158,12 @@ def test_legacy_op_matches_torch(forward, reference, inputs):
     (lambda x: op.Repeat("r", x, [2, 2]), "2 factors for a 4-D tensor"),
     (lambda x: op.Transpose("t", x, -2, -1, z_dim_slice=4), "z_dim_slice=4"),
     (lambda x: op.Identity("i", x, unsqueeze="squeeze", unsqueeze_dim=0), "unsqueeze='squeeze'"),
+    (lambda x: op.BudaPad("p", x, (1, 1), 0.0), "BudaPad 'p': a legacy Buda-IR internal"),
+    (lambda x: op.PadTile("p", x, -1, 40), "dim -1 has length 64, original_length is 40"),
+    (lambda x: op.PixelShuffle("ps", x, 2), "2 channels, upscale_factor 2"),
+    (lambda x: op.GroupedReduceAvg("g", x, -2, 5), "dim -2, groups 5"),
+    (lambda x: op.IndexCopy("ic", x, _const([1, 2]), x, dim=-1), r"legal: value shape \(1, 2, 32, 2\)"),
+    (lambda x: op.AdvIndex("ai", x, op.Reshape("r", x, (2, 2048)), dim=-1), "holds one list per sample"),
 ])
 def test_legacy_op_misuse_names_the_op_and_what_is_legal(build, message):
     model = _Module(lambda m, x: build(x))
@@ -403,3 +442,38 @@ def test_dram_queue_is_read_through_a_dram_queue_in_the_netlist():
     assert compiled.netlist.queues[graph.ops["s"].inputs[0]].input == "q"
     with pytest.raises(UserInputError, match="num_entries=0"):
         pybuda.compile(_Module(lambda m, x: op.DRAMQueue("q", x, num_entries=0)), x, output_dir=None)
+
+
+class _Projection(pybuda.PyBudaModule):
+    """a @ w, w a Parameter made from a shape (legacy: a parameter without a value)."""
+
+    def __init__(self):
+        super().__init__("projection")
+        self.w = pybuda.Parameter(64, 64)
+
+    def forward(self, a):
+        return op.Matmul("mm", a, self.w)
+
+
+def test_verify_module_compiles_runs_and_checks_against_the_framework():
+    from pybuda.verify import TestKind, VerifyConfig, verify_module
+    module = _Projection()
+    (out,) = verify_module(module, [(1, 32, 64)], VerifyConfig(test_kind=TestKind.INFERENCE, arch="grayskull"),
+                           input_params=[{"requires_grad": False}], params_centered_on_zero=True)
+    w = module.w.value()
+    assert out.shape == (1, 32, 64) and -0.5 <= float(w.min()) and float(w.max()) < 0.5     # drawn again
+    torch_model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU())
+    (out,) = verify_module(torch_model, [(2, 32, 64)], VerifyConfig(arch="wormhole_b0"))
+    assert out.shape == (2, 32, 32)
+
+
+def test_verify_module_fails_a_model_below_the_legacy_tolerance():
+    """At Bfp2_b the compile's own netlist check passes (its threshold for that format is 0.1), the legacy
+    comparison (PCC 0.99 or allclose at 0.1 x the largest value) does not."""
+    from pybuda.verify import VerifyConfig, verify_module
+    pybuda.set_configuration_options(default_df_override="Bfp2_b")
+    x = _x(shape=(1, 32, 64))
+    with pytest.raises(pybuda.VerificationError, match=r"projection output 0: PCC 0\.\d+ < 0\.99"):
+        verify_module(_Projection(), [], VerifyConfig(graph_name="projection"), inputs=[x])
+    with pytest.raises(UserInputError, match="only 'TTDevice'"):
+        verify_module(_Projection(), [(1, 32, 64)], device_type="CPUDevice")

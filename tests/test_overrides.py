@@ -196,6 +196,32 @@ def test_insert_nop_for_several_dests_shares_or_daisy_chains(tmp_path, daisy_cha
 
 
 
+class _Scaled(pybuda.PyBudaModule):
+    """x times a (1, 1) parameter: the multiply's second operand broadcasts along r, c and z."""
+
+    def __init__(self):
+        super().__init__("scaled")
+        self.s = pybuda.Parameter(torch.full((1, 1), 0.5), requires_grad=False)
+
+    def forward(self, x):
+        return pybuda.op.Multiply("mul", x, self.s)
+
+
+def test_broadcast_splitting_puts_a_nop_after_each_broadcast_but_the_last(tmp_path):
+    x = torch.randn(1, 2, 64, 128)
+    config = pybuda.CompilerConfig(enable_broadcast_splitting=True, default_df_override="Float32")
+    compiled = pybuda.compile(_Scaled(), x, config=config, output_dir=tmp_path)
+    assert pcc(compiled(x).numpy(), (x * 0.5).numpy()) >= 0.999
+    ops = _ops(compiled)
+    nops = [name for name, o in ops.items() if "_splt_brcst_" in name]
+    assert [ops[n].type for n in nops] == ["nop", "nop"]
+    edges = [ops[n].input_tms[0] for n in nops] + [ops["mul"].input_tms[1]]
+    assert [[tm[0] for tm in tms] for tms in edges] == [["broadcast"]] * 3       # one broadcast per edge
+    assert ops["mul"].inputs[1] == nops[1] and ops[nops[1]].inputs == [nops[0]]
+    plain = _ops(pybuda.compile(_Scaled(), x, output_dir=tmp_path / "plain"))
+    assert len(plain) == 1 and len(plain["mul"].input_tms[1]) == 3
+
+
 def test_schedule_constraint_across_device_segments_or_off_device_says_so():
     """Orderings are kept per device segment: one whose ops are in two segments, or not on the device at all
     (on the CPU, fused away), is refused with the reason."""

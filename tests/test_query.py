@@ -15,8 +15,9 @@ from pybuda.errors import UserInputError, UserTypeError
 from models import MLP
 
 
-def _node(name: str, op_type: str, original: str | None = None):
-    return types.SimpleNamespace(name=name, op_type=op_type, framework_op_type=original or op_type, kind="op")
+def _node(name: str, op_type: str, original: str | None = None, layer: str = ""):
+    return types.SimpleNamespace(name=name, op_type=op_type, framework_op_type=original or op_type, kind="op",
+                                 layer=layer)
 
 
 def test_predicates_combine_and_match_whole_names_and_op_types():
@@ -33,8 +34,11 @@ def test_predicates_combine_and_match_whole_names_and_op_types():
         "(op_type('matmul') & name_regex('a').negate())"
     with pytest.raises(UserInputError, match="not a regular expression"):
         query.name_regex("mm(")
-    with pytest.raises(UserInputError, match="layer_regex.*not supported"):
-        query.layer_regex("encoder.*")
+    layered = [_node("a", "add", layer="net.block0"), _node("b", "add", layer="net.block1"), _node("c", "add")]
+    assert query.select(query.layer_regex(r"net\.block1"), layered) == ["b"]
+    assert query.select(query.layer_regex(".*"), layered) == ["a", "b"]            # an op without a layer: none
+    with pytest.raises(UserInputError, match="layer_regex.*not a regular expression"):
+        query.layer_regex("encoder(")
     with pytest.raises(UserInputError, match="cannot combine"):
         query.op_type("matmul") & "mm1"
 
@@ -55,6 +59,42 @@ def test_a_predicate_that_matches_nothing_is_named(tmp_path):
     pybuda.set_epoch_break(query.name_regex("conv.*"))
     with pytest.raises(OverrideError, match=r"set_epoch_break: name_regex\('conv\.\*'\) matches no op"):
         pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path)
+
+
+class _Block(pybuda.PyBudaModule):
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.w = pybuda.Parameter(torch.randn(64, 64) / 8, requires_grad=False)
+
+    def forward(self, x):
+        return pybuda.op.Gelu("", pybuda.op.Matmul("", x, self.w))
+
+
+class _Net(pybuda.PyBudaModule):
+    def __init__(self):
+        super().__init__("net")
+        self.blocks = [_Block(f"block{k}") for k in range(3)]
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def test_layer_regex_names_the_ops_a_submodule_traced(tmp_path):
+    """A PyBudaModule's ops carry its layer (the module names, outermost first) through decomposition and
+    lowering: an epoch break at the second block's ops starts a new epoch there."""
+    model, x = _Net(), torch.randn(1, 64, 64)
+    pybuda.set_epoch_break(query.layer_regex(r"net\.block1") & query.op_type("matmul"))
+    compiled = pybuda.compile(model, x, output_dir=tmp_path)
+    first, second = list(compiled.netlist.graphs.values())
+    layers = {n: compiled.graphs["lower"].node(n).layer for n in compiled.graphs["lower"].op_names()}
+    assert {layers[n] for n in second.ops if n in layers} == {"net.block1", "net.block2"}
+    assert "net.block0" in {layers[n] for n in first.ops if n in layers}
+    pybuda.reset_configuration()
+    pybuda.set_epoch_break(query.layer_regex("encoder.*"))
+    with pytest.raises(OverrideError, match="no op has a layer"):
+        pybuda.compile(torch.nn.Linear(64, 64), torch.randn(2, 16, 64), output_dir=tmp_path / "torch")
 
 
 def test_override_helpers_say_a_predicate_is_legal():

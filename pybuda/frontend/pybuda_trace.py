@@ -16,7 +16,7 @@ def trace_module(module: PyBudaModule, sample_inputs: tuple) -> Graph:
              for i in range(len(sample_inputs))]
     acts = [Tensor(graph, graph.add_input(n, (1, *tuple(x.shape)[1:]))) for n, x in zip(names, sample_inputs)]
     with tracing(graph):
-        outputs = module.forward(*acts)
+        outputs = module(*acts)
     outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
     for i, out in enumerate(outputs):
         if not isinstance(out, Tensor):

@@ -58,6 +58,7 @@ class Node:
     host_transforms: tuple = ()                # input/output: (op_type, attrs) the host applies, in order
     role: str = ""                             # training: see ROLES
     loopback: str | None = None                # output: the parameter-like node whose queue it writes back into
+    layer: str = ""                            # op: the PyBudaModules whose forward traced it ("root.sub")
 
     @property
     def mutable(self) -> bool:

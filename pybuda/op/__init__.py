@@ -5,16 +5,20 @@ attributes; it returns a traced Tensor. Elementwise ops are in `pybuda.op.eltwis
 Conv2dModule, MaxPool2dModule, AvgPool2dModule)."""
 from __future__ import annotations
 
+from ..errors import UserInputError
 from ..module import Tensor, traced_constant, traced_op as _op
 from .conv import AvgPool1d, AvgPool2d, Batchnorm, Conv2d, Conv2dTranspose, MaxPool1d, MaxPool2d, Pad, Resize2d
 from .eltwise import (DRAMQueue, Abs, Add, Argmax, Buffer, Clip, Cosine, CumSum, Divide, Dropout, Equal, Exp, Gelu,
-                      Greater, GreaterEqual, Heaviside, Identity, LeakyRelu, Less, LessEqual, Log, LogicalAnd,
+                      Tilize, Greater, GreaterEqual, Heaviside, Identity, LeakyRelu, Less, LessEqual, Log, LogicalAnd,
                       LogicalNot, Max, Min, Multiply, NotEqual, Pow, Power, Reciprocal, Relu, Sigmoid, Sine, Sqrt,
                       Subtract, Tanh, part)
-from .tm import (Broadcast, Concatenate, HSlice, HStack, Index, Interleave, Repeat, Reshape, Select, Squeeze, Stack,
+from .tm import (AdvIndex, BinaryStack, Broadcast, BudaPad, BudaUnpad, Concatenate, HSlice, HStack, Index,
+                 IndexCopy, Interleave, Narrow, PadTile, PixelShuffle, Repeat, Reshape, Select, Squeeze, Stack,
                  Transpose, Unsqueeze, VSlice, VStack, Where)
 
-__all__ = ["Abs", "Add", "Argmax", "AvgPool1d", "AvgPool2d", "Batchnorm", "Broadcast", "Buffer", "Clip",
+__all__ = ["AdvIndex", "BinaryStack", "BudaPad", "BudaUnpad", "GroupedReduceAvg", "IndexCopy", "Narrow",
+           "PadTile", "PixelShuffle", "Tilize",
+           "Abs", "Add", "Argmax", "AvgPool1d", "AvgPool2d", "Batchnorm", "Broadcast", "Buffer", "Clip",
            "Concatenate", "Constant", "Conv2d", "Conv2dTranspose", "Cosine", "CumSum", "DRAMQueue", "Divide",
            "Dropout", "Embedding", "Equal", "Exp", "Gelu", "Greater", "GreaterEqual", "HSlice", "HStack",
            "Heaviside", "Identity", "Index", "Interleave", "Layernorm", "LeakyRelu", "Less", "LessEqual", "Log",
@@ -64,6 +68,25 @@ def ReduceSum(name: str, operandA, dim: int) -> Tensor:
 def ReduceAvg(name: str, operandA, dim: int) -> Tensor:
     """The mean along `dim` (kept, size 1)."""
     return _op("reduce_avg", name, [operandA], {"dim": dim})
+
+
+def GroupedReduceAvg(name: str, operandA, dim: int, groups: int, keep_dims: bool = False) -> Tensor:
+    """The mean of each of `groups` equal runs along `dim` (size `groups`); with `keep_dims`, each value
+    replaced by its run's mean (the shape kept)."""
+    axis = dim % len(operandA.shape) if -len(operandA.shape) <= dim < len(operandA.shape) else None
+    size = operandA.shape[axis] if axis is not None else 0
+    if axis is None or groups < 1 or size % groups:
+        raise UserInputError(f"GroupedReduceAvg {name!r}: dim {dim}, groups {groups} for shape "
+                             f"{tuple(operandA.shape)}; legal: a dim of the shape whose length the groups divide")
+    shape = list(operandA.shape)
+    runs = _op("reshape", part(name, "runs"), [operandA],
+               {"shape": [*shape[:axis], groups, size // groups, *shape[axis + 1:]]})
+    means = _op("reduce_avg", part(name, "avg") if keep_dims else part(name, "means"), [runs], {"dim": axis + 1})
+    if keep_dims:
+        means = _op("broadcast", part(name, "spread"), [means],
+                    {"shape": [*shape[:axis], groups, size // groups, *shape[axis + 1:]]})
+    shape[axis] = size if keep_dims else groups
+    return _op("reshape", name, [means], {"shape": shape})
 
 
 def ReduceMax(name: str, operandA, dim: int) -> Tensor:

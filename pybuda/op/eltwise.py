@@ -78,6 +78,11 @@ def Identity(name: str, operandA, unsqueeze: str | None = None, unsqueeze_dim: i
     return Unsqueeze(name, operandA, unsqueeze_dim)
 
 
+def Tilize(name: str, operandA) -> Tensor:
+    """The values as they are (legacy: the device tilizes a row-major input; here the host tilizes inputs)."""
+    return _op("identity", name, [operandA])
+
+
 def Buffer(name: str, operandA) -> Tensor:
     """A copy of A that the compiler keeps as an op of its own: a Buda `nop` that is never fused (legacy
     `buffer`)."""

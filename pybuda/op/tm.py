@@ -68,17 +68,9 @@ def Index(name: str, operandA, dim: int, start: int, stop: int | None = None, st
 
 
 def _taken(name: str, operandA, axis: int, index: list[int]) -> Tensor:
-    """The positions `index` of `operandA` along `axis` (a constant-index take: a picker matmul on the device; along
-    z through the (..., R*C, Z) layout, whose changes cancel between convolutions)."""
+    """The positions `index` of `operandA` along `axis` (a constant-index take: the registry decomposes it)."""
     positions = Constant(np.asarray(index, dtype=np.float32))
-    if axis - len(operandA.shape) != -3:
-        return _op("take", name, [operandA, positions], {"axis": axis - len(operandA.shape)})
-    *lead, z, r, c = operandA.shape
-    rows = _op("transpose", part(name, "rows"), [_op("reshape", part(name, "flat"), [operandA],
-                                                     {"shape": [*lead, z, r * c]})], {"dim0": -2, "dim1": -1})
-    taken = _op("take", part(name, "take"), [rows, positions], {"axis": -1})
-    back = _op("transpose", part(name, "cols"), [taken], {"dim0": -2, "dim1": -1})
-    return _op("reshape", name, [back], {"shape": [*lead, len(index), r, c]})
+    return _op("take", name, [operandA, positions], {"axis": axis - len(operandA.shape)})
 
 
 def Select(name: str, operandA, dim: int, index, stride: int = 0) -> Tensor:
@@ -92,6 +84,99 @@ def Select(name: str, operandA, dim: int, index, stride: int = 0) -> Tensor:
         raise UserInputError(f"Select {name!r}: index ({start}, {length}), stride {stride} along dim {dim} of length "
                              f"{size}; legal: 0 <= start, start + length <= stride <= {size}, stride dividing {size}")
     return _taken(name, operandA, axis, [p + start + i for p in range(0, size, stride) for i in range(length)])
+
+
+def AdvIndex(name: str, operandA, operandB, dim: int = 0) -> Tensor:
+    """The positions operandB (integer values, flattened) of operandA along `dim` (torch.index_select). A
+    constant index is a narrow or a picker matmul on the device; an index computed at run time is a host op."""
+    axis = _axis(name, operandA, dim)
+    index = _index(name, operandB)
+    return _op("take", name, [operandA, index], {"axis": axis - len(operandA.shape)})
+
+
+def _index(name: str, index):
+    """An index operand as one flat list of positions: a constant or parameter as is, a traced value only with
+    a microbatch of 1 (one list for every sample)."""
+    if isinstance(index, Tensor) and len(index.shape) > 1 and index.shape[0] != 1:
+        raise UserInputError(f"op {name!r}: an index computed at run time of shape {tuple(index.shape)} holds one "
+                             f"list per sample; legal: a constant index, or an index input of microbatch 1 "
+                             f"(shape (1, n)) read by every sample")
+    if len(index.shape) == 1:
+        return index
+    return _op("reshape", part(name, "index"), [index], {"shape": [-1]})
+
+
+def IndexCopy(name: str, operandA, index, value, dim: int) -> Tensor:
+    """operandA with its positions `index` (integer values) along `dim` replaced by `value`
+    (torch.index_copy). A constant index along the last two dims runs on the device (masked, plus a picker
+    matmul); an index computed at run time is a host op."""
+    axis = _axis(name, operandA, dim)
+    expected = [*operandA.shape]
+    expected[axis] = int(np.prod(index.shape))
+    if list(value.shape) != expected:
+        raise UserInputError(f"IndexCopy {name!r}: value shape {tuple(value.shape)}, index of {expected[axis]} "
+                             f"positions along dim {dim} of {tuple(operandA.shape)}; legal: value shape "
+                             f"{tuple(expected)}")
+    return _op("index_copy", name, [operandA, _index(name, index), value], {"axis": axis - len(operandA.shape)})
+
+
+def Narrow(name: str, operandA, dim: int, start: int, length: int, original_length: int) -> Tensor:
+    """`length` positions from `start` along `dim` (legacy's `original_length`, the dim's unpadded length,
+    must cover them)."""
+    axis = _axis(name, operandA, dim)
+    size = operandA.shape[axis]
+    if not (0 <= start and 0 < length and start + length <= min(size, original_length)):
+        raise UserInputError(f"Narrow {name!r}: start {start}, length {length} along dim {dim} of length {size} "
+                             f"(original_length {original_length}); legal: 0 <= start, start + length <= "
+                             f"{min(size, original_length)}")
+    return _op("narrow", name, [operandA], {"dim": axis, "start": start, "length": length})
+
+
+def PadTile(name: str, operandA, dim: int, original_length: int) -> Tensor:
+    """Dimension `dim` (of length `original_length`) padded with zeros to a multiple of the tile size, 32."""
+    axis = _axis(name, operandA, dim)
+    if operandA.shape[axis] != original_length:
+        raise UserInputError(f"PadTile {name!r}: dim {dim} has length {operandA.shape[axis]}, original_length is "
+                             f"{original_length}; legal: the dim's length")
+    shape = list(operandA.shape)
+    shape[axis] = -(-original_length // 32) * 32
+    return _op("pad", name, [operandA], {"shape": shape})
+
+
+def _buda_padding(op_name: str):
+    def refused(name: str, operandA, *args, **kwargs) -> Tensor:
+        raise UserInputError(f"{op_name} {name!r}: a legacy Buda-IR internal (padding to whole tiles) is not a "
+                             "user op here: lowering pads every tensor to tiles itself; use PadTile, Pad or Narrow")
+    refused.__name__ = refused.__qualname__ = op_name
+    refused.__doc__ = f"Refused: legacy's internal {op_name} (lowering pads to tiles here)."
+    return refused
+
+
+BudaPad = _buda_padding("BudaPad")
+BudaUnpad = _buda_padding("BudaUnpad")
+
+
+def PixelShuffle(name: str, operandA, upscale_factor: int) -> Tensor:
+    """(N, C * r * r, H, W) -> (N, C, H * r, W * r), as torch.nn.functional.pixel_shuffle."""
+    r = int(upscale_factor)
+    *lead, c, h, w = operandA.shape
+    if r < 1 or c % (r * r):
+        raise UserInputError(f"PixelShuffle {name!r}: {c} channels, upscale_factor {r}; legal: a factor whose "
+                             "square divides the channels")
+    split = _op("reshape", part(name, "split"), [operandA], {"shape": [*lead, c // (r * r), r, r, h, w]})
+    n = len(lead)
+    moved = _op("permute", part(name, "interleave"), [split],
+                {"axes": [*range(n), n, n + 3, n + 1, n + 4, n + 2]})
+    return _op("reshape", name, [moved], {"shape": [*lead, c // (r * r), h * r, w * r]})
+
+
+def BinaryStack(name: str, operandA, operandB, dim: int) -> Tensor:
+    """operandA and operandB interleaved along `dim`: position 2i holds A's i-th, 2i + 1 B's."""
+    axis = _axis(name, operandA, dim)
+    stacked = Stack(part(name, "stack"), operandA, operandB, axis=axis + 1)
+    shape = list(operandA.shape)
+    shape[axis] *= 2
+    return _op("reshape", name, [stacked], {"shape": shape})
 
 
 def Broadcast(name: str, operandA, dim: int, shape: int) -> Tensor:

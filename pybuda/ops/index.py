@@ -1,5 +1,5 @@
-"""Indexing ops: embedding (take), take along any axis, gather_elements, index_tensor, strided_slice,
-slice_scatter, cumsum, concatenate.
+"""Indexing ops: embedding (take), take along any axis, index_copy, gather_elements, index_tensor,
+strided_slice, slice_scatter, cumsum, concatenate.
 Embedding runs on the host (CPU fallback); the others are constant-evaluated, or lowered as noted."""
 from __future__ import annotations
 
@@ -68,6 +68,8 @@ def _decompose_take(ctx):
     x = ctx.operands[0]
     if len(index) and np.array_equal(index, np.arange(index[0], index[0] + len(index))):
         y = ctx.op("narrow", [x], {"dim": axis, "start": int(index[0]), "length": len(index)})
+    elif axis == -3 and src.value.ndim == 1:
+        y = _take_z(ctx, x, shape, index)
     elif axis in (-1, -2) and src.value.ndim == 1:
         onehot = np.zeros((len(index), shape[axis]), dtype=np.float32)
         onehot[np.arange(len(index)), index] = 1.0
@@ -80,11 +82,59 @@ def _decompose_take(ctx):
     ctx.replace(ctx.op("reshape", [y], {"shape": list(ctx.node.shape)}))
 
 
+def _take_z(ctx, x, shape: tuple, index: np.ndarray) -> str:
+    """A constant take along z through the (..., R*C, Z) layout: the tensor's z columns taken by a picker (a take
+    along the last axis), whose layout changes cancel between convolutions."""
+    *lead, z, r, c = shape
+    flat = ctx.op("reshape", [x], {"shape": [*lead, z, r * c]})
+    rows = ctx.op("transpose", [flat], {"dim0": -2, "dim1": -1})
+    taken = ctx.op("take", [rows, ctx.constant(index.astype(np.float32), "take_z_index")], {"axis": -1})
+    return ctx.op("transpose", [taken], {"dim0": -2, "dim1": -1})
+
+
 # numpy.take along any axis: position ids read from a registered buffer, relative-position tables, window
 # index math (constant-evaluated), a class token read by a constant index (a narrow), reflect/replicate padding
 # (constant indices along H and W). An axis-0 lookup of a runtime index is an embedding.
 register(OpDef("take", _take_shape, lambda v, a: np.take(v[0], v[1].astype(np.int64), axis=int(a["axis"])),
                arity=(2, 2), kind="other", decompose=_decompose_take))
+
+
+def _index_copy_eval(values, attrs):
+    data, index, value = values
+    out = data.copy()
+    axis = int(attrs["axis"])
+    where = [slice(None)] * data.ndim
+    where[axis] = index.astype(np.int64).reshape(-1)
+    out[tuple(where)] = value
+    return out
+
+
+def _decompose_index_copy(ctx):
+    """A constant index along the last two dims: the kept positions masked, plus the value placed by a constant
+    one-hot matmul (`data * keep + scatter(value)`); a runtime index stays a host/constant op."""
+    src = ctx.graph.node(ctx.operands[1].src)
+    shape = ctx.node_input_shape(0)
+    axis = norm_dim(int(ctx.node.attrs["axis"]), len(shape))
+    if src.kind != "constant" or ctx.operands[1].tms or axis not in (-1, -2):
+        return
+    index = src.value.astype(np.int64).reshape(-1) % shape[axis]
+    onehot = np.zeros((len(index), shape[axis]), dtype=np.float32)
+    onehot[np.arange(len(index)), index] = 1.0
+    keep = np.ones(shape[axis], dtype=np.float32)
+    keep[index] = 0.0
+    data, value = ctx.operands[0], ctx.operands[2]
+    if axis == -1:
+        placed = ctx.op("matmul", [value, ctx.constant(onehot, "index_copy_picker")])
+        kept = ctx.op("multiply", [data, ctx.constant(keep.reshape(1, -1), "index_copy_keep")])
+    else:
+        placed = ctx.op("matmul", [ctx.constant(onehot.T.copy(), "index_copy_picker"), value])
+        kept = ctx.op("multiply", [data, ctx.constant(keep.reshape(-1, 1), "index_copy_keep")])
+    ctx.replace(ctx.op("add", [kept, placed]))
+
+
+# data.index_copy(axis, index, value) (legacy IndexCopy): the rows (columns) `index` of data replaced by value's
+register(OpDef("index_copy", lambda s, a: s[0], _index_copy_eval, arity=(3, 3), kind="other",
+               decompose=_decompose_index_copy))
 
 
 def _tile_shape(shapes, attrs):

@@ -32,9 +32,10 @@ class DecomposeContext:
         return self.graph.operand_shape(self.operands[index])
 
     def op(self, op_type: str, operands: list, attrs: dict | None = None) -> str:
-        """Add an op; it remembers the framework op it came from (`original_op_type`, for mixed precision)."""
+        """Add an op; it remembers the framework op it came from (`original_op_type`, for mixed precision) and
+        its layer."""
         return add_op(self.graph, self._name(op_type), op_type, list(operands), attrs or {},
-                      original_op_type=self.node.framework_op_type)
+                      original_op_type=self.node.framework_op_type, layer=self.node.layer)
 
     def constant(self, value: np.ndarray, hint: str = "constant") -> str:
         return self.graph.add_constant(self._name(hint), value)

@@ -88,7 +88,8 @@ class LowerContext:
                           f"device shape {shape}, expected {expected} for logical shape {logical}")
         # large_padding: a block-float format would flush the real values that share a block with the fill
         self.graph.add_op(name, buda_type, [o.operand for o in operands], attrs, shape=shape, logical_shape=logical,
-                          original_op_type=self.node.framework_op_type, large_padding=any(v for _, v in filled))
+                          original_op_type=self.node.framework_op_type, large_padding=any(v for _, v in filled),
+                          layer=self.node.layer)
         return Lowered(name, (), logical, tuple(pad_zero), frozenset(replicated), frozenset(filled))
 
     def _transpose_legal(self, buda_type: str, index: int, x: Lowered) -> Lowered:
