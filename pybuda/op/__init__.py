@@ -7,17 +7,21 @@ from __future__ import annotations
 
 from ..errors import UserInputError
 from ..module import Tensor, traced_constant, traced_op as _op
-from .conv import AvgPool1d, AvgPool2d, Batchnorm, Conv2d, Conv2dTranspose, MaxPool1d, MaxPool2d, Pad, Resize2d
+from .conv import (AvgPool1d, AvgPool2d, Batchnorm, Conv2d, Conv2dTranspose, Conv3d, MaxPool1d, MaxPool2d, MaxPool3d,
+                   Pad, Resize2d, Resize3d)
 from .eltwise import (DRAMQueue, Abs, Add, Argmax, Buffer, Clip, Cosine, CumSum, Divide, Dropout, Equal, Exp, Gelu,
                       Tilize, Greater, GreaterEqual, Heaviside, Identity, LeakyRelu, Less, LessEqual, Log, LogicalAnd,
                       LogicalNot, Max, Min, Multiply, NotEqual, Pow, Power, Reciprocal, Relu, Sigmoid, Sine, Sqrt,
                       Subtract, Tanh, part)
+from .quantize import BudaRequantize, Dequantize, Quantize, Requantize
+from .sparse import SparseMatmul
 from .tm import (AdvIndex, BinaryStack, Broadcast, BudaPad, BudaUnpad, Concatenate, HSlice, HStack, Index,
                  IndexCopy, Interleave, Narrow, PadTile, PixelShuffle, Repeat, Reshape, Select, Squeeze, Stack,
                  Transpose, Unsqueeze, VSlice, VStack, Where)
 
 __all__ = ["AdvIndex", "BinaryStack", "BudaPad", "BudaUnpad", "GroupedReduceAvg", "IndexCopy", "Narrow",
-           "PadTile", "PixelShuffle", "Tilize",
+           "PadTile", "PixelShuffle", "Tilize", "Conv3d", "MaxPool3d", "Resize3d",
+           "BudaRequantize", "Dequantize", "Quantize", "Requantize", "SparseMatmul",
            "Abs", "Add", "Argmax", "AvgPool1d", "AvgPool2d", "Batchnorm", "Broadcast", "Buffer", "Clip",
            "Concatenate", "Constant", "Conv2d", "Conv2dTranspose", "Cosine", "CumSum", "DRAMQueue", "Divide",
            "Dropout", "Embedding", "Equal", "Exp", "Gelu", "Greater", "GreaterEqual", "HSlice", "HStack",

@@ -1,7 +1,8 @@
 """Spatial ops of `pybuda.op` with the legacy signatures and defaults (tenstorrent/tt-buda `op/convolution.py`,
 `op/pooling.py`, `op/resize.py`, `op/tm.py`'s Pad, `op/nn.py`'s Batchnorm): NCHW activations (NHWC with
 `channel_last`), padding "same" by default, as a number, a pair (height, width) or a list [left, right, top,
-bottom]."""
+bottom]; the 3-D ops (Conv3d, MaxPool3d, Resize3d) take NCDHW activations (NDHWC with `channel_last`) and padding
+as a number, a triple (depth, height, width) or a list [left, right, top, bottom, front, back]."""
 from __future__ import annotations
 
 import numpy as np
@@ -165,6 +166,110 @@ def Resize2d(name: str, operandA, sizes, method: str = "nearest_neighbor", align
     x = _channels_first(name, operandA, channel_last)
     y = _op("resize2d", name, [x], {"size": [int(s) for s in sizes], **attrs})
     return _channels_back(name, y, channel_last)
+
+
+def _triple(name: str, what: str, value) -> tuple[int, int, int]:
+    """A number for all three of depth, height and width, or a (depth, height, width) triple."""
+    if isinstance(value, int):
+        return (value,) * 3
+    if isinstance(value, (tuple, list)) and len(value) == 3:
+        return tuple(int(v) for v in value)
+    raise UserInputError(f"op {name!r}: {what} {value!r}; legal: a number or (depth, height, width)")
+
+
+def _padding3d(name: str, padding, kernel: tuple[int, int, int], even_kernel_trims: bool) -> tuple[int, ...]:
+    """(front, top, left, back, bottom, right) of a legacy 3-D padding: "same" (as 2-D, and likewise in depth), a
+    number on every side, a triple (depth, height, width), or [left, right, top, bottom, front, back]."""
+    if padding == "same" or isinstance(padding, int):
+        front, back = _padding(name, padding, kernel[:2], even_kernel_trims)[::2]
+        top, left, bottom, right = _padding(name, padding, kernel[1:], even_kernel_trims)
+    elif isinstance(padding, (tuple, list)) and len(padding) == 3:
+        front = back = int(padding[0])
+        top, left, bottom, right = _padding(name, tuple(padding[1:]), kernel[1:], even_kernel_trims)
+    elif isinstance(padding, (tuple, list)) and len(padding) == 6:
+        front, back = int(padding[4]), int(padding[5])
+        top, left, bottom, right = _padding(name, list(padding[:4]), kernel[1:], even_kernel_trims)
+    else:
+        raise UserInputError(f"op {name!r}: padding {padding!r}; legal: 'same', a number, (depth, height, width) or "
+                             "[left, right, top, bottom, front, back]")
+    return front, top, left, back, bottom, right
+
+
+def _channels_first3d(name: str, activations, channel_last: bool):
+    """(N, D, H, W, C) activations as (N, C, D, H, W), else as they are."""
+    if not channel_last:
+        return activations
+    rank = len(activations.shape)
+    axes = [*range(rank - 4), rank - 1, *range(rank - 4, rank - 1)]
+    return _op("permute", part(name, "ncdhw"), [activations], {"axes": axes})
+
+
+def _channels_back3d(name: str, result, channel_last: bool):
+    """An (N, C, D, H, W) result back in (N, D, H, W, C) when the activations came so."""
+    if not channel_last:
+        return result
+    rank = len(result.shape)
+    axes = [*range(rank - 4), *range(rank - 3, rank), rank - 4]
+    return _op("permute", part(name, "ndhwc"), [result], {"axes": axes})
+
+
+def _volume(name: str, activations, channel_last: bool):
+    """The activations as (N, C, D, H, W) (UserInputError naming the op unless 5-D)."""
+    if len(activations.shape) != 5:
+        layout = "(N, D, H, W, C)" if channel_last else "(N, C, D, H, W)"
+        raise UserInputError(f"op {name!r}: activations of shape {tuple(activations.shape)}; legal: 5-D {layout}")
+    return _channels_first3d(name, activations, channel_last)
+
+
+def Conv3d(name: str, activations, weights, bias=None, stride=1, padding="same", dilation=1, groups: int = 1,
+           channel_last: bool = False) -> Tensor:
+    """3-D convolution of (N, C, D, H, W) activations ((N, D, H, W, C) with `channel_last`) with (Cout, Cin / groups,
+    kD, kH, kW) weights (and a bias per output channel)."""
+    x = _volume(name, activations, channel_last)
+    if len(weights.shape) != 5:
+        raise UserInputError(f"Conv3d {name!r}: weights of shape {tuple(weights.shape)}; legal: (Cout, Cin / groups, "
+                             "kD, kH, kW)")
+    operands = [x, weights] + ([bias] if bias is not None else [])
+    pads = _padding3d(name, padding, tuple(weights.shape[2:5]), even_kernel_trims=True)
+    y = _op("conv3d", name, operands, {"stride": _triple(name, "stride", stride), "padding": pads,
+                                        "dilation": _triple(name, "dilation", dilation), "groups": groups})
+    return _channels_back3d(name, y, channel_last)
+
+
+def MaxPool3d(name: str, activations, kernel_size, stride=1, padding="same", dilation=1, ceil_mode: bool = False,
+              return_indices: bool = False, max_pool_add_sub_surround: bool = False,
+              max_pool_add_sub_surround_value: float = 1.0, channel_last: bool = False) -> Tensor:
+    """3-D max pooling of (N, C, D, H, W) activations ((N, D, H, W, C) with `channel_last`); padding takes no part
+    in the maximum."""
+    if return_indices or max_pool_add_sub_surround:
+        raise UserInputError(f"MaxPool3d {name!r}: return_indices and max_pool_add_sub_surround are not supported "
+                             "(legacy internals); legal: False")
+    kernel = _triple(name, "kernel_size", kernel_size)
+    x = _volume(name, activations, channel_last)
+    y = _op("max_pool3d", name, [x], {"kernel": kernel, "stride": _triple(name, "stride", stride),
+                                      "dilation": _triple(name, "dilation", dilation), "ceil_mode": ceil_mode,
+                                      "padding": _padding3d(name, padding, kernel, even_kernel_trims=False)})
+    return _channels_back3d(name, y, channel_last)
+
+
+def Resize3d(name: str, operandA, sizes, method: str = "nearest_neighbor", align_corners: bool = False,
+             extrapolation_value: float = 0, channel_last: bool = False) -> Tensor:
+    """Resize the last three spatial dims of (N, C, D, H, W) activations ((N, D, H, W, C) with `channel_last`) to
+    `sizes` (depth, height, width): "nearest_neighbor" (as torch's nearest, legacy's only method) or "trilinear"
+    (`align_corners` as torch's)."""
+    if method == "nearest_neighbor":
+        attrs = {"method": "nearest_neighbor", "coordinate_transformation_mode": "asymmetric",
+                 "rounding_method": "floor"}
+    elif method == "trilinear":
+        attrs = {"method": "linear", "rounding_method": "",
+                 "coordinate_transformation_mode": "align_corners" if align_corners else "half_pixel"}
+    else:
+        raise UserInputError(f"Resize3d {name!r}: method {method!r}; legal: nearest_neighbor, trilinear")
+    if len(sizes) != 3:
+        raise UserInputError(f"Resize3d {name!r}: sizes {sizes!r}; legal: (depth, height, width)")
+    x = _volume(name, operandA, channel_last)
+    y = _op("resize3d", name, [x], {"size": [int(s) for s in sizes], **attrs})
+    return _channels_back3d(name, y, channel_last)
 
 
 def Batchnorm(name: str, operandA, weights, bias, running_mean, running_var, epsilon: float = 1e-5) -> Tensor:

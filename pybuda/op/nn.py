@@ -1,5 +1,5 @@
-"""Ready-made PyBudaModules of legacy `pybuda.op.nn`: Linear, Conv2dModule, ConvTranspose2dModule, MaxPool2dModule,
-AvgPool2dModule.
+"""Ready-made PyBudaModules of legacy `pybuda.op.nn`: Linear, Conv2dModule, ConvTranspose2dModule, MaxPool1dModule,
+MaxPool2dModule, AvgPool2dModule, SparseMatmulModule.
 Parameters start as torch's layers start them (Kaiming-uniform weights, uniform biases), from torch's global
 generator (`torch.manual_seed` makes them repeatable)."""
 from __future__ import annotations
@@ -11,7 +11,8 @@ import torch
 from ..errors import UserInputError
 from ..module import Parameter, PyBudaModule, Tensor
 from . import Matmul
-from .conv import AvgPool2d, Conv2d, Conv2dTranspose, MaxPool2d
+from .conv import AvgPool2d, Conv2d, Conv2dTranspose, MaxPool1d, MaxPool2d
+from .sparse import SparseMatmul, sparse_matrix
 
 
 def _initialised(weight_shape: tuple, fan_in: int, bias: int | None) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -77,6 +78,19 @@ class ConvTranspose2dModule(PyBudaModule):
         return Conv2dTranspose(self.name, activations, self.weights, bias=self.bias, **self.kwargs)
 
 
+class MaxPool1dModule(PyBudaModule):
+    """MaxPool1d as a module."""
+
+    def __init__(self, name: str, kernel_size: int, stride: int = 1, padding: int = 0, dilation: int = 1,
+                 ceil_mode: bool = False, return_indices: bool = False):
+        super().__init__(name)
+        self.kwargs = {"kernel_size": kernel_size, "stride": stride, "padding": padding, "dilation": dilation,
+                       "ceil_mode": ceil_mode, "return_indices": return_indices}
+
+    def forward(self, activations) -> Tensor:
+        return MaxPool1d(self.name, activations, **self.kwargs)
+
+
 class MaxPool2dModule(PyBudaModule):
     """MaxPool2d as a module."""
 
@@ -101,3 +115,15 @@ class AvgPool2dModule(PyBudaModule):
 
     def forward(self, activations) -> Tensor:
         return AvgPool2d(self.name, activations, **self.kwargs)
+
+
+class SparseMatmulModule(PyBudaModule):
+    """sparseA @ denseB for a constant sparse matrix sparseA (a torch sparse tensor, a Constant holding one, ...:
+    see `SparseMatmul`), read once when the module is built."""
+
+    def __init__(self, name: str, sparseA):
+        super().__init__(name)
+        self.sparseA = sparse_matrix(name, sparseA)
+
+    def forward(self, denseB) -> Tensor:
+        return SparseMatmul(self.name, self.sparseA, denseB)

@@ -39,6 +39,8 @@ GROUPS: dict[str, str] = {
     "amp_float16": "a framework op whose Buda ops the legacy AMP levels keep in a Float16 format "
                    "(passes/data_formats.py)",
     "kept_apart": "a framework op whose Buda op is never fused into another (passes/fuse.py: legacy Buffer)",
+    "host_only": "a framework op without an exact device form (a rounding: quantize, requantize): it runs on the host "
+                 "wherever it sits, as if `cpu_fallback_ops` listed it (passes/cpu_fallback.py)",
     "sign_keeping": "its output is nonnegative (positive) where its first operand is (passes/simplify.py)",
     "nonnegative": "its output is never negative (passes/simplify.py)",
     "bounded": "its output is finite whatever it reads (passes/simplify.py)",

@@ -1,6 +1,7 @@
 """CPU fallback: partition the framework graph into an ordered list of host and device segments.
 
-The ops whose type (or framework op type, for decomposed ops) is in `cpu_fallback_ops` run on the host, and
+The ops whose type (or framework op type, for decomposed ops) is in `cpu_fallback_ops` or in the registry's group
+"host_only" (ops without an exact device form: quantize, requantize) run on the host, and
 take along the side of them that does none of the device's work (the legacy pre/post fallback devices); so do,
 whatever that option says, the ops with no device lowering (by type, or a value of more than (z, r, c) dims) that
 are computed from model inputs and constants only (an attention mask's casts and comparisons: `ahead_of_device`),
@@ -58,9 +59,12 @@ class Segment:
 
 
 def fallback_types(config) -> set[str]:
-    if config is None or not config.enable_tvm_cpu_fallback:
+    """The op types that run on the host at any position: those of `cpu_fallback_ops` and the registry's group
+    "host_only" (the quantization ops that round); none without `enable_tvm_cpu_fallback`."""
+    if config is not None and not config.enable_tvm_cpu_fallback:
         return set()
-    return {_ALIASES.get(t, t) for t in config.cpu_fallback_ops}
+    listed = set() if config is None else {_ALIASES.get(t, t) for t in config.cpu_fallback_ops}
+    return listed | registry.in_group("host_only")
 
 
 def partition(graph: Graph, config) -> tuple[Segment, ...]:
