@@ -590,11 +590,11 @@ class UnknownOptionError(UserInputError, AttributeError):
 
 
 def check_fracture_chips(where: str, chip_ids: dict[str, list[int]]) -> None:
-    """UserInputError for chip ids given to a fracture group (`where`): no per-op chip placement here."""
+    """UserInputError for chip ids given to a fracture group (`where`): the pieces run on their op's chip."""
     if any(chip_ids.values()):
         raise UserInputError(f"{where}: chip_ids {chip_ids}: the pieces of a fractured op cannot be placed on chips "
-                             "of their own here (no per-op chip placement); leave chip_ids empty, the pieces run "
-                             "where the schedule's chip breaks put them")
+                             "of their own here; leave chip_ids empty, the pieces run on the chip of the op's part "
+                             "of the schedule (set_chip_break, override_op_placement(chip_id=))")
 
 
 def _fracture_groups(value: Any) -> list:
@@ -649,7 +649,7 @@ class PlacerOpOverride:
 
     start: tuple[int, int] | None = attribute()
     transpose_op: bool = attribute(False)
-    chip_id: int | None = attribute(effective=False)
+    chip_id: int | None = attribute()
     temporal_epoch_break: bool = attribute(False)
 
 
@@ -713,7 +713,7 @@ _WARNED: set[str] = set()
 
 def ineffective_options(config: CompilerConfig) -> list[str]:
     """The options of `config` that differ from their defaults but have no effect yet: field names, and
-    `<field>.<attribute>` for per-op override attributes the compiler ignores (`placer_op_overrides.chip_id`)."""
+    `<field>.<attribute>` for per-op override attributes the compiler ignores (`attribute(effective=False)`)."""
     fields = dataclasses.fields(config)
     names = [f.name for f in fields if not _OPTIONS[f.name].effective and getattr(config, f.name) != _field_default(f)]
     return names + [f"{f.name}.{a}" for f in fields for a in _ineffective_attributes(getattr(config, f.name))]
@@ -1031,8 +1031,9 @@ class CompilerConfig:
         caveat="an op named by any balancer or placer override is not fused (it stays an op of its own)")
     placer_op_overrides: list[tuple[str | NodePredicate, PlacerOpOverride]] = option(
         [], doc="(op name or `pybuda.query` predicate, `PlacerOpOverride`) pairs (`override_op_placement`)",
-        caveat="`temporal_epoch_break` works through the epoch break it records; an op named by any balancer or "
-               "placer override is not fused")
+        caveat="`temporal_epoch_break` works through the epoch break it records; `chip_id` puts the part of the "
+               "schedule between chip breaks that holds the op on that chip; an op named by any balancer or placer "
+               "override is not fused")
     op_names_to_epoch_break: list[list[str | NodePredicate]] = option(
         [], doc="Each entry (op names, `pybuda.query` predicates) starts a new epoch at its first-scheduled op "
                 "(`set_epoch_break`)")
@@ -1061,7 +1062,8 @@ class CompilerConfig:
         parse=_fracture_groups,
         caveat="stage `fracture` (after `decompose`) splits each op of the decomposed graph along one dim into "
                "pieces over operand slices, chained pieces reading each other directly (`passes/fracture.py`); "
-               "element-wise ops and matmuls; chip_ids are refused (no per-op chip placement here)")
+               "element-wise ops and matmuls; chip_ids are refused (the pieces run on the chip of their op's part of "
+               "the schedule: place it with set_chip_break and override_op_placement(chip_id=))")
     conv_multi_op_fracture_factor_override: dict[str, int] = option(
         {}, doc="Conv op (its name in the framework graph, e.g. `conv2d_0`) -> number of ops to split it into, by "
                 "kernel rows (`override_multi_op_fracture_factor`)",

@@ -98,3 +98,32 @@ def test_remote_transfers_share_the_chip_links():
     assert by_name["b"].terms["ethernet"] == pytest.approx(4 * 1000 / (2 * 12.5))   # two links of 12.5 B/cycle
     assert "ethernet" not in by_name["a"].terms
     assert "ethernet" not in epoch_timing(get_device("e150"), [remote], 1).ops[0].terms   # no chip links modelled
+
+
+def test_chip_id_puts_an_ops_part_of_the_schedule_on_that_chip(tmp_path):
+    """With the outputs in device DRAM, the part after the break may leave the PCIe chip: pinning mm1's part to
+    chip 0 sends mm2's to chip 1, the reverse of the default order."""
+    pybuda.set_configuration_options(output_queues_on_host=False)
+    pybuda.set_chip_break("mm2")
+    pybuda.override_op_placement("mm1", chip_id=0)
+    compiled = _compile(tmp_path)
+    chip_of = {op: g.target_device for g in compiled.netlist.graphs.values() for op in g.ops}
+    assert chip_of["mm1"] == 0 and chip_of["mm2"] == 1
+
+
+def test_chip_id_pins_that_cannot_hold_are_refused_naming_the_ops(tmp_path):
+    pybuda.set_chip_break("mm2")
+    pybuda.override_op_placement("mm1", chip_id=1)
+    pybuda.override_op_placement("bias1", chip_id=0)
+    with pytest.raises(BalancerError, match=r"'mm1' \(chip_id=1\) and 'bias1' \(chip_id=0\) are in one part"):
+        _compile(tmp_path, name="part")
+    pybuda.reset_configuration()
+    pybuda.set_chip_break("mm2")
+    pybuda.override_op_placement("mm1", chip_id=0)
+    pybuda.override_op_placement("mm2", chip_id=0)
+    with pytest.raises(BalancerError, match=r"'mm1' and 'mm2' \(chip_id=0\) are in different parts"):
+        _compile(tmp_path, name="chip")
+    pybuda.reset_configuration()
+    pybuda.override_op_placement("mm1", chip_id=2)
+    with pytest.raises(BalancerError, match=r"chip_id=2\): device n300 has chips 0..1"):
+        _compile(tmp_path, name="range")

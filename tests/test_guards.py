@@ -223,7 +223,6 @@ def _ineffective(record) -> list[str]:
     (lambda: C.set_configuration_options(place_on_one_row=True), "place_on_one_row", "has no effect yet"),
     (lambda: C.set_num_repeated_patterns("encoder", 2), "tvm_module_to_num_patterns",
      "does not apply in this compiler"),
-    (lambda: pybuda.override_op_placement("mm1", chip_id=1), "placer_op_overrides.chip_id", "has no effect yet"),
 ])
 def test_setting_an_ineffective_option_warns_once_naming_it(path, option, why):
     with warnings.catch_warnings(record=True) as record:

@@ -91,8 +91,9 @@ class Constraints:
     in schedule order, of each `set_epoch_break` entry starts an epoch), the DRAM placement algorithm, the
     queues pinned to a DRAM channel (and the chips named for them), the ops a balancer override names (their
     candidates are their own) and the chip of every op (`chips.chip_assignment`: `set_chip_break` entries start
-    a new chip, and an epoch), where the CP-SAT policy exports its epoch models (`balancer_export_models`) and
-    whether the placer may transpose op grids on its own (`enable_auto_transposing_placement`)."""
+    a new chip, and an epoch; `override_op_placement(chip_id=)` puts an op's part on that chip), where the
+    CP-SAT policy exports its epoch models (`balancer_export_models`) and whether the placer may transpose op
+    grids on its own (`enable_auto_transposing_placement`)."""
 
     grids: dict
     starts: dict
@@ -110,14 +111,16 @@ class Constraints:
     def from_config(cls, config, schedule: list[str], device: DeviceSpec) -> "Constraints":
         grids = {op: tuple(o.grid_shape) for op, o in config.balancer_op_overrides.items()
                  if getattr(o, "grid_shape", None)}
-        starts, transposed = {}, set()
+        starts, transposed, pinned = {}, set(), {}
         for op, o in config.placer_op_overrides:
             if getattr(o, "start", None) is not None:
                 starts[op] = tuple(o.start)
             if getattr(o, "transpose_op", False):
                 transposed.add(op)
+            if getattr(o, "chip_id", None) is not None:
+                pinned[op] = o.chip_id
         chip_breaks = first_of_entries(config.op_names_to_chip_break, schedule)
-        chips = chip_assignment(schedule, chip_breaks, device)
+        chips = chip_assignment(schedule, chip_breaks, device, pinned)
         breaks = {*first_of_entries(config.op_names_to_epoch_break, schedule), *chip_breaks}
         algorithm = getattr(config.dram_placement_algorithm, "value", config.dram_placement_algorithm)
         pinned = {q: o.channel for q, o in config.manual_dram_queue_placement.items() if o.channel is not None}
