@@ -287,6 +287,9 @@ def _compile(model, sample_inputs: tuple, spec, config: cfg.CompilerConfig, out_
     op_level = config.enable_op_level_comparision
     verify = verify or op_level
     expected = framework_outputs(model, sample_inputs) if verify else None
+    if expected is not None and config.loopback_outputs:        # outputs written back on the device
+        looped = set(config.loopback_outputs.values())
+        expected = [e for i, e in enumerate(expected) if i not in looped]
     reference = TrainingReference.of(model, sample_inputs, training) if verify and training else None
     batch: dict[str, np.ndarray] = {}
     previous_ops: dict | None = None     # op_level: the last stage's op values on the first sample
@@ -301,7 +304,7 @@ def _compile(model, sample_inputs: tuple, spec, config: cfg.CompilerConfig, out_
             if stage.produces_graph:
                 result.graphs[stage.name] = state.graph
                 if verify:
-                    batch = batch or {n: to_numpy(x) for n, x in zip(state.input_names, sample_inputs)}
+                    batch = batch or {n: to_numpy(x) for n, x in zip(state.input_names, state.sample_inputs)}
                     if reference is not None:
                         batch.update(reference.loss_gradients(state.output_names))
                     if op_level and stage.ensures in ("framework", "buda"):   # placed: streamed ops change shape
@@ -326,7 +329,8 @@ def _compile(model, sample_inputs: tuple, spec, config: cfg.CompilerConfig, out_
             result.training = TrainingRuntime(state.netlists[0], state.manifest, state.arrays, training.loss,
                                               training.optimizer)
         if verify and state.netlists:
-            result.checks.append(_check_netlist(result.runtime, sample_inputs, expected))
+            result.checks.append(_check_netlist(result.runtime, state.sample_inputs, expected))
+            result.runtime.reset_state()      # the check ran the model once: device state back to its start
             if reference is not None:
                 result.checks += reference.check_step(state, training)
     if config.device_mode is DeviceMode.CompileOnly:

@@ -32,7 +32,7 @@ from .files import safe_file_stem, write_atomically
 from .frontend.pybuda_trace import trace_module
 from .ir import Graph
 from .levels import LEVELS, check_level
-from .module import PyBudaModule
+from .module import PyBudaModule, to_numpy
 from .netlist import CompiledNetlistError, Netlist, check, netlist_text
 from .netlist import load as load_netlist
 from .passes.autograd import recompute, training_graph
@@ -46,6 +46,7 @@ from .passes.fan_out import over_limit, split_fan_out
 from .passes.insert_nops import insert_nops
 from .passes.split_broadcasts import split_broadcasts
 from .passes.intermediates import save_intermediates
+from .passes.loopback import link_loopbacks
 from .passes.lower import lower
 from .passes.optimize import optimize
 from .passes.t_stream import apply_streaming
@@ -138,8 +139,20 @@ def initial_graph_stage(state: CompileState) -> CompileState:
         for node in graph.nodes("parameter"):
             if node.requires_grad:
                 node.role = "trained"
-    return dataclasses.replace(state, graph=graph, input_names=list(graph.input_names),
-                               output_names=list(graph.output_names), output_structure=structure)
+    if state.config.loopback_outputs:
+        if state.optimizer is not None:
+            raise UserInputError("loopback_outputs in a training compile is not supported: compile the model "
+                                 "for inference (without loss= and optimizer=) to keep state on the device")
+        names = list(graph.input_names)
+        looped, removed = link_loopbacks(graph, state.config.loopback_outputs,
+                                         {n: to_numpy(x) for n, x in zip(names, inputs)})
+        inputs = tuple(x for n, x in zip(names, inputs) if n not in looped)
+        if structure is not None:
+            from .frontend.outputs import without_leaves
+            structure = without_leaves(structure, removed)
+    return dataclasses.replace(state, graph=graph, input_names=list(graph.input_names), sample_inputs=inputs,
+                               output_names=[o.name for o in graph.outputs() if o.loopback is None],
+                               output_structure=structure)
 
 
 def decompose_stage(state: CompileState) -> CompileState:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
 from pybuda.arch.operands import expected_input
 from pybuda.arch.tms import apply_tm, tm_shape
-from pybuda.dataformat import DataFormat
+from pybuda.dataformat import DataFormat, tile_bytes
 from pybuda.netlist import Graph, Netlist, Op, Queue
 
 from .errors import SimulatorError
@@ -68,6 +68,19 @@ def to_host(x: np.ndarray, tile_dim: tuple[int, int]) -> np.ndarray:
     rt, ct = rows // TILE, cols // TILE
     v = x.reshape(*lead, t, rt, TILE, ct, TILE)[..., :h, :, :w]
     return np.ascontiguousarray(v).reshape(*lead, t, rt * h, ct * w)
+
+
+class Transfer(NamedTuple):
+    """One host transfer: a push of `entries` into a queue or a pop of one entry, with its bytes on the wire."""
+
+    kind: str        # "push" or "pop"
+    queue: str
+    bytes: int
+
+
+def _entry_bytes(q) -> int:
+    """Bytes of one tilized entry of a queue in its data format."""
+    return int(np.prod(q.shape)) * tile_bytes(q.df, q.effective_tile_dim)
 
 
 class _QueueState:
@@ -170,6 +183,7 @@ class Simulator:
         self._kernels: dict[str, Callable] = dict(KERNELS)
         self._kernels["fused_op"] = lambda op, ins: fused_op(op, ins, self.netlist, KERNELS)
         self.executed: list[str] = []  # graph names in execution order
+        self.transfers: list[Transfer] = []   # host pushes and pops, in order
 
     # -- host interface -----------------------------------------------------------------------------------
     def queue_shape(self, name: str) -> tuple[int, int, int]:
@@ -191,6 +205,7 @@ class Simulator:
             raise SimulatorError(f"push to queue {queue_name!r}: expected shape (t, R, C) = {shape} or "
                                  f"(entries, {', '.join(map(str, shape))}), got {tuple(np.shape(array))}")
         data = quantize(to_internal(data, st.q.effective_tile_dim), st.q.df)
+        self.transfers.append(Transfer("push", queue_name, len(data) * _entry_bytes(st.q)))
         if st.q.is_ram:
             start = 0 if entry is None else int(entry)
             if start < 0 or start + len(data) > st.entries:
@@ -209,6 +224,7 @@ class Simulator:
         """Read one entry (t, R, C): the oldest one of a `type: queue` (removing it), or a ram's entry at its
         read pointer (not removed)."""
         st = self._state(queue_name)
+        self.transfers.append(Transfer("pop", queue_name, _entry_bytes(st.q)))
         if st.q.is_ram:
             return self.peek(queue_name, st.rd)
         if st.host_out:

@@ -176,7 +176,7 @@ class _Chooser:
         n = self.device.dram_channels
         if self.policy == "CLOSEST" or q.kind in ("parameter", "constant", "sparse", "optimizer_parameter",
                                                  "optimizer_state", "parameter_residual",
-                                                 "gradient_accumulator"):
+                                                 "gradient_accumulator", "state"):
             return self._closest(q, taken)
         if self.policy == "GREATEST_CAPACITY":
             return sorted(range(n), key=lambda ch: (-space.free_bytes(ch), ch))

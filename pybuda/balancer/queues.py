@@ -37,7 +37,7 @@ from .op_model import (SPARSE_QUEUES, OpModel, best_ublock, divisors, e2e_queue,
 GROUPS = {"input": "input", "parameter": "parameter", "constant": "constant", "sparse": "constant",
           "output": "output", "e2e": "epoch_to_epoch", "optimizer_parameter": "optimizer_parameter",
           "optimizer_state": "optimizer_state", "parameter_residual": "optimizer_state",
-          "gradient_accumulator": "grad_accumulator", "loss_gradient": "loss"}
+          "gradient_accumulator": "grad_accumulator", "loss_gradient": "loss", "state": "parameter"}
 
 
 @dataclasses.dataclass(frozen=True)

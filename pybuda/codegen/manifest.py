@@ -47,7 +47,7 @@ from .netlist_builder import sparse_queue_values
 MANIFEST_VERSION = 3
 READABLE_VERSIONS = (2, 3)   # version 2: no training host programs (their fields take their defaults)
 ARRAY_KINDS = ("parameter", "constant", "sparse_tiles", "encoding", "trained", "optimizer_state",
-               "parameter_residual", "gradient_accumulator", "optimizer_parameter")
+               "parameter_residual", "gradient_accumulator", "optimizer_parameter", "state")
 FEED_KINDS = ARRAY_KINDS + ("input", "output", "loss_gradient", "gradient")
 HOST_ARRAY_PREFIX = "host:"   # arrays of the host program's parameters and constants
 

@@ -22,6 +22,22 @@ def output_structure(spec: pytree.TreeSpec) -> dict:
     return _encode(spec, itertools.count())
 
 
+def without_leaves(structure: dict, removed: list[int]) -> dict:
+    """`structure` without the leaves numbered in `removed` (outputs that no longer reach the host), the others
+    numbered again in order; a container keeps its place, emptied if all its leaves go."""
+    if "leaf" in structure:
+        return {"leaf": structure["leaf"] - sum(r < structure["leaf"] for r in removed)}
+    out = {}
+    for key, value in structure.items():
+        if key in ("tuple", "list", "items"):
+            out[key] = [without_leaves(s, removed) for s in value if s.get("leaf") not in removed]
+        elif key in ("dict", "fields"):
+            out[key] = [[k, without_leaves(s, removed)] for k, s in value if s.get("leaf") not in removed]
+        else:
+            out[key] = value
+    return out
+
+
 def _encode(spec: pytree.TreeSpec, leaves: Iterator[int]) -> dict:
     if spec.is_leaf():
         return {"leaf": next(leaves)}

@@ -66,7 +66,7 @@ def epoch_types(graph: Graph) -> dict[str, str]:
     forward, optimizer = set(), set()
     for out in graph.outputs():
         ancestors = nx.ancestors(graph._g, out.name)
-        if out.loopback is None:
+        if out.loopback is None or graph.node(out.loopback).role == "state":   # state: looped-back inputs
             if out.role != GRADIENT_OUTPUT:
                 forward |= ancestors
         elif graph.node(out.loopback).role != "gradient_accumulator":

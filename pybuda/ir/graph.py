@@ -27,7 +27,7 @@ KINDS = ("input", "parameter", "constant", "op", "output")
 # the backward pass sums into and a trained parameter's residual (what its compensated update keeps of the value
 # below the parameter's precision); an output carrying a backward value to a host (CPU fallback) op.
 ROLES = ("loss_gradient", "trained", "optimizer_state", "optimizer_parameter", "gradient_accumulator",
-         "parameter_residual", "gradient", "intermediate")
+         "parameter_residual", "gradient", "intermediate", "state")
 INTERMEDIATE_OUTPUT = "intermediate"   # the role of a graph output saving an op's output (`op_intermediates_to_save`)
 
 
@@ -56,7 +56,7 @@ class Node:
     acc_df: DataFormat | None = None           # Buda op: accumulation format
     math_fidelity: MathFidelity | None = None  # Buda op
     host_transforms: tuple = ()                # input/output: (op_type, attrs) the host applies, in order
-    role: str = ""                             # training: see ROLES
+    role: str = ""                             # training, looped-back state: see ROLES
     loopback: str | None = None                # output: the parameter-like node whose queue it writes back into
     layer: str = ""                            # op: the PyBudaModules whose forward traced it ("root.sub")
 

@@ -9,6 +9,7 @@ import torch
 
 from ..codegen.manifest import DevicePart, HostProgram, RunManifest
 from ..netlist import Netlist
+from ..passes.loopback import STATE
 from .executor import check_manifest, run
 from .inputs import checked_inputs
 from .outputs import rebuild
@@ -34,6 +35,21 @@ class RuntimeModel:
         self.tti_path: Path | None = None    # the image it was loaded from (pybuda.load)
         self.intermediates: dict[str, torch.Tensor] = {}    # op -> its saved output, of the last call
         self._perf = None
+        # a model with device state (`loopback_outputs`) keeps its simulated devices between calls
+        stateful = any(f.kind == STATE for p in manifest.device_parts for f in p.queues.values())
+        self._devices: dict | None = {} if stateful else None
+
+    @property
+    def devices(self) -> dict:
+        """The simulated devices of a model with device state, by netlist index (empty before the first call or
+        after `reset_state`; none kept for a stateless model)."""
+        return dict(self._devices or {})
+
+    def reset_state(self) -> None:
+        """Device state (`loopback_outputs`) back to its compile-time value: the next call loads the device
+        afresh."""
+        if self._devices is not None:
+            self._devices.clear()
 
     @property
     def netlist(self) -> Netlist | None:
@@ -90,7 +106,8 @@ class RuntimeModel:
         batch = checked_inputs(self.manifest, inputs)
         saved = self.manifest.intermediates
         values = [torch.from_numpy(np.ascontiguousarray(v)) for v in run(
-            self.netlists, self.manifest, self.arrays, batch, [*self.manifest.outputs, *(v for _, v in saved)])]
+            self.netlists, self.manifest, self.arrays, batch, [*self.manifest.outputs, *(v for _, v in saved)],
+            self._devices)]
         outputs = values[:len(self.manifest.outputs)]
         self.intermediates = {op: value for (op, _), value in zip(saved, values[len(outputs):])}
         return rebuild(self.manifest.output_structure, outputs)

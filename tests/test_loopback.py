@@ -1,0 +1,97 @@
+"""`loopback_outputs`: a model input kept on the device as state that an output writes back after every run
+(issue 36, the cache on the device): the state is pushed once, never again; calls see the state the last one
+wrote; `reset_state` restarts it; a TTI image keeps it; misuse names the input, output and what is legal."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import pybuda
+from pybuda.verify import pcc
+
+op = pybuda.op
+W = torch.randn(64, 64, generator=torch.Generator().manual_seed(0)) / 8
+
+
+class Accumulator(pybuda.PyBudaModule):
+    """state += x @ w; returns (state / 2, state)."""
+
+    def __init__(self):
+        super().__init__("acc")
+        self.w = pybuda.Parameter(W, requires_grad=False)
+
+    def forward(self, x, state):
+        new = op.Add("new", state, op.Matmul("mm", x, self.w))
+        return op.Multiply("half", new, 0.5), new
+
+
+class TorchRunningSum(torch.nn.Module):
+    """A torch model with a cache-like input and output: (relu(cache + x) summed rows, cache + x)."""
+
+    def forward(self, x, cache):
+        new = cache + x
+        return torch.relu(new).sum(-1, keepdim=True), new
+
+
+def _config(**loopbacks) -> pybuda.CompilerConfig:
+    return pybuda.CompilerConfig(loopback_outputs=loopbacks, default_df_override="Float32")
+
+
+def test_the_state_stays_on_the_device_and_each_call_sees_the_last_write(tmp_path):
+    x, start = torch.randn(1, 32, 64), torch.randn(1, 32, 64)
+    compiled = pybuda.compile(Accumulator(), x, start, config=_config(state=1), output_dir=tmp_path, verify=True)
+    assert compiled.runtime.input_names == ["x"]
+    state = start.clone()
+    for _ in range(3):
+        out = compiled(x)                                  # the other output alone: state is not returned
+        state = state + x @ W
+        assert out.shape == (1, 32, 64) and np.allclose(out.numpy(), (state / 2).numpy(), atol=2e-2, rtol=2e-2)
+    (device,) = compiled.runtime.devices.values()
+    pushed = [t.queue for t in device.transfers if t.kind == "push"]
+    assert pushed.count("state") == 1 and pushed.count("x") == 3            # loaded once, never pushed again
+    assert "state" not in {t.queue for t in device.transfers if t.kind == "pop"}
+    queue = compiled.netlist.queues["state"]
+    assert queue.type == "ram" and queue.input == "new"                      # the op writes it in place
+    compiled.runtime.reset_state()
+    assert np.allclose(compiled(x).numpy(), ((start + x @ W) / 2).numpy(), atol=2e-2, rtol=2e-2)
+    loaded = pybuda.load(compiled.save(tmp_path / "acc.tti"))
+    for k in range(1, 3):
+        assert np.allclose(loaded(x).numpy(), ((start + k * (x @ W)) / 2).numpy(), atol=2e-2, rtol=2e-2)
+
+
+def test_a_torch_model_returns_its_outputs_without_the_looped_one(tmp_path):
+    x, cache = torch.randn(1, 4, 32), torch.zeros(1, 4, 32)
+    compiled = pybuda.compile(TorchRunningSum(), x, cache, config=_config(cache=1), output_dir=tmp_path,
+                              verify=True)
+    model, expected_cache = TorchRunningSum(), cache
+    for _ in range(2):
+        (out,) = compiled(x)
+        expected, expected_cache = model(x, expected_cache)
+        assert pcc(out.numpy(), expected.numpy()) >= 0.999
+
+
+@pytest.mark.parametrize("loopbacks, shape, message", [
+    ({"states": 1}, (1, 32, 64), r"'states' is not an input of the model; its inputs: x, state"),
+    ({"state": 2}, (1, 32, 64), r"legal: an output index 0..1"),
+    ({"x": 1, "state": 1}, (1, 32, 64), r"output 1 already writes back into 'x'"),
+    ({"state": 1}, (2, 32, 64), r"the compile takes microbatch 1; the sample inputs have microbatch 2"),
+])
+def test_misuse_names_the_input_the_output_and_what_is_legal(tmp_path, loopbacks, shape, message):
+    with pytest.raises(pybuda.UserInputError, match=message):
+        pybuda.compile(Accumulator(), torch.randn(shape), torch.randn(shape), config=_config(**loopbacks),
+                       output_dir=tmp_path)
+
+
+def test_an_output_of_another_shape_is_refused(tmp_path):
+    x = torch.randn(1, 4, 32)
+    with pytest.raises(pybuda.UserInputError, match=r"output 0 has shape \(4, 1\), input 'cache' \(4, 32\)"):
+        pybuda.compile(TorchRunningSum(), x, x, config=_config(cache=0), output_dir=tmp_path)
+
+
+def test_a_training_compile_with_loopback_outputs_is_refused(tmp_path):
+    x = torch.randn(1, 32, 64)
+    with pytest.raises(pybuda.UserInputError, match="loopback_outputs in a training compile is not supported"):
+        pybuda.compile(Accumulator(), x, x, config=_config(state=1), output_dir=tmp_path,
+                       loss=torch.nn.MSELoss(), optimizer=pybuda.optimizers.SGD(learning_rate=0.1),
+                       sample_targets=(x,))
