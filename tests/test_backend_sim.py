@@ -16,7 +16,7 @@ from pybuda.backend_sim import PerfReport, Simulator, SimulatorError, estimate, 
 from pybuda.backend_sim.timing import LIMITERS
 from pybuda.backend_sim.formats import truncate_mantissa
 from pybuda.dataformat import DataFormat
-from pybuda.netlist import load as load_netlist
+from pybuda.netlist import check, load as load_netlist
 
 from corpus import REAL  # noqa: E402
 MUL_NETLIST = REAL + "op_tests__netlists__bh_test_plan_netlists__hlk_functional_tests__netlist_binary_fp16_mul_op.yaml"
@@ -1173,3 +1173,49 @@ def test_sparse_matmul_huge_sparse_left_is_computed_per_entry():
             want[b, o * 32:(o + 1) * 32] += tiles[s] @ act[i, k * 32:(k + 1) * 32]
         assert np.abs(want).max() > 0
         assert np.array_equal(got[i], want)
+
+
+DUAL_VIEW_YAML = """
+devices: {arch: grayskull}
+queues:
+  x:       {input: HOST, type: queue, entries: 1, grid_size: [1, 1], t: 1, mblock: [1, 1], ublock: [1, 1], df: Float16_b, target_device: 0, loc: dram, dram: [[0, 0x0]]}
+  cache:   {input: HOST, type: ram, entries: 1, grid_size: [1, 1], t: 4, mblock: [1, 1], ublock: [1, 1], df: Float16_b, target_device: 0, loc: dram, dram: [[1, 0x0]]}
+  cache_w: {input: write, type: ram, alias: cache, entries: 4, grid_size: [1, 1], t: 1, mblock: [1, 1], ublock: [1, 1], df: Float16_b, target_device: 0, loc: dram, dram: [[1, 0x0]]}
+  out:     {input: read, type: queue, entries: 1, grid_size: [1, 1], t: 1, mblock: [4, 1], ublock: [1, 1], df: Float16_b, target_device: 0, loc: host, host: [0x0]}
+graphs:
+  g:
+    target_device: 0
+    input_count: 1
+    read: {type: nop, grid_loc: [0, 0], grid_size: [1, 1], inputs: [cache], in_df: [Float16_b], out_df: Float16_b, intermed_df: Float16_b, acc_df: Float16_b,
+           math_fidelity: HiFi4, t: 1, mblock: [4, 1], ublock: [1, 1], buf_size_mb: 2, ublock_order: r, input_0_tms: [vstack: 4]}
+    write: {type: nop, grid_loc: [0, 1], grid_size: [1, 1], inputs: [x], in_df: [Float16_b], out_df: Float16_b, intermed_df: Float16_b, acc_df: Float16_b,
+           math_fidelity: HiFi4, t: 1, mblock: [1, 1], ublock: [1, 1], buf_size_mb: 2, ublock_order: r}
+programs:
+  - p:
+    - param: [$p_cache_write_index]
+    - var: {$c_zero: 0, $v_write: 0, $c_one: 1}
+    - staticvar: {$ptr: 0}
+    - varinst: [$v_write, set, $p_cache_write_index]
+    - execute: {graph_name: g, queue_settings: {
+        x: {prologue: false, epilogue: false, zero: false, rd_ptr_local: $ptr, rd_ptr_global: $ptr},
+        cache: {prologue: false, epilogue: false, zero: false, read_only: true, rd_ptr_global: $c_zero, wr_ptr_global: $c_zero},
+        cache_w: {prologue: false, epilogue: false, zero: false, rd_ptr_global: $c_zero, wr_ptr_global: $v_write}}}
+    - varinst: [$ptr, incwrap, $c_one, 2]
+"""
+
+
+def test_a_ram_aliasing_another_is_a_second_view_of_its_entries():
+    """The backend's dual-view IO: `cache` (1 entry of t 4) and `cache_w` (4 entries of t 1, `alias: cache`) hold
+    the same four slices; the op writes one page at the program's `$p_cache_write_index`, after `read` read all."""
+    sim = Simulator(DUAL_VIEW_YAML)
+    assert check(load_netlist(DUAL_VIEW_YAML), device=None) == []
+    rng = np.random.default_rng(0)
+    cache = rng.standard_normal((4, 32, 32)).astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+    sim.push("cache", cache)
+    for page in (2, 0):
+        x = rng.standard_normal((1, 32, 32)).astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+        sim.push("x", x)
+        sim.run(p_cache_write_index=page)
+        assert np.array_equal(sim.pop("out")[0], cache.reshape(128, 32))    # read before the write
+        cache[page] = x[0]
+        assert np.array_equal(sim.peek("cache", 0), cache) and np.array_equal(sim.peek("cache_w", page)[0], x[0])

@@ -132,7 +132,7 @@ class _QueueState:
         """`allocate_queue` / `deallocate_queue`: a deallocated queue's DRAM is free for others, so its contents
         are dropped (its pointers persist, as the program's variables do)."""
         self.allocated = allocated
-        if not allocated:
+        if not allocated and isinstance(self.slots, list):    # an aliased view's entries are its base's
             self.slots = [None] * self.entries
 
     def check_allocated(self, what: str) -> None:
@@ -140,6 +140,41 @@ class _QueueState:
         if not self.allocated:
             raise SimulatorError(f"{what} queue {self.q.name!r} after deallocate_queue freed it (and before an "
                                  f"allocate_queue): on the device it would read or overwrite another queue's DRAM")
+
+
+class _AliasedSlots:
+    """The entries of a ram that aliases another (`alias:`, the backend's dual-view IO): both views hold the same
+    t-slices in (entry, t) order, so entry e of a view of t slices is slices e*t .. e*t + t - 1 of the base's.
+    A view reads None where a slice was never written; a write into a base entry never written fills the rest of
+    that entry with zeros."""
+
+    def __init__(self, base: _QueueState, view: _QueueState):
+        if base.internal_shape[1:] != view.internal_shape[1:] or \
+                base.entries * base.internal_shape[0] != view.entries * view.internal_shape[0]:
+            raise SimulatorError(f"ram {view.q.name!r} aliases {base.q.name!r}: {view.entries} entries of "
+                                 f"{view.internal_shape} against {base.entries} of {base.internal_shape}; legal: "
+                                 "t-slices of one shape and equal totals")
+        self.base, self.t = base, view.internal_shape[0]
+
+    def __len__(self) -> int:
+        return self.base.entries * self.base.internal_shape[0] // self.t
+
+    def _slices(self, entry: int) -> list[tuple[int, int]]:
+        tb = self.base.internal_shape[0]
+        return [divmod(g, tb) for g in range(entry * self.t, (entry + 1) * self.t)]
+
+    def __getitem__(self, entry: int) -> np.ndarray | None:
+        parts = [self.base.slots[b] for b, _ in self._slices(entry)]
+        if any(p is None for p in parts):
+            return None
+        return np.stack([p[k] for p, (_, k) in zip(parts, self._slices(entry))])
+
+    def __setitem__(self, entry: int, value: np.ndarray) -> None:
+        for (b, k), piece in zip(self._slices(entry), value):
+            old = self.base.slots[b]
+            new = np.zeros(self.base.internal_shape, dtype=value.dtype) if old is None else old.copy()
+            new[k] = piece                  # a copy: values read from the entry before stay as they were
+            self.base.slots[b] = new
 
 
 @dataclasses.dataclass
@@ -171,6 +206,9 @@ class Simulator:
         self.arch, self.device = select_device(self.netlist, device)
         self.chunk_elements = int(chunk_elements)
         self._queues = {name: _QueueState(q) for name, q in self.netlist.queues.items()}
+        for name, q in self.netlist.queues.items():
+            if q.alias is not None and q.alias in self._queues:
+                self._queues[name].slots = _AliasedSlots(self._queues[q.alias], self._queues[name])
         self._statics: dict[str, dict[str, int]] = {}
         self._op_graph = {name: g.name for g in self.netlist.graphs.values() for name in g.ops}
         self._writers: dict[str, list[str]] = collections.defaultdict(list)
