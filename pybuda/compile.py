@@ -145,15 +145,16 @@ class CompiledModel:
                              "run (compile with compile_depth=FULL)")
         return self.runtime
 
-    def __call__(self, *inputs):
+    def __call__(self, *inputs, cache_write_index: int | None = None):
         """Run the model's parts (host ops on the CPU, netlists in the backend simulator) on a microbatch of torch
-        tensors; returns torch tensors."""
+        tensors; returns torch tensors. A model with paged state takes the page this run writes
+        (`RuntimeModel.__call__`)."""
         runtime = self._require_runtime()
         if self.config.device_mode is DeviceMode.CompileOnly:
             raise UsageError(f"model {self.name!r} was compiled with device_mode CompileOnly: it was saved to "
                              f"{self.tti_path} and does not run here; run it with pybuda.load({str(self.tti_path)!r})"
                              " or compile with device_mode RunOnly")
-        return runtime(*inputs)
+        return runtime(*inputs, cache_write_index=cache_write_index)
 
     @property
     def intermediates(self) -> dict[str, torch.Tensor]:
@@ -198,7 +199,9 @@ def _check_netlist(runtime: RuntimeModel, sample_inputs: tuple, expected: list[n
     """The written netlists run in the backend simulator (host parts on the CPU) on the sample inputs, against the
     framework, with the PCC threshold of their least precise data format."""
     fmt, lofi, threshold = min((netlist_pcc_threshold(nl) for nl in runtime.netlists), key=lambda t: t[2])
-    got = [to_numpy(o) for o in torch.utils._pytree.tree_leaves(runtime(*sample_inputs))]
+    write_index = 0 if runtime.pages else None        # a paged state: the check writes its first page
+    got = [to_numpy(o) for o in torch.utils._pytree.tree_leaves(runtime(*sample_inputs,
+                                                                        cache_write_index=write_index))]
     check = StageCheck("netlist", 1.0, 0.0, fmt.value, threshold)
     return _compare(check, got, expected, f"(the netlist run in the backend simulator; {threshold} is the threshold "
                                           f"of its least precise data format {fmt.value}"

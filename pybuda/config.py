@@ -1077,9 +1077,10 @@ class CompilerConfig:
         caveat="the channel; chip 0 only")
     loopback_outputs: dict[str, int] = option(
         {}, doc="{input name: output index}: keep outputs on device as next inputs",
-        caveat="the input becomes device state (a ram the output writes back whole after every run, never pushed "
-               "from the host again; `passes/loopback.py`); microbatch 1; the output has the input's shape (a "
-               "write of part of it at a position: not yet)")
+        caveat="the input becomes device state (a ram the output writes back after every run, never pushed "
+               "from the host again; `passes/loopback.py`): whole, or one page of its rows at the run's "
+               "`cache_write_index` (two views of one DRAM buffer, netlist `alias`, and the program parameter "
+               "`$p_cache_write_index`); microbatch 1; not in a training compile")
     op_intermediates_to_save: list[str] = option(
         [], doc="Ops of the Buda graph whose outputs the host also reads: each gets an output queue "
                 "`intermediate_<op>` and is not fused; after a call, `compiled.intermediates` maps each name to its "

@@ -95,3 +95,52 @@ def test_a_training_compile_with_loopback_outputs_is_refused(tmp_path):
         pybuda.compile(Accumulator(), x, x, config=_config(state=1), output_dir=tmp_path,
                        loss=torch.nn.MSELoss(), optimizer=pybuda.optimizers.SGD(learning_rate=0.1),
                        sample_targets=(x,))
+
+
+class PagedCache(pybuda.PyBudaModule):
+    """A KV-cache-like state of 4 pages of 32 rows: each run projects x to one page, attends to the cache as it
+    was (scores against every cached row) and writes the page at the run's write index."""
+
+    def __init__(self):
+        super().__init__("paged")
+        self.w = pybuda.Parameter(W, requires_grad=False)
+
+    def forward(self, x, cache):
+        new = op.Matmul("proj", x, self.w)
+        return op.Matmul("scores", new, op.Transpose("kt", cache, -2, -1)), new
+
+
+def test_a_paged_state_is_written_one_page_at_the_run_s_write_index(tmp_path):
+    x, start = torch.randn(1, 32, 64), torch.randn(1, 128, 64)
+    compiled = pybuda.compile(PagedCache(), x, start, config=_config(cache=1), output_dir=tmp_path, verify=True)
+    assert compiled.runtime.pages == 4
+    cache = start.clone()
+    for page in (1, 3, 0):
+        scores = compiled(x, cache_write_index=page)
+        expected = (x @ W) @ cache.transpose(-2, -1)                     # the cache as the run found it
+        assert pcc(scores.numpy(), expected.numpy()) >= 0.999
+        cache[:, 32 * page:32 * (page + 1)] = x @ W
+    (device,) = compiled.runtime.devices.values()
+    assert [t.queue for t in device.transfers if t.kind == "push"].count("cache") == 1
+    assert np.allclose(device.peek("cache", 0).reshape(128, 64), cache[0].numpy(), atol=2e-2, rtol=2e-2)
+    nl = compiled.netlist
+    reader, (writer,) = nl.queues["cache"], [q for q in nl.queues.values() if q.alias == "cache"]
+    assert (reader.entries, reader.t, writer.entries, writer.t, writer.input) == (1, 4, 4, 1, "proj")
+    assert reader.dram == writer.dram                                    # two views of one buffer
+    (program,) = nl.programs
+    execute = next(i for i in program.instructions if hasattr(i, "queue_settings"))
+    assert execute.queue_settings[writer.name].wr_ptr_global == "$v_cache_write_index"
+    assert execute.queue_settings["cache"].read_only is True and execute.queue_settings["cache"].prologue is False
+    with pytest.raises(pybuda.InputError, match=r"legal: the page, 0\.\.3"):
+        compiled(x)
+    with pytest.raises(pybuda.InputError, match=r"cache_write_index=4"):
+        compiled(x, cache_write_index=4)
+
+
+def test_a_page_must_be_whole_tiles_dividing_the_state(tmp_path):
+    x = torch.randn(1, 32, 64)
+    with pytest.raises(pybuda.UserInputError, match=r"a multiple of 32 rows dividing them"):
+        pybuda.compile(PagedCache(), x, torch.randn(1, 80, 64), config=_config(cache=1), output_dir=tmp_path)
+    with pytest.raises(pybuda.InputError, match="the model has no paged state"):
+        pybuda.compile(Accumulator(), torch.randn(1, 32, 64), torch.randn(1, 32, 64), config=_config(state=1),
+                       output_dir=tmp_path / "whole")(torch.randn(1, 32, 64), cache_write_index=0)

@@ -396,15 +396,21 @@ class Simulator:
         for start in range(0, n, chunk):
             idx = range(start, min(n, start + chunk))
             values: dict[str, tuple[np.ndarray, DataFormat | None]] = {}
+            aliased = []     # writes into a view of another ram: after the chunk's reads (the graph reads, then writes)
             for p in plan.ops:
                 op = p.op
                 ins = [self._input(graph, op, k, src, idx, values) for k, src in enumerate(op.inputs)]
                 out = self._compute(op, p.kernel, ins)
                 values[op.name] = (out, op.out_df)
                 for qname in p.writes:
-                    self._write(qname, op, out, idx)
+                    if self._queues[qname].q.alias is None:
+                        self._write(qname, op, out, idx)
+                    else:
+                        aliased.append((qname, op, out))
                 for name in p.release:
                     values.pop(name, None)
+            for qname, op, out in aliased:
+                self._write(qname, op, out, idx)
             if chunk == 1:
                 for st in per_input_pointers:
                     self._set_rd(st, st.rd + st.global_rd_autoinc)

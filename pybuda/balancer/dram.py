@@ -69,8 +69,9 @@ class DramPlacement:
 def place_dram(queues: dict[str, QueuePlan], device: DeviceSpec, policy: str, manual: dict[str, int],
                cores: dict[str, list[tuple]]) -> DramPlacement:
     """Place every DRAM queue of `queues`, each in the DRAM of its chip; `cores`: the (row, col) cores of each op
-    (for CLOSEST and parameters); `manual`: queue -> pinned channel."""
-    dram = [q for q in queues.values() if q.loc == "dram"]
+    (for CLOSEST and parameters); `manual`: queue -> pinned channel. A queue that aliases another (a paged
+    state's writer view) is that queue's buffers."""
+    dram = [q for q in queues.values() if q.loc == "dram" and q.alias is None]
     chips = sorted({q.chip for q in dram})
     for chip in chips:
         _check_capacity([q for q in dram if q.chip == chip], device, chip if len(chips) > 1 else None)
@@ -83,6 +84,7 @@ def place_dram(queues: dict[str, QueuePlan], device: DeviceSpec, policy: str, ma
             preferred = [manual[q.name]] if q.name in manual else choosers[q.chip].order(q, spaces[q.chip], placed)
             placed.append(spaces[q.chip].allocate(q, preferred))
         buffers[q.name] = tuple(placed)
+    buffers.update({q.name: buffers[q.alias] for q in queues.values() if q.alias is not None})
     return DramPlacement(buffers, frozenset(q.name for q in dram if q.lifetime is not None),
                          {q.name: q.chip for q in dram if q.chip}, device)
 

@@ -24,6 +24,7 @@ from ..arch.streaming import edge_tms, replay_factor
 from ..arch.tilemap import broadcast_period
 from ..dataformat import DataFormat, MathFidelity
 from ..device import DeviceSpec
+from ..passes.loopback import PAGES
 from ..errors import UserInputError
 from ..ir import Graph
 from ..netlist.model import Attributes
@@ -440,8 +441,8 @@ def _prologue_choice(graph: Graph, name: str, model: OpModel, geom: OpGeometry, 
     (`pybuda.arch.movement.post_tm_fits`: the kernel input buffer holds the post-TM tiles one core reads, raised
     with input_buf_min_size_tiles where it does not already), else raw where the op is the tensor's only reader
     and its grid lays it out (`raw_prologue_grid`: each core holds its share, re-streamed through the edge's pipes
-    every input), else streamed from DRAM every input (none prologued if `dram_parameters`); sparse operands
-    always are (read in place)."""
+    every input), else streamed from DRAM every input (none prologued if `dram_parameters`, nor a paged state,
+    which its writer changes in DRAM); sparse operands always are (read in place)."""
     mins = list(min_tiles) if min_tiles else [0] * len(inputs)
     total = _buffer_bytes(graph, name, geom, inputs, fused_tiles, tuple(mins), model.buf_size_mb)
     if total > l1_usable:
@@ -449,7 +450,7 @@ def _prologue_choice(graph: Graph, name: str, model: OpModel, geom: OpGeometry, 
     prologue = {i.src for i in inputs if i.kind == "sparse"}
     options = []
     for k, i in enumerate(inputs):
-        if i.kind not in ("parameter", "constant") or dram_parameters:
+        if i.kind not in ("parameter", "constant") or dram_parameters or graph.node(i.src).attrs.get(PAGES):
             continue
         tb = i.df.tile_bytes
         need = geom.attrs.kernel_broadcast_tiles(k) or \

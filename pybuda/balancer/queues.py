@@ -30,8 +30,9 @@ from ..dataformat import DataFormat
 from ..device import DeviceSpec
 from ..ir import Graph, epoch_types, loopback_writers
 from ..netlist.sizes import QUEUE_HEADER_BYTES
+from ..passes.loopback import PAGES
 from .chips import home_chip
-from .op_model import (SPARSE_QUEUES, OpModel, best_ublock, divisors, e2e_queue, raw_prologue_grid,
+from .op_model import (SPARSE_QUEUES, BalancerError, OpModel, best_ublock, divisors, e2e_queue, raw_prologue_grid,
                        sparse_queue_operands, sparse_tiles_df, tiles_of)
 
 GROUPS = {"input": "input", "parameter": "parameter", "constant": "constant", "sparse": "constant",
@@ -62,6 +63,7 @@ class QueuePlan:
     readers: tuple = ()
     writer_epoch: int = -1
     chip: int = 0
+    alias: str | None = None      # a second view of that ram's DRAM (a paged state's writer view)
 
     @property
     def buffers(self) -> int:
@@ -120,6 +122,28 @@ def _blocking_on(shape: tuple, grid: tuple) -> tuple:
     return t, *_blocks(rt, ct, grid)
 
 
+def page_writes(graph: Graph) -> dict[str, str]:
+    """The writer view of each paged state (`passes/loopback.py`), by state: the queue its loopback output names."""
+    return {out.loopback: out.name for out in graph.outputs()
+            if out.loopback is not None and graph.node(out.loopback).attrs.get(PAGES)}
+
+
+def _paged_views(graph: Graph, node, queue: QueuePlan, m: OpModel, epoch_of: dict[str, int]) -> dict:
+    """A paged state's two views of one DRAM buffer, both laid out as its writer's output: the readers' (the
+    host loads it; one entry, its pages as t) and the writer's (`alias` of it; one page per entry, the entry the
+    program's write index picks)."""
+    pages = node.attrs[PAGES]
+    view = page_writes(graph)[node.name]
+    writer = graph.output_source(view)
+    if m.t != 1:
+        raise BalancerError(f"paged state {node.name!r}: its writer {writer!r} streams its page in {m.t} t-slices; "
+                            "a page is written as one entry (t 1)")
+    reader = dataclasses.replace(queue, grid=m.grid, t=pages, mblock=m.mblock, ublock=m.ublock)
+    return {node.name: reader,
+            view: dataclasses.replace(reader, name=view, writer=writer, entries=pages, t=1, readers=(),
+                                      writer_epoch=epoch_of[writer], alias=node.name)}
+
+
 def _blocks(rt: int, ct: int, grid: tuple) -> tuple:
     """(mblock, ublock) of `rt` x `ct` tiles split over `grid` buffers."""
     ub = best_ublock(rt // grid[0], ct // grid[1], 8)
@@ -170,6 +194,9 @@ def _plan_queues(graph: Graph, models: dict[str, OpModel], epoch_of: dict[str, i
         if grid is not None:       # prologued by its only reader: laid out on its grid (kept raw, each core its share)
             queue = dataclasses.replace(queue, grid=grid, **dict(zip(("t", "mblock", "ublock"),
                                                                     _blocking_on(node.shape, grid))))
+        if node.name in writers and node.attrs.get(PAGES):
+            queues.update(_paged_views(graph, node, queue, models[writers[node.name]], epoch_of))
+            continue
         if node.name in writers:
             w = writers[node.name]
             m = models[w]

@@ -12,7 +12,7 @@ import numpy as np
 from ..balancer import Placement
 from ..balancer.op_model import (SPARSE_QUEUES, buda_op_type, fused_layout, netlist_inputs,
                                  op_attributes, operand_port, sparse_queue_operands)
-from ..balancer.queues import QueuePlan
+from ..balancer.queues import QueuePlan, page_writes
 from ..dataformat import NOC_ALIGN, MathFidelity
 from ..device import DeviceSpec
 from ..ir import Graph, epoch_types, gradient_ops, loopback_writers
@@ -49,7 +49,8 @@ def _queue(plan: QueuePlan, placement: Placement, host: list[int]) -> Queue:
             host[0] = -(-(host[0] + plan.buffer_bytes) // NOC_ALIGN) * NOC_ALIGN
     else:
         buffers = list(placement.dram.buffers[plan.name])
-    return Queue(name=plan.name, input=plan.writer, type=plan.type, entries=plan.entries, ublock_order="r",
+    return Queue(name=plan.name, input=plan.writer, alias=plan.alias, type=plan.type, entries=plan.entries,
+                 ublock_order="r",
                  df=plan.df, target_device=plan.chip, loc=plan.loc, dram=buffers if plan.loc == "dram" else None,
                  host=buffers if plan.loc == "host" else None, **plan.blocking)
 
@@ -67,7 +68,8 @@ def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, confi
     names: dict[int, str] = {}
     types = epoch_types(bgraph)
     grads = gradient_ops(bgraph)
-    written = {op: target for target, op in loopback_writers(bgraph).items()}
+    pages = page_writes(bgraph)      # a paged state -> its writer view
+    written = {op: pages.get(target, target) for target, op in loopback_writers(bgraph).items()}
     fused = _FusedOps(bgraph, placement, device)
     for name, placed in placement.placed.items():
         gname = names.setdefault(placed.epoch, graph_name(device.arch, placed.epoch, types[name]))
@@ -90,7 +92,7 @@ def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, confi
         reads[epoch] = sorted(set(reads[epoch]), key=queue_order.get)
     dynamic = placement.dram.dynamic if placement.dram else frozenset()
     builder = ProgramBuilder(queues, reads, writes, names, {q: placement.queues[q].lifetime for q in queues
-                                                            if q in dynamic}, placement.prologue, microbatch)
+                                                            if q in dynamic}, placement.prologue, microbatch, pages)
     epochs = sorted(names)
     if set(types.values()) == {"forward"}:
         programs = [builder.inference(epochs)]

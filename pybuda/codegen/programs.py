@@ -1,7 +1,9 @@
 """The netlist's programs (netlist-format.md §2): the queue settings of every execute, the pointer variables of
 the queues the device reads as FIFOs, and the allocation of dynamic epoch-to-epoch queues.
 
-Inference: one program, `run_fwd_0`, running every epoch in a loop of `$p_loop_count` microbatches.
+Inference: one program, `run_fwd_0`, running every epoch in a loop of `$p_loop_count` microbatches. With paged
+state (`passes/loopback.py`) it also takes `$p_cache_write_index`, the page each state's writer view writes (held
+in `$v_cache_write_index`); the readers' view is read-only and streamed (not prologued: it changes).
 
 Training, as the legacy training netlists: `run_fwd` (the forward epochs, `$p_microbatch_count` times), `run_bwd`
 (the backward epochs; `$p_zero_grad` zeroes the gradient accumulators on its first microbatch, the gradient ops
@@ -12,9 +14,13 @@ prefix, so one program's pointer updates never move a queue another program set 
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ..netlist.model import EndLoop, Execute, Loop, Param, Program, QueueAlloc, QueueSettings, Var, VarInst
 
 PROGRAMS = {"forward": ("run_fwd", "f"), "backward": ("run_bwd", "b"), "optimizer": ("run_opt", "o")}
+WRITE_INDEX_PARAM = "$p_cache_write_index"   # the page a paged state's writer view writes this run
+WRITE_INDEX_VAR = "$v_cache_write_index"
 
 
 def _ram_settings(prologue: bool = False, zero: bool | str = False) -> QueueSettings:
@@ -27,9 +33,11 @@ class ProgramBuilder:
     (first, last) epoch; `prologue` the rams held in L1 for an epoch."""
 
     def __init__(self, queues: dict, reads: dict[int, list[str]], writes: dict[int, list[str]], graph_names: dict,
-                 dynamic: dict[str, tuple[int, int]], prologue: dict[str, bool], microbatch: int):
+                 dynamic: dict[str, tuple[int, int]], prologue: dict[str, bool], microbatch: int,
+                 pages: dict[str, str] | None = None):
         self.queues, self.reads, self.writes = queues, reads, writes
         self.graph_names, self.dynamic, self.prologue, self.microbatch = graph_names, dynamic, prologue, microbatch
+        self.pages = pages or {}     # paged state (readers' view) -> its writer view
 
     def _fifo(self, epochs: list[int]) -> list[str]:
         read = {q for e in epochs for q in self.reads.get(e, ())}
@@ -50,6 +58,10 @@ class ProgramBuilder:
                                                 rd_ptr_local=f"$lptr_{ptr[q]}", rd_ptr_global=f"$gptr_{ptr[q]}")
                 elif q in zeroed:
                     settings[q] = _ram_settings(zero="$v_zero_grad")
+                elif q in self.pages:
+                    settings[q] = dataclasses.replace(_ram_settings(), read_only=True)
+                elif q in self.pages.values():
+                    settings[q] = dataclasses.replace(_ram_settings(), wr_ptr_global=WRITE_INDEX_VAR)
                 else:
                     settings[q] = _ram_settings(prologue=self.prologue.get(q, False))
             if epoch in allocate:
@@ -63,8 +75,12 @@ class ProgramBuilder:
         """`run_fwd_0`: every epoch, `$p_loop_count` times."""
         fifo = self._fifo(epochs)
         ptr = {q: f"q{i}" for i, q in enumerate(fifo)}
-        instructions: list = [Param(names=["$p_loop_count"]),
-                              Var(opcode="var", vars={"$c_microbatch_size": self.microbatch, "$c_one": 1, "$c_zero": 0})]
+        paged = bool(self.pages)
+        instructions: list = [Param(names=["$p_loop_count", *([WRITE_INDEX_PARAM] if paged else [])]),
+                              Var(opcode="var", vars={"$c_microbatch_size": self.microbatch, "$c_one": 1, "$c_zero": 0,
+                                                      **({WRITE_INDEX_VAR: 0} if paged else {})})]
+        if paged:
+            instructions.append(VarInst(dst=WRITE_INDEX_VAR, op="set", args=[WRITE_INDEX_PARAM]))
         if fifo:
             instructions.append(Var(opcode="staticvar", vars={v: 0 for q in fifo for v in
                                                               (f"$gptr_{ptr[q]}", f"$lptr_{ptr[q]}")}))

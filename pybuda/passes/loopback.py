@@ -5,8 +5,12 @@ parameters back (a loopback output). The host pushes the state never again and n
 the compiled model takes the other inputs and returns the other outputs, the state kept on the device between calls
 (`RuntimeModel.reset_state` puts the compile-time value back).
 
-The state is one tensor, so a compile with a loopback takes microbatch 1; the output must have the input's shape
-(the whole state written back each run)."""
+The state is one tensor, so a compile with a loopback takes microbatch 1. The output either has the input's shape
+(the whole state written back each run) or is one page of it: the input's rows (dim -2) a multiple `pages` of the
+output's, whole tiles (32 rows) each, everything else equal, with no dim other than the last two above 1 (a KV
+cache (1, 1, positions, width)). A paged state is written at the page the run's `cache_write_index` names (the
+program parameter `$p_cache_write_index`): the device keeps two views of one DRAM buffer (netlist `alias`), the
+readers reading all pages, the writer one (`PAGES`, the number of pages, on the state node's attrs)."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,6 +19,8 @@ from ..errors import UserInputError
 from ..ir import Graph
 
 STATE = "state"   # the role of a parameter-like node holding a looped-back model input
+PAGES = "pages"   # attrs key of a paged state: how many output-sized pages it holds
+TILE = 32
 
 
 def link_loopbacks(graph: Graph, loopbacks: dict[str, int], samples: dict[str, np.ndarray]
@@ -27,18 +33,33 @@ def link_loopbacks(graph: Graph, loopbacks: dict[str, int], samples: dict[str, n
         position = _output_position(graph, name, index, outputs)
         node = graph.node(name)
         source = graph.output_source(outputs[position])
-        if graph.node(source).shape != node.shape:
-            raise UserInputError(f"loopback_outputs[{name!r}]: output {position} has shape "
-                                 f"{graph.node(source).shape[1:]}, input {name!r} {node.shape[1:]} (per sample); "
-                                 "legal: an output of the input's shape, written back whole")
+        pages = _pages(name, position, graph.node(source).shape, node.shape)
         if samples[name].shape[0] != 1:
             raise UserInputError(f"loopback_outputs[{name!r}]: the state is one tensor, so the compile takes "
                                  f"microbatch 1; the sample inputs have microbatch {samples[name].shape[0]}")
         node.kind, node.role, node.value = "parameter", STATE, np.asarray(samples[name], dtype=np.float32)
+        if pages > 1:
+            node.attrs[PAGES] = pages
         graph.input_names.remove(name)
         graph.node(outputs[position]).loopback = name
         removed_outputs.append(position)
     return list(loopbacks), sorted(removed_outputs)
+
+
+def _pages(name: str, position: int, written: tuple, state: tuple) -> int:
+    """How many pages of the output's shape the state holds (1: written whole); UserInputError unless the output
+    is the state or a page of it (module docstring)."""
+    if written == state:
+        return 1
+    rows, page = state[-2] if len(state) > 1 else 0, written[-2] if len(written) > 1 else 0
+    paged = (len(written) == len(state) >= 2 and written[:-2] == state[:-2] and written[-1] == state[-1]
+             and page % TILE == 0 and page and rows % page == 0 and all(d == 1 for d in state[:-2]))
+    if not paged:
+        raise UserInputError(f"loopback_outputs[{name!r}]: output {position} has shape {written[1:]}, input {name!r} "
+                             f"{state[1:]} (per sample); legal: the input's shape (written back whole), or a page of "
+                             "its rows: a multiple of 32 rows dividing them, the other dims equal, none but the last "
+                             "two above 1")
+    return rows // page
 
 
 def _output_position(graph: Graph, name: str, index: int, outputs: list[str]) -> int:

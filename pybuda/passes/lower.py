@@ -16,6 +16,7 @@ from ..ops import registry
 from ..ops.common import ceil_tile
 from ..ops.registry import OpError
 from ..ops.tm import to4d
+from .loopback import PAGES
 
 
 def padded4(shape: tuple) -> tuple:
@@ -237,11 +238,25 @@ class LowerContext:
         return x
 
 
+def _paged_state(bgraph: Graph, node) -> Lowered:
+    """A paged state (`passes/loopback.py`) as a parameter of its pages along z (each the output's rows, t-slices
+    the writer writes one of), read whole through a vstack of the pages on every reader's edge."""
+    pages = node.attrs[PAGES]
+    value = pad_value(node.value)
+    w, _, rows, cols = value.shape
+    bgraph.add_parameter(node.name, value.reshape(w, pages, rows // pages, cols))
+    state = bgraph.node(node.name)
+    state.logical_shape, state.role, state.attrs = node.shape, node.role, {PAGES: pages}
+    return Lowered(node.name, (("vstack", pages),), node.shape)
+
+
 def _loopback_writer(ctx: LowerContext, v: Lowered, target) -> Lowered:
     """The op that writes `v` back into the parameter-like `target`: the value with the zero padding every reader
     of a parameter assumes; a gradient accumulator gets a `nop` of its own (the gradient op, which sums into the
-    accumulator: it may feed nothing else)."""
-    if v.shape != target.shape:
+    accumulator: it may feed nothing else). A paged state takes one page (its rows over its pages)."""
+    pages = target.attrs.get(PAGES, 1)
+    page = tuple(target.shape) if pages == 1 else (*target.shape[:-2], target.shape[-2] // pages, target.shape[-1])
+    if tuple(v.shape) != page:
         raise OpError(f"the update of {target.name!r} has shape {v.shape}, the parameter {target.shape}")
     v = ctx.mask_padding(v, rows=not v.pad_zero[0], cols=not v.pad_zero[1])
     if target.role == "gradient_accumulator" or v.tms or ctx.graph.node(v.src).kind != "op":
@@ -292,6 +307,8 @@ def lower(graph: Graph, config=None, arch: str | None = None) -> Graph:
             bgraph.add_parameter(name, np.full((1, 1, 32, 32), float(np.ravel(node.value)[0]), dtype=np.float32))
             bgraph.node(name).logical_shape, bgraph.node(name).role = node.shape, node.role
             values[name] = Lowered(name, (), node.shape, (False, False), frozenset({"r", "c"}))
+        elif node.attrs.get(PAGES):
+            values[name] = _paged_state(bgraph, node)
         elif node.kind in ("parameter", "constant"):
             (bgraph.add_parameter if node.kind == "parameter" else bgraph.add_constant)(name, pad_value(node.value))
             bgraph.node(name).logical_shape, bgraph.node(name).role = node.shape, node.role

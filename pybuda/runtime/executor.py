@@ -19,12 +19,13 @@ from .training import is_training_netlist
 
 def run(netlists: list[Netlist], manifest: RunManifest, arrays: dict[str, np.ndarray],
         batch: dict[str, np.ndarray], names: Sequence[str] | None = None,
-        devices: dict[int, Simulator] | None = None) -> list[np.ndarray]:
+        devices: dict[int, Simulator] | None = None, params: dict[str, int] | None = None) -> list[np.ndarray]:
     """Outputs (model order, framework layout) of one microbatch of model inputs (by name, float32), or the
     values `names` (e.g. the manifest's intermediates too). Values are kept per sample (a value need not have the
     microbatch as its leading dim). Of a training model, the forward: its backward and optimizer host programs do
     not run. With `devices` (netlist index -> simulator, filled on first use), the device parts keep their DRAM
-    between calls: arrays are loaded once, and state the netlists write back persists."""
+    between calls: arrays are loaded once, and state the netlists write back persists. `params`: further program
+    parameters of the inference programs that take them (`p_cache_write_index`)."""
     samples = [{name: x[i:i + 1] for name, x in batch.items()} for i in range(manifest.microbatch)]
     for part in manifest.parts:
         if isinstance(part, HostProgram):
@@ -32,13 +33,14 @@ def run(netlists: list[Netlist], manifest: RunManifest, arrays: dict[str, np.nda
                 for values in samples:
                     values.update(run_host(part, arrays, values))
         else:
-            _run_device(netlists[part.netlist], part, manifest.device, arrays, samples, devices)
+            _run_device(netlists[part.netlist], part, manifest.device, arrays, samples, devices, params or {})
     return [np.concatenate([sample[name] for sample in samples], axis=0)
             for name in (manifest.outputs if names is None else names)]
 
 
 def _run_device(netlist: Netlist, part: DevicePart, device: str, arrays: dict[str, np.ndarray],
-                samples: list[dict[str, np.ndarray]], devices: dict[int, Simulator] | None) -> None:
+                samples: list[dict[str, np.ndarray]], devices: dict[int, Simulator] | None,
+                params: dict[str, int]) -> None:
     """Run a device part on every sample; adds the values it writes to each sample's values."""
     sim = None if devices is None else devices.get(part.netlist)
     if sim is None:
@@ -52,7 +54,8 @@ def _run_device(netlist: Netlist, part: DevicePart, device: str, arrays: dict[st
     if is_training_netlist(netlist):   # its forward program
         sim.run("run_fwd", p_microbatch_count=1)
     else:
-        sim.run(p_loop_count=1)
+        takes = sim.program_params()
+        sim.run(p_loop_count=1, **{k: v for k, v in params.items() if k in takes})
     for queue, feed in part.queues.items():
         if feed.kind == "output":
             for values, value in zip(samples, pop_samples(sim, queue, feed, len(samples))):

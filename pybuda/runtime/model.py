@@ -11,7 +11,7 @@ from ..codegen.manifest import DevicePart, HostProgram, RunManifest
 from ..netlist import Netlist
 from ..passes.loopback import STATE
 from .executor import check_manifest, run
-from .inputs import checked_inputs
+from .inputs import InputError, checked_inputs
 from .outputs import rebuild
 from .perf import ModelPerf
 from .training import epoch_counts, is_training_netlist, training_step_perf
@@ -98,16 +98,24 @@ class RuntimeModel:
                                        tuple(op.name for op in self.manifest.host_ops()), self.microbatch)
         return self._perf
 
-    def __call__(self, *inputs):
+    @property
+    def pages(self) -> int:
+        """How many pages the model's paged state holds (`loopback_outputs` of one page; the fewest of several;
+        0: none), each its writer view's entry: the legal `cache_write_index` values are 0 .. pages - 1."""
+        return min((q.entries for nl in self.netlists for q in nl.queues.values() if q.alias is not None),
+                   default=0)
+
+    def __call__(self, *inputs, cache_write_index: int | None = None):
         """Run the parts (netlists in the backend simulator, fallback ops on the host) on a microbatch of inputs
         (torch tensors or numpy arrays); returns torch tensors in the structure the torch model returns (a
         PyBudaModule: one tensor, or a tuple). InputError names an input whose count, shape or dtype family differs
-        from the compiled ones."""
+        from the compiled ones. A model with paged state takes the page this run writes, `cache_write_index`."""
         batch = checked_inputs(self.manifest, inputs)
+        params = _write_index(cache_write_index, self.pages)
         saved = self.manifest.intermediates
         values = [torch.from_numpy(np.ascontiguousarray(v)) for v in run(
             self.netlists, self.manifest, self.arrays, batch, [*self.manifest.outputs, *(v for _, v in saved)],
-            self._devices)]
+            self._devices, params)]
         outputs = values[:len(self.manifest.outputs)]
         self.intermediates = {op: value for (op, _), value in zip(saved, values[len(outputs):])}
         return rebuild(self.manifest.output_structure, outputs)
@@ -132,6 +140,20 @@ class RuntimeModel:
                f"estimated training samples/second ({_step_text(perf)}): {perf.samples_per_second:,.1f}"]
               if training else [f"estimated samples/second: {perf.samples_per_second:,.1f}"]),
         ])
+
+
+def _write_index(index: int | None, pages: int) -> dict[str, int]:
+    """The program parameter of a run's write index; InputError unless a model with `pages` pages gets one of
+    them and a model without paged state none."""
+    if not pages:
+        if index is not None:
+            raise InputError(f"cache_write_index={index}: the model has no paged state (loopback_outputs of one page "
+                             "of an input)")
+        return {}
+    if not isinstance(index, int) or not 0 <= index < pages:
+        raise InputError(f"cache_write_index={index!r}: the model writes one page of its state each run; legal: "
+                         f"the page, 0..{pages - 1}")
+    return {"p_cache_write_index": index}
 
 
 def _part_text(part: HostProgram | DevicePart) -> str:
