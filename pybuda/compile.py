@@ -21,6 +21,7 @@ from .errors import UsageError, UserInputError, UserTypeError
 from .progress import StageProgress
 from .device import get_device
 from .files import safe_file_stem, usable_output_dir
+from .frontend.generation import paged_decoder
 from .frontend.pybuda_trace import trace_module
 from .ir import Graph
 from .module import PyBudaModule, PyTorchModule, to_numpy
@@ -145,6 +146,10 @@ class CompiledModel:
                              "run (compile with compile_depth=FULL)")
         return self.runtime
 
+    def generate(self, input_ids, max_new_tokens: int = 20, eos_token_id=None) -> torch.Tensor:
+        """Greedy decoding with a compiled decode step (`RuntimeModel.generate`)."""
+        return self._require_runtime().generate(input_ids, max_new_tokens, eos_token_id)
+
     def __call__(self, *inputs, cache_write_index: int | None = None):
         """Run the model's parts (host ops on the CPU, netlists in the backend simulator) on a microbatch of torch
         tensors; returns torch tensors. A model with paged state takes the page this run writes
@@ -257,6 +262,10 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
     if not sample_inputs:
         raise UserInputError("compile needs sample inputs (a microbatch of each model input)")
     sample_inputs = tuple(x if isinstance(x, torch.Tensor) else torch.as_tensor(x) for x in sample_inputs)
+    if config.enable_link_past_cache_ios:         # a causal LM: compiled as its paged decode step
+        if config.loopback_outputs:
+            raise UserInputError("enable_link_past_cache_ios links the caches itself: leave loopback_outputs empty")
+        model, sample_inputs, config.loopback_outputs = paged_decoder(model, config.generation_max_length)
     _check_microbatch(sample_inputs)
     stages = STAGES if stages is None else tuple(stages)
     check_stages(stages)

@@ -922,7 +922,14 @@ class CompilerConfig:
         False, doc="Split an edge that broadcasts along more than one axis with a NOP after each broadcast but the "
                    "last (`passes/split_broadcasts.py`)")
     enable_link_past_cache_ios: bool = option(
-        False, doc="Heuristically link past-cache outputs back to inputs", effective=False)
+        False, doc="Heuristically link past-cache outputs back to inputs",
+        caveat="a Hugging Face causal LM (GPT-2) is compiled as one decode step over a page of 32 positions, its "
+               "key and value caches device state written a page per run (`frontend/generation.py`); "
+               "`compiled.generate` decodes; the sample input (the prompt's ids) is not compiled")
+    generation_max_length: int | None = option(
+        None, bounds=(32, None),
+        doc="Not legacy: the positions a compiled decoder's caches hold (`enable_link_past_cache_ios`; a multiple "
+            "of 32; default: all the model's positions)")
     enable_pt2_fx_graph_link: bool = option(
         False, doc="Past-KV linking for the torch.compile path",
         effective=False, inapplicable=NO_PT2)

@@ -11,6 +11,7 @@ from ..codegen.manifest import DevicePart, HostProgram, RunManifest
 from ..netlist import Netlist
 from ..passes.loopback import STATE
 from .executor import check_manifest, run
+from .generate import generate
 from .inputs import InputError, checked_inputs
 from .outputs import rebuild
 from .perf import ModelPerf
@@ -119,6 +120,12 @@ class RuntimeModel:
         outputs = values[:len(self.manifest.outputs)]
         self.intermediates = {op: value for (op, _), value in zip(saved, values[len(outputs):])}
         return rebuild(self.manifest.output_structure, outputs)
+
+    def generate(self, input_ids, max_new_tokens: int = 20, eos_token_id=None) -> torch.Tensor:
+        """Greedy decoding with a compiled decode step (`enable_link_past_cache_ios`): the prompts (batch, n)
+        followed by the new token ids, as Hugging Face `generate(do_sample=False)` (`runtime/generate.py`)."""
+        return generate(self, self.input_names, self.pages, self.reset_state, input_ids, max_new_tokens,
+                        eos_token_id)
 
     def save(self, path: str | Path) -> Path:
         """Write the model as one TTI image file (atomically); `pybuda.load(path)` runs it in any process."""

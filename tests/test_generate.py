@@ -1,0 +1,80 @@
+"""Generation with the KV cache on the device (issue 36): a Hugging Face GPT-2 compiled with
+`enable_link_past_cache_ios` as a paged decode step; `generate` equals Hugging Face `generate(do_sample=False)`
+token for token at Float32, the caches are pushed once per sequence and never again, a saved image generates too;
+misuse says what is legal."""
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+
+import pybuda
+
+PROMPT = torch.tensor([[5, 17, 42, 7, 99]])
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=128, n_positions=128,
+                                     bos_token_id=0, eos_token_id=1)
+    torch.manual_seed(0)
+    return transformers.GPT2LMHeadModel(config).eval()
+
+
+@pytest.fixture(scope="module")
+def compiled(gpt2, tmp_path_factory):
+    config = pybuda.CompilerConfig(enable_link_past_cache_ios=True, default_df_override="Float32",
+                                   generation_max_length=96)
+    return pybuda.compile(gpt2, PROMPT, device="n150", config=config, output_dir=tmp_path_factory.mktemp("gpt2"))
+
+
+def _hf(model, prompts, new, **kwargs):
+    with torch.no_grad():
+        return model.generate(prompts, max_new_tokens=new, do_sample=False, pad_token_id=0, **kwargs)
+
+
+def test_generate_equals_hugging_face_and_keeps_the_caches_on_the_device(gpt2, compiled):
+    assert compiled.runtime.pages == 3 and compiled.runtime.input_names[:2] == ["ids", "start"]
+    out = compiled.generate(PROMPT, max_new_tokens=32)
+    assert out.tolist() == _hf(gpt2, PROMPT, 32).tolist()
+    (device,) = compiled.runtime.devices.values()
+    pushes = [t.queue for t in device.transfers if t.kind == "push"]
+    caches = [q for q in compiled.netlist.queues if q.startswith("caches_")]
+    assert len(caches) == 4 and all(pushes.count(q) == 1 for q in caches)      # loaded once, never again
+    assert len(device.executed) == 32 * len(compiled.netlist.graphs)            # one step per new token
+    popped = {t.queue for t in device.transfers if t.kind == "pop"}
+    assert not popped & set(caches)
+
+
+def test_a_prompt_longer_than_a_page_fills_the_caches_page_by_page(gpt2, compiled):
+    prompt = torch.randint(2, 128, (1, 40), generator=torch.Generator().manual_seed(1))
+    assert compiled.generate(prompt, max_new_tokens=24).tolist() == _hf(gpt2, prompt, 24).tolist()
+
+
+def test_a_batch_stops_each_sequence_at_its_eos_and_pads_with_it(gpt2, compiled):
+    other = torch.tensor([[3, 9, 27, 81, 115]])
+    stop = int(compiled.generate(PROMPT, max_new_tokens=4)[0, -1])          # the 4th token of the first prompt
+    batch = torch.cat([PROMPT, other])
+    out = compiled.generate(batch, max_new_tokens=12, eos_token_id=stop)
+    with torch.no_grad():
+        expected = gpt2.generate(batch, max_new_tokens=12, do_sample=False, eos_token_id=stop, pad_token_id=stop)
+    assert out.tolist() == expected.tolist()
+
+
+def test_a_saved_image_generates(compiled, tmp_path):
+    loaded = pybuda.load(compiled.save(tmp_path / "gpt2.tti"))
+    assert loaded.generate(PROMPT, max_new_tokens=8).tolist() == compiled.generate(PROMPT, max_new_tokens=8).tolist()
+
+
+def test_misuse_says_what_is_legal(gpt2, compiled, tmp_path):
+    with pytest.raises(pybuda.InputError, match=r"n \+ max_new_tokens <= 96"):
+        compiled.generate(PROMPT, max_new_tokens=92)
+    mlp = pybuda.compile(torch.nn.Linear(32, 32), torch.randn(1, 32), output_dir=tmp_path / "mlp")
+    with pytest.raises(pybuda.UsageError, match="compile a Hugging Face causal LM"):
+        mlp.generate(PROMPT)
+    with pytest.raises(pybuda.UserInputError, match="supported: Hugging Face GPT-2"):
+        pybuda.compile(torch.nn.Linear(32, 32), torch.randn(1, 32), output_dir=tmp_path / "other",
+                       config=pybuda.CompilerConfig(enable_link_past_cache_ios=True))
+    with pytest.raises(pybuda.UserInputError, match="generation_max_length 48: legal: a multiple of 32"):
+        pybuda.compile(gpt2, PROMPT, output_dir=tmp_path / "len",
+                       config=pybuda.CompilerConfig(enable_link_past_cache_ios=True, generation_max_length=48))
