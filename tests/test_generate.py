@@ -61,6 +61,19 @@ def test_a_batch_stops_each_sequence_at_its_eos_and_pads_with_it(gpt2, compiled)
     assert out.tolist() == expected.tolist()
 
 
+def test_a_llama_with_grouped_query_attention_generates_like_hugging_face(tmp_path):
+    config = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                      num_key_value_heads=2, intermediate_size=128, vocab_size=128,
+                                      max_position_embeddings=128, bos_token_id=0, eos_token_id=1)
+    torch.manual_seed(0)
+    llama = transformers.LlamaForCausalLM(config).eval()
+    compiled = pybuda.compile(llama, PROMPT, device="n150", output_dir=tmp_path, config=pybuda.CompilerConfig(
+        enable_link_past_cache_ios=True, default_df_override="Float32", generation_max_length=64))
+    # the caches hold the 2 key/value heads of 16 only (never repeated for the 4 query heads), 2 pages of 32
+    assert compiled.netlist.queues["caches_0"].element_shape == (2, 32, 32)
+    assert compiled.generate(PROMPT, max_new_tokens=32).tolist() == _hf(llama, PROMPT, 32).tolist()
+
+
 def test_a_saved_image_generates(compiled, tmp_path):
     loaded = pybuda.load(compiled.save(tmp_path / "gpt2.tti"))
     assert loaded.generate(PROMPT, max_new_tokens=8).tolist() == compiled.generate(PROMPT, max_new_tokens=8).tolist()
@@ -72,7 +85,7 @@ def test_misuse_says_what_is_legal(gpt2, compiled, tmp_path):
     mlp = pybuda.compile(torch.nn.Linear(32, 32), torch.randn(1, 32), output_dir=tmp_path / "mlp")
     with pytest.raises(pybuda.UsageError, match="compile a Hugging Face causal LM"):
         mlp.generate(PROMPT)
-    with pytest.raises(pybuda.UserInputError, match="supported: Hugging Face GPT-2"):
+    with pytest.raises(pybuda.UserInputError, match="supported: Hugging Face causal LMs.*'gpt2', 'llama'"):
         pybuda.compile(torch.nn.Linear(32, 32), torch.randn(1, 32), output_dir=tmp_path / "other",
                        config=pybuda.CompilerConfig(enable_link_past_cache_ios=True))
     with pytest.raises(pybuda.UserInputError, match="generation_max_length 48: legal: a multiple of 32"):

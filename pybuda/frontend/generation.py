@@ -11,10 +11,10 @@ caches at page `start // PAGE` (the call's `cache_write_index`). The mask and th
 page (rows past the last token are padding whose results nobody reads), so a prompt fills the caches page by page
 and decoding needs one run per token; `RuntimeModel.generate` drives it.
 
-Families: GPT-2 (`model_type` "gpt2"). Others are refused naming the supported ones."""
+Families (`FAMILIES`, by `model_type`): GPT-2 and Llama (rotary positions, grouped-query attention); others are
+refused naming them."""
 from __future__ import annotations
 
-import math
 
 import torch
 
@@ -25,30 +25,108 @@ STEP_INPUTS = ("ids", "start")  # the step's host inputs before the caches
 
 
 class PagedStep(torch.nn.Module):
-    """One decode step of a GPT-2 (`transformers.GPT2LMHeadModel`) over a page (module docstring)."""
+    """One decode step of a causal LM over a page (module docstring); a family gives the embedding, one layer and
+    the head (`GPT2Step`, `LlamaStep`)."""
 
     def __init__(self, model: torch.nn.Module, max_length: int):
         super().__init__()
         self.model, self.max_length = model, max_length
 
     def forward(self, ids: torch.Tensor, start: torch.Tensor, *caches: torch.Tensor) -> tuple:
-        lm = self.model.transformer
-        heads, width = self.model.config.n_head, self.model.config.n_embd
         positions = (start.reshape(1, 1) + torch.arange(PAGE).reshape(1, PAGE)).long()
-        x = lm.wte(ids) + lm.wpe(positions)
         bias = _attention_bias(start, self.max_length)
+        x, rotary = self.embed(ids, positions)
         pages = []
-        for k, block in enumerate(lm.h):
-            q, key, value = block.attn.c_attn(block.ln_1(x)).split(width, dim=2)
+        for k, layer in enumerate(self.layers()):
+            x, key, value = self.layer(k, layer, x, caches[2 * k], caches[2 * k + 1], bias, rotary)
             pages += [key, value]
-            keys = _heads(torch.cat([caches[2 * k], key], dim=1), heads)
-            values = _heads(torch.cat([caches[2 * k + 1], value], dim=1), heads)
-            scores = _heads(q, heads) @ keys.transpose(-2, -1) / math.sqrt(width // heads) + bias
-            attended = (torch.softmax(scores, -1) @ values).transpose(1, 2).reshape(1, PAGE, width)
-            x = x + block.attn.c_proj(attended)
-            x = x + block.mlp(block.ln_2(x))
-        logits = self.model.lm_head(lm.ln_f(x))
-        return (torch.argmax(logits, -1).float(), *pages)
+        return (torch.argmax(self.logits(x), -1).float(), *pages)
+
+
+class GPT2Step(PagedStep):
+    """Hugging Face GPT-2 (`GPT2LMHeadModel`): learned positions, fused QKV, LayerNorm before each half."""
+
+    @staticmethod
+    def cache_width(config) -> int:
+        return config.n_embd
+
+    @staticmethod
+    def positions(config) -> int:
+        return config.n_positions
+
+    def layers(self):
+        return self.model.transformer.h
+
+    def embed(self, ids, positions):
+        lm = self.model.transformer
+        return lm.wte(ids) + lm.wpe(positions), None
+
+    def layer(self, k, block, x, keys, values, bias, rotary):
+        config, width = self.model.config, self.model.config.n_embd
+        q, key, value = block.attn.c_attn(block.ln_1(x)).split(width, dim=2)
+        head = width // config.n_head
+        scaling = (head ** -0.5 if config.scale_attn_weights else 1.0) / \
+            (k + 1 if config.scale_attn_by_inverse_layer_idx else 1)
+        attended = _attend(_heads(q, config.n_head), keys, key, values, value, config.n_head, scaling, bias)
+        x = x + block.attn.c_proj(attended)
+        return x + block.mlp(block.ln_2(x)), key, value
+
+    def logits(self, x):
+        return self.model.lm_head(self.model.transformer.ln_f(x))
+
+
+class LlamaStep(PagedStep):
+    """Hugging Face Llama (`LlamaForCausalLM`): rotary positions, grouped-query attention (the caches hold the
+    key/value heads only), RMSNorm before each half."""
+
+    @staticmethod
+    def cache_width(config) -> int:
+        return config.num_key_value_heads * _head_dim(config)
+
+    @staticmethod
+    def positions(config) -> int:
+        return config.max_position_embeddings
+
+    def layers(self):
+        return self.model.model.layers
+
+    def embed(self, ids, positions):
+        x = self.model.model.embed_tokens(ids)
+        return x, self.model.model.rotary_emb(x, positions)
+
+    def layer(self, k, layer, x, keys, values, bias, rotary):
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+        config, attn = self.model.config, layer.self_attn
+        heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+        h = layer.input_layernorm(x)
+        q, key = apply_rotary_pos_emb(_heads(attn.q_proj(h), heads), _heads(attn.k_proj(h), kv_heads), *rotary)
+        key = key.transpose(1, 2).reshape(1, PAGE, -1)          # heads merged again, as the cache holds them
+        value = attn.v_proj(h)
+        x = x + attn.o_proj(_attend(q, keys, key, values, value, kv_heads, attn.scaling, bias))
+        return x + layer.mlp(layer.post_attention_layernorm(x)), key, value
+
+    def logits(self, x):
+        return self.model.lm_head(self.model.model.norm(x))
+
+
+FAMILIES = {"gpt2": GPT2Step, "llama": LlamaStep}    # model_type -> its step
+
+
+def _head_dim(config) -> int:
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
+def _attend(q, keys, key, values, value, kv_heads: int, scaling: float, bias) -> torch.Tensor:
+    """Attention of a page's query heads q (1, heads, PAGE, d) over the cached positions and the page's own (each
+    (1, positions, kv_heads * d), heads merged): a group of query heads sharing a key/value head one under the
+    other, so the key/value heads are never repeated; (1, PAGE, heads * d)."""
+    _, heads, _, d = q.shape
+    group = heads // kv_heads
+    keys = _heads(torch.cat([keys, key], dim=1), kv_heads)
+    values = _heads(torch.cat([values, value], dim=1), kv_heads)
+    scores = q.reshape(1, kv_heads, group * PAGE, d) @ keys.transpose(-2, -1) * scaling + bias.repeat(group, 1)
+    attended = torch.softmax(scores, -1) @ values
+    return attended.reshape(1, heads, PAGE, d).transpose(1, 2).reshape(1, PAGE, heads * d)
 
 
 def _heads(x: torch.Tensor, heads: int) -> torch.Tensor:
@@ -69,15 +147,17 @@ def paged_decoder(model: torch.nn.Module, max_length: int | None) -> tuple[torch
     `loopback_outputs` linking each cache to the page it writes; UserInputError for a model it cannot step."""
     config = getattr(model, "config", None)
     kind = getattr(config, "model_type", None)
-    if kind != "gpt2":
+    family = FAMILIES.get(kind)
+    if family is None or not hasattr(model, "lm_head"):
         raise UserInputError(f"enable_link_past_cache_ios: {type(model).__name__} (model_type {kind!r}) has no paged "
-                             "decode step here; supported: Hugging Face GPT-2 (model_type 'gpt2')")
-    limit = config.n_positions
+                             "decode step here; supported: Hugging Face causal LMs (with their LM head) of "
+                             f"model_type {', '.join(map(repr, FAMILIES))}")
+    limit = family.positions(config)
     length = limit if max_length is None else max_length
     if length % PAGE or not PAGE <= length <= limit:
         raise UserInputError(f"generation_max_length {length}: legal: a multiple of {PAGE} up to the model's "
                              f"{limit} positions")
-    step = PagedStep(model, length).eval()
-    caches = [torch.zeros(1, length, config.n_embd) for _ in range(2 * config.n_layer)]
+    step = family(model, length).eval()
+    caches = [torch.zeros(1, length, family.cache_width(config)) for _ in range(2 * config.num_hidden_layers)]
     sample = (torch.zeros(1, PAGE, dtype=torch.long), torch.zeros(1, 1), *caches)
     return step, sample, {f"caches_{k}": k + 1 for k in range(len(caches))}

@@ -232,8 +232,10 @@ class Graph:
         return [self.node(n) for n in self.output_names]
 
     def loopbacks_present(self) -> bool:
-        """True if an output writes back into a parameter-like node (a training graph after autograd)."""
-        return any(self.node(n).loopback is not None for n in self.output_names)
+        """True if an output writes back into a trained parameter-like node (a training graph after autograd);
+        device state (`loopback_outputs`, role "state") does not count."""
+        return any(self.node(n).loopback is not None and self.node(self.node(n).loopback).role != "state"
+                   for n in self.output_names)
 
     def output_source(self, output_name: str) -> str:
         return self.operands(output_name)[0].src

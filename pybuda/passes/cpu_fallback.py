@@ -160,8 +160,9 @@ def _unlowerable(graph: Graph, name: str) -> bool:
 
 def ahead_of_device(graph: Graph, host: set[str]) -> set[str]:
     """Ops with no device lowering computed from model inputs and constants alone (an attention mask's casts,
-    comparisons and logical ops, position ids), with every op computed from those alone that is not device work:
-    they run on the host ahead of the device, in the first host part, whatever `cpu_fallback_ops` says."""
+    comparisons and logical ops, position ids), with every op computed from those alone that is not device work,
+    and the ops before them that only they read (a position computed from an input, then cast): they run on the
+    host ahead of the device, in the first host part, whatever `cpu_fallback_ops` says."""
     order = [n for n in graph.topo_order() if graph.node(n).kind == "op"]
     below = _after_device_work(graph, order, lambda n: [o.src for o in graph.operands(n)])
     ahead: set[str] = set()
@@ -170,6 +171,13 @@ def ahead_of_device(graph: Graph, host: set[str]) -> set[str]:
             continue
         ops_read = [o.src for o in graph.operands(name) if graph.node(o.src).kind == "op"]
         if (ops_read and all(src in ahead for src in ops_read)) or (_unlowerable(graph, name) and name not in below):
+            ahead.add(name)
+    for name in reversed(order):
+        if name in ahead or name in host or name in below or _device_work(graph, name):
+            continue
+        users = [u for u, _ in graph.users(name) if graph.node(u).kind == "op"]
+        ops_read = [o.src for o in graph.operands(name) if graph.node(o.src).kind == "op"]
+        if users and all(u in ahead for u in users) and all(src in ahead for src in ops_read):
             ahead.add(name)
     return ahead
 
