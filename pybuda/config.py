@@ -923,8 +923,8 @@ class CompilerConfig:
                    "last (`passes/split_broadcasts.py`)")
     enable_link_past_cache_ios: bool = option(
         False, doc="Heuristically link past-cache outputs back to inputs",
-        caveat="a Hugging Face causal LM (GPT-2, Llama) is compiled as one decode step over a page of 32 positions, its "
-               "key and value caches device state written a page per run (`frontend/generation.py`); "
+        caveat="a Hugging Face causal LM (GPT-2, Llama) is compiled as one decode step over a page of 32 positions, "
+               "its key and value caches device state written a page per run (`frontend/generation.py`); "
                "`compiled.generate` decodes; the sample input (the prompt's ids) is not compiled")
     generation_max_length: int | None = option(
         None, bounds=(32, None),
