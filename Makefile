@@ -58,7 +58,8 @@ test-models: $(STAMP)
 test-published: $(PUBLISHED_STAMP)
 	$(PY) -m pytest -q -m published tests/test_published.py
 
-# the fast-tier zoo x 3 microbatches x 2 formats swept on Ray on this machine (tests/test_sweep.py)
+# the fast-tier zoo x 3 microbatches x 2 formats swept on Ray on this machine, and a sweep through a started Ray head
+# node (tests/test_sweep.py)
 test-sweep: $(STAMP)
 	$(PY) -m pytest -q -m sweep tests/test_sweep.py
 

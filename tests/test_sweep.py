@@ -64,6 +64,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.sweep     # about a minute (a Ray head node started and stopped): the sweep tier
 def test_sweep_through_ray_address_on_a_started_head_node(tmp_path):
     port = _free_port()
     # token authentication on both sides, as on a cluster (the head writes the token to ~/.ray/auth_token)
