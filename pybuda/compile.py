@@ -266,6 +266,9 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
         if config.loopback_outputs:
             raise UserInputError("enable_link_past_cache_ios links the caches itself: leave loopback_outputs empty")
         model, sample_inputs, config.loopback_outputs = paged_decoder(model, config.generation_max_length)
+    elif config.generation_max_length is not None:
+        warnings.warn(f"generation_max_length={config.generation_max_length} has no effect without "
+                      "enable_link_past_cache_ios (it sizes a compiled decoder's caches)", UserWarning, stacklevel=2)
     _check_microbatch(sample_inputs)
     stages = STAGES if stages is None else tuple(stages)
     check_stages(stages)

@@ -91,3 +91,9 @@ def test_misuse_says_what_is_legal(gpt2, compiled, tmp_path):
     with pytest.raises(pybuda.UserInputError, match="generation_max_length 48: legal: a multiple of 32"):
         pybuda.compile(gpt2, PROMPT, output_dir=tmp_path / "len",
                        config=pybuda.CompilerConfig(enable_link_past_cache_ios=True, generation_max_length=48))
+
+
+def test_generation_max_length_alone_warns_that_it_has_no_effect(tmp_path):
+    with pytest.warns(UserWarning, match="generation_max_length=64 has no effect without enable_link_past_cache_ios"):
+        pybuda.compile(torch.nn.Linear(32, 32), torch.randn(1, 32), output_dir=tmp_path,
+                       config=pybuda.CompilerConfig(generation_max_length=64))
