@@ -835,7 +835,11 @@ class CompilerConfig:
         env=(EnvValue("PYBUDA_COMPILE_DEPTH"), EnvFlag("PYBUDA_FORCE_FULL_COMPILE_DEPTH", CompileDepth.FULL)))
     verify: bool = option(False, doc="Compare every stage's golden outputs against PyTorch during compile")
     enable_consteval: bool = option(True, doc="Constant-evaluate parameter/constant subgraphs on the host")
-    compile_subgraphs: bool = option(False, doc="Compile disjoint graphs as separate programs", effective=False)
+    compile_subgraphs: bool = option(
+        False, doc="Compile disjoint graphs as separate programs",
+        caveat="each disjoint subgraph of a device part (ops joined by values and shared inputs; parameters and "
+               "constants may be shared) gets epochs of its own and a program `run_fwd_<k>` in the one netlist; "
+               "a call runs them all, the estimate sums them")
     enable_op_level_comparision: bool = option(
         False, doc="Compare every op with the framework at each stage (legacy spelling): implies `verify`; after "
                    "each framework- and Buda-level stage every op it kept (same name, operands and shape) is "

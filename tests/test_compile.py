@@ -280,3 +280,33 @@ def test_a_soc_descriptor_with_harvested_rows_shrinks_the_grid(tmp_path):
                 tmp_path / "bad.yaml", spec, **changes))
     with pytest.raises(pybuda.UserInputError, match=r"missing.yaml.*cannot be read"):
         _compile(model, x, tmp_path=tmp_path / "bad", backend_device_descriptor_path=str(tmp_path / "missing.yaml"))
+
+
+class _TwoBranches(torch.nn.Module):
+    """Two disjoint subgraphs: x -> relu(a(x)), y -> sigmoid(b(y))."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(64, 64), torch.nn.Linear(64, 32)
+
+    def forward(self, x, y):
+        return torch.relu(self.a(x)), torch.sigmoid(self.b(y))
+
+
+def test_compile_subgraphs_gives_each_disjoint_subgraph_a_program(tmp_path):
+    model, x, y = _TwoBranches().eval(), torch.randn(2, 32, 64), torch.randn(2, 32, 64)
+    one = pybuda.compile(model, x, y, output_dir=tmp_path / "one")
+    two = pybuda.compile(model, x, y, output_dir=tmp_path / "two", verify=True,
+                         config=pybuda.CompilerConfig(compile_subgraphs=True))
+    assert [p.name for p in one.netlist.programs] == ["run_fwd_0"]
+    assert [p.name for p in two.netlist.programs] == ["run_fwd_0", "run_fwd_1"]
+    graphs = [{i.graph_name for i in p.instructions if hasattr(i, "graph_name")} for p in two.netlist.programs]
+    assert graphs[0] and graphs[1] and not graphs[0] & graphs[1]                 # each its own epochs
+    def reads(names: set, queue: str) -> bool:
+        return any(queue in op.inputs for g in names for op in two.netlist.graphs[g].ops.values())
+    assert reads(graphs[0], "x") and not reads(graphs[0], "y") and reads(graphs[1], "y") and not reads(graphs[1], "x")
+    with torch.no_grad():
+        expected = model(x, y)
+    for got, want in zip(two(x, y), expected):
+        assert pcc(got.numpy(), want.numpy()) >= 0.99
+    assert len(two.perf.parts) == 2 and two.perf.total_cycles == sum(p.total_cycles for p in two.perf.parts)

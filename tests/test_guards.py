@@ -244,14 +244,14 @@ def test_effective_options_and_defaults_do_not_warn():
 
 def test_compile_warns_once_for_config_fields_with_no_effect(tmp_path):
     from models import MLP
-    config = pybuda.CompilerConfig(match_subgraph_patterns=2, compile_subgraphs=True, enable_consteval=False)
+    config = pybuda.CompilerConfig(match_subgraph_patterns=2, enable_tvm_constant_prop=True, enable_consteval=False)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         for out in ("a", "b"):
             pybuda.compile(MLP(), torch.randn(2, 16, 64), output_dir=tmp_path / out, config=config)
     messages = _ineffective(record)
     assert len(messages) == 2 and "'match_subgraph_patterns'" in messages[0] and \
-        "'compile_subgraphs'" in messages[1]
+        "'enable_tvm_constant_prop'" in messages[1]
     assert all("compile" in m for m in messages)
 
 

@@ -60,6 +60,7 @@ class Placement:
     chips: dict = dataclasses.field(default_factory=dict)    # op -> chip (`chips.py`; 0 on a one-chip device)
     overuse: Overuse | None = None   # a per-core stream resource the plan needs beyond the device's limit
     forks: dict = dataclasses.field(default_factory=dict)   # op -> ((queue, reader op), ...): shared DRAM reads
+    subgraphs: dict = dataclasses.field(default_factory=dict)   # op -> its program (`compile_subgraphs`; {}: one)
 
     def check_streams(self) -> "Placement":
         """The placement, or a BalancerError naming the stream resource it overuses."""

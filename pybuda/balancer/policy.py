@@ -18,7 +18,7 @@ from .op_model import OpModel
 from .plan import Constraints, Placement, queued_edges
 from .plan_cost import IoLinks, PlanCoster
 from .planner import cpsat_plan, greedy_bounds
-from .schedule import epoch_type_breaks, op_schedule
+from .schedule import epoch_type_breaks, op_schedule, subgraphs
 
 REPLANS = 4    # plans made again without an overusing op's model before the overuse is reported
 
@@ -27,8 +27,12 @@ def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int)
     """Choose op models, epochs and placement for every op of the Buda graph."""
     policy = BALANCER_POLICY_ALIASES.get(config.balancer_policy, config.balancer_policy)   # legal: config checked
     schedule = op_schedule(graph, config.scheduler_constraints, config.scheduler_policy)
+    parts = subgraphs(graph, schedule) if config.compile_subgraphs else {}
+    schedule = sorted(schedule, key=lambda n: parts.get(n, 0))    # stable: each subgraph's ops together
+    starts = {n for n, k in parts.items() if k and parts.get(schedule[schedule.index(n) - 1]) != k}
     constraints = Constraints.from_config(config, schedule, device)
-    constraints = dataclasses.replace(constraints, breaks=constraints.breaks | epoch_type_breaks(graph, schedule))
+    constraints = dataclasses.replace(constraints, breaks=constraints.breaks | epoch_type_breaks(graph, schedule)
+                                      | starts)
     coster = PlanCoster(graph, device, IoLinks.from_config(config), microbatch,
                         queued_edges(graph, config.insert_queues), constraints.chips, config.enable_forked_dram_inputs)
     table = CandidateTable(graph, device, config, coster, constraints.grids)
@@ -57,6 +61,7 @@ def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int)
         candidates = {**candidates, op: kept}      # its own candidates now: no longer shared by its signature
         constraints = dataclasses.replace(constraints, overridden=constraints.overridden | {op})
         placement = plan(candidates, constraints)
+    placement.subgraphs = parts
     return placement.check_streams()
 
 

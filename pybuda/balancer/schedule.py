@@ -99,6 +99,18 @@ def _longest_path(order: nx.DiGraph, topological: list[str], key: Callable[[str]
     return [n for op in path for n in _emit_with_ancestors(order, op, emitted, key)]
 
 
+def subgraphs(graph: Graph, schedule: list[str]) -> dict[str, int]:
+    """`compile_subgraphs`: each op's disjoint subgraph (ops joined by the values they pass and the inputs they
+    share; parameters and constants, which every program may read, join none), numbered in schedule order."""
+    joined = nx.Graph()
+    joined.add_nodes_from(schedule)
+    joined.add_edges_from((o.src, name) for name in schedule for o in graph.operands(name)
+                          if graph.node(o.src).kind in ("op", "input"))
+    first = {op: k for k, op in enumerate(schedule)}
+    parts = sorted((c for c in nx.connected_components(joined)), key=lambda c: min(first.get(n, len(first)) for n in c))
+    return {op: k for k, part in enumerate(parts) for op in part if op in first}
+
+
 def epoch_type_breaks(graph: Graph, schedule: list[str]) -> set[str]:
     """The first op of each epoch type after the first: where a training schedule must start a new epoch."""
     types = epoch_types(graph)

@@ -95,7 +95,9 @@ def build_netlist(bgraph: Graph, placement: Placement, device: DeviceSpec, confi
                                                             if q in dynamic}, placement.prologue, microbatch, pages)
     epochs = sorted(names)
     if set(types.values()) == {"forward"}:
-        programs = [builder.inference(epochs)]
+        program_of = {placed.epoch: placement.subgraphs.get(name, 0) for name, placed in placement.placed.items()}
+        programs = [builder.inference([e for e in epochs if program_of[e] == k], k)
+                    for k in sorted(set(program_of.values()))]
     else:
         by_type = {t: [e for e in epochs if types[_first_op(placement, e)] == t] for t in ("forward", "backward",
                                                                                            "optimizer")}

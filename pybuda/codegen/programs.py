@@ -1,7 +1,8 @@
 """The netlist's programs (netlist-format.md §2): the queue settings of every execute, the pointer variables of
 the queues the device reads as FIFOs, and the allocation of dynamic epoch-to-epoch queues.
 
-Inference: one program, `run_fwd_0`, running every epoch in a loop of `$p_loop_count` microbatches. With paged
+Inference: one program, `run_fwd_0`, running every epoch in a loop of `$p_loop_count` microbatches; with
+`compile_subgraphs`, one program `run_fwd_<k>` per disjoint subgraph, over its own epochs. With paged
 state (`passes/loopback.py`) it also takes `$p_cache_write_index`, the page each state's writer view writes (held
 in `$v_cache_write_index`); the readers' view is read-only and streamed (not prologued: it changes).
 
@@ -71,10 +72,11 @@ class ProgramBuilder:
                 body.append(QueueAlloc(opcode="deallocate_queue", queues=free[epoch]))
         return body
 
-    def inference(self, epochs: list[int]) -> Program:
-        """`run_fwd_0`: every epoch, `$p_loop_count` times."""
+    def inference(self, epochs: list[int], program: int = 0) -> Program:
+        """`run_fwd_<program>`: every epoch, `$p_loop_count` times (pointer variables prefixed by the program's
+        number past the first: the programs of `compile_subgraphs` read other queues)."""
         fifo = self._fifo(epochs)
-        ptr = {q: f"q{i}" for i, q in enumerate(fifo)}
+        ptr = {q: f"{f's{program}' if program else ''}q{i}" for i, q in enumerate(fifo)}
         paged = bool(self.pages)
         instructions: list = [Param(names=["$p_loop_count", *([WRITE_INDEX_PARAM] if paged else [])]),
                               Var(opcode="var", vars={"$c_microbatch_size": self.microbatch, "$c_one": 1, "$c_zero": 0,
@@ -88,7 +90,7 @@ class ProgramBuilder:
         instructions += self._body(epochs, ptr)
         instructions += self._advance(fifo, ptr, popped=set(fifo))
         instructions.append(EndLoop())
-        return Program(name="run_fwd_0", instructions=instructions)
+        return Program(name=f"run_fwd_{program}", instructions=instructions)
 
     def training(self, epochs_by_type: dict[str, list[int]], accumulators: list[str]) -> list[Program]:
         """`run_fwd`, `run_bwd` and `run_opt` over the epochs of each type (module docstring)."""

@@ -54,8 +54,9 @@ def _run_device(netlist: Netlist, part: DevicePart, device: str, arrays: dict[st
     if is_training_netlist(netlist):   # its forward program
         sim.run("run_fwd", p_microbatch_count=1)
     else:
-        takes = sim.program_params()
-        sim.run(p_loop_count=1, **{k: v for k, v in params.items() if k in takes})
+        for program in netlist.programs:     # one per subgraph with compile_subgraphs
+            takes = sim.program_params(program.name)
+            sim.run(program.name, p_loop_count=1, **{k: v for k, v in params.items() if k in takes})
     for queue, feed in part.queues.items():
         if feed.kind == "output":
             for values, value in zip(samples, pop_samples(sim, queue, feed, len(samples))):

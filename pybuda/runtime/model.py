@@ -95,7 +95,8 @@ class RuntimeModel:
             if self.netlists and is_training_netlist(self.netlists[0]):
                 self._perf = training_step_perf(self.netlists[0], self.manifest)
             else:
-                self._perf = ModelPerf(tuple(estimate(nl, device=self.device) for nl in self.netlists),
+                self._perf = ModelPerf(tuple(estimate(nl, device=self.device, program=p.name)      # every program
+                                             for nl in self.netlists for p in nl.programs),
                                        tuple(op.name for op in self.manifest.host_ops()), self.microbatch)
         return self._perf
 

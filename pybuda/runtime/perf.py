@@ -11,8 +11,8 @@ from ..backend_sim.timing import PerfReport
 
 @dataclasses.dataclass(frozen=True)
 class ModelPerf:
-    """`parts`: one PerfReport per netlist, in run order; `host_ops`: the ops run on the host; `transfer_cycles`:
-    device cycles of host transfers outside the programs."""
+    """`parts`: one PerfReport per netlist program (`compile_subgraphs`: several), in run order; `host_ops`: the
+    ops run on the host; `transfer_cycles`: device cycles of host transfers outside the programs."""
 
     parts: tuple[PerfReport, ...]
     host_ops: tuple[str, ...]
