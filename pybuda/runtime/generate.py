@@ -26,7 +26,7 @@ def generate(step: Step, input_names: list[str], pages: int, reset: Callable[[],
                          "CompilerConfig(enable_link_past_cache_ios=True)")
     prompts = torch.as_tensor(input_ids).long()
     prompts = prompts.reshape(1, -1) if prompts.dim() == 1 else prompts
-    stops = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id or ())
+    stops = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id or ())
     if prompts.dim() != 2 or not prompts.shape[1] or prompts.shape[1] + max_new_tokens > pages * PAGE:
         raise InputError(f"generate: prompts of shape {tuple(prompts.shape)} and max_new_tokens {max_new_tokens}: "
                          f"legal: (batch, n) ids with n >= 1 and n + max_new_tokens <= {pages * PAGE}, the "
@@ -34,9 +34,9 @@ def generate(step: Step, input_names: list[str], pages: int, reset: Callable[[],
     rows = []
     for prompt in prompts.tolist():
         reset()
-        rows.append(_decode(step, prompt, max_new_tokens, stops))
+        rows.append(_decode(step, prompt, max_new_tokens, set(stops)))
     width = max(map(len, rows))
-    pad = min(stops) if stops else 0
+    pad = stops[0] if stops else 0
     return torch.tensor([row + [pad] * (width - len(row)) for row in rows], dtype=torch.long)
 
 
