@@ -7,14 +7,14 @@ attends from each row of the page to the cached positions before `start` (those 
 page being decoded is not cached yet) and causally within the page, and returns the greedy next token of every
 row (1, PAGE) and, per layer, the page's keys and values (1, PAGE, hidden), which the device writes into the
 caches at page `start // PAGE` (the call's `cache_write_index`). The mask and the positions are computed from
-`start` by the compiled model itself: the host passes ids and one number. Each run recomputes the whole current
+`start` by the compiled model (its host part ahead of the device, with the embedding lookups: the caller passes
+ids and one number; the embeddings and the mask cross to the device each run). Each run recomputes the whole current
 page (rows past the last token are padding whose results nobody reads), so a prompt fills the caches page by page
 and decoding needs one run per token; `RuntimeModel.generate` drives it.
 
 Families (`FAMILIES`, by `model_type`): GPT-2 and Llama (rotary positions, grouped-query attention); others are
 refused naming them."""
 from __future__ import annotations
-
 
 import torch
 
