@@ -111,19 +111,15 @@ def test_chip_id_puts_an_ops_part_of_the_schedule_on_that_chip(tmp_path):
     assert chip_of["mm1"] == 0 and chip_of["mm2"] == 1
 
 
-def test_chip_id_pins_that_cannot_hold_are_refused_naming_the_ops(tmp_path):
-    pybuda.set_chip_break("mm2")
-    pybuda.override_op_placement("mm1", chip_id=1)
-    pybuda.override_op_placement("bias1", chip_id=0)
-    with pytest.raises(BalancerError, match=r"'mm1' \(chip_id=1\) and 'bias1' \(chip_id=0\) are in one part"):
-        _compile(tmp_path, name="part")
-    pybuda.reset_configuration()
-    pybuda.set_chip_break("mm2")
-    pybuda.override_op_placement("mm1", chip_id=0)
-    pybuda.override_op_placement("mm2", chip_id=0)
-    with pytest.raises(BalancerError, match=r"'mm1' and 'mm2' \(chip_id=0\) are in different parts"):
-        _compile(tmp_path, name="chip")
-    pybuda.reset_configuration()
-    pybuda.override_op_placement("mm1", chip_id=2)
-    with pytest.raises(BalancerError, match=r"chip_id=2\): device n300 has chips 0..1"):
-        _compile(tmp_path, name="range")
+@pytest.mark.parametrize("chip_break, pins, message", [
+    (True, {"mm1": 1, "bias1": 0}, r"'mm1' \(chip_id=1\) and 'bias1' \(chip_id=0\) are in one part"),
+    (True, {"mm1": 0, "mm2": 0}, r"'mm1' and 'mm2' \(chip_id=0\) are in different parts"),
+    (False, {"mm1": 2}, r"chip_id=2\): device n300 has chips 0..1"),
+])
+def test_chip_id_pins_that_cannot_hold_are_refused_naming_the_ops(tmp_path, chip_break, pins, message):
+    if chip_break:
+        pybuda.set_chip_break("mm2")
+    for op, chip in pins.items():
+        pybuda.override_op_placement(op, chip_id=chip)
+    with pytest.raises(BalancerError, match=message):
+        _compile(tmp_path)

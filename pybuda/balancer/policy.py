@@ -29,7 +29,7 @@ def balance_and_place(graph: Graph, device: DeviceSpec, config, microbatch: int)
     schedule = op_schedule(graph, config.scheduler_constraints, config.scheduler_policy)
     parts = subgraphs(graph, schedule) if config.compile_subgraphs else {}
     schedule = sorted(schedule, key=lambda n: parts.get(n, 0))    # stable: each subgraph's ops together
-    starts = {n for n, k in parts.items() if k and parts.get(schedule[schedule.index(n) - 1]) != k}
+    starts = {b for a, b in zip(schedule, schedule[1:]) if parts.get(a) != parts.get(b)}   # each starts an epoch
     constraints = Constraints.from_config(config, schedule, device)
     constraints = dataclasses.replace(constraints, breaks=constraints.breaks | epoch_type_breaks(graph, schedule)
                                       | starts)

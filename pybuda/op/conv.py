@@ -151,18 +151,23 @@ def Pad(name: str, operandA, pad, mode: str = "constant", channel_last: bool = F
     return _channels_back(name, y, channel_last)
 
 
+def _resize_attrs(where: str, method: str, linear: str, align_corners: bool) -> dict:
+    """The resize registry attrs of legacy `method`: "nearest_neighbor" (torch's nearest) or `linear` (bilinear,
+    trilinear; `align_corners` as torch's); UserInputError naming `where` otherwise."""
+    if method == "nearest_neighbor":
+        return {"method": "nearest_neighbor", "coordinate_transformation_mode": "asymmetric",
+                "rounding_method": "floor"}
+    if method == linear:
+        return {"method": "linear", "rounding_method": "",
+                "coordinate_transformation_mode": "align_corners" if align_corners else "half_pixel"}
+    raise UserInputError(f"{where}: method {method!r}; legal: nearest_neighbor, {linear}")
+
+
 def Resize2d(name: str, operandA, sizes, method: str = "nearest_neighbor", align_corners: bool = False,
              extrapolation_value: float = 0, channel_last: bool = False) -> Tensor:
     """Resize the last two spatial dims to `sizes` (height, width): "nearest_neighbor" (as torch's nearest) or
     "bilinear" (`align_corners` as torch's)."""
-    if method == "nearest_neighbor":
-        attrs = {"method": "nearest_neighbor", "coordinate_transformation_mode": "asymmetric",
-                 "rounding_method": "floor"}
-    elif method == "bilinear":
-        attrs = {"method": "linear", "rounding_method": "",
-                 "coordinate_transformation_mode": "align_corners" if align_corners else "half_pixel"}
-    else:
-        raise UserInputError(f"Resize2d {name!r}: method {method!r}; legal: nearest_neighbor, bilinear")
+    attrs = _resize_attrs(f"Resize2d {name!r}", method, "bilinear", align_corners)
     x = _channels_first(name, operandA, channel_last)
     y = _op("resize2d", name, [x], {"size": [int(s) for s in sizes], **attrs})
     return _channels_back(name, y, channel_last)
@@ -257,14 +262,7 @@ def Resize3d(name: str, operandA, sizes, method: str = "nearest_neighbor", align
     """Resize the last three spatial dims of (N, C, D, H, W) activations ((N, D, H, W, C) with `channel_last`) to
     `sizes` (depth, height, width): "nearest_neighbor" (as torch's nearest, legacy's only method) or "trilinear"
     (`align_corners` as torch's)."""
-    if method == "nearest_neighbor":
-        attrs = {"method": "nearest_neighbor", "coordinate_transformation_mode": "asymmetric",
-                 "rounding_method": "floor"}
-    elif method == "trilinear":
-        attrs = {"method": "linear", "rounding_method": "",
-                 "coordinate_transformation_mode": "align_corners" if align_corners else "half_pixel"}
-    else:
-        raise UserInputError(f"Resize3d {name!r}: method {method!r}; legal: nearest_neighbor, trilinear")
+    attrs = _resize_attrs(f"Resize3d {name!r}", method, "trilinear", align_corners)
     if len(sizes) != 3:
         raise UserInputError(f"Resize3d {name!r}: sizes {sizes!r}; legal: (depth, height, width)")
     x = _volume(name, operandA, channel_last)
