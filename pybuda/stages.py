@@ -29,6 +29,7 @@ from .config import CompileDepth
 from .device import DeviceSpec
 from .errors import InternalError, PyBudaError, UserInputError, UserTypeError
 from .files import safe_file_stem, write_atomically
+from .frontend.generation import PagedStep
 from .frontend.pybuda_trace import trace_module
 from .ir import Graph
 from .levels import LEVELS, check_level
@@ -309,7 +310,8 @@ def netlist_stage(state: CompileState) -> CompileState:
     inputs = [ModelInput(name, tuple(x.shape), str(x.dtype).removeprefix("torch."))
               for name, x in zip(state.input_names, state.sample_inputs)]
     manifest, arrays = build_manifest(state.name, state.device.name, state.microbatch, inputs, state.output_names,
-                                      state.parts(), state.placements, netlists, state.output_structure)
+                                      state.parts(), state.placements, netlists, state.output_structure,
+                                      state.model.generation if isinstance(state.model, PagedStep) else None)
     # the compiled model runs from exactly what a TTI image stores: the written texts and the manifest's file form
     return dataclasses.replace(state, netlists=tuple(load_netlist(t) for t in texts), netlist_paths=tuple(paths),
                                netlist_texts=tuple(texts),

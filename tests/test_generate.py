@@ -1,7 +1,7 @@
-"""Generation with the KV cache on the device (issue 36): a Hugging Face GPT-2 compiled with
-`enable_link_past_cache_ios` as a paged decode step; `generate` equals Hugging Face `generate(do_sample=False)`
-token for token at Float32, the caches are pushed once per sequence and never again, a saved image generates too;
-misuse says what is legal."""
+"""Generation with the KV cache on the device (issue 36): Hugging Face GPT-2, Llama, T5 and Whisper compiled with
+`enable_link_past_cache_ios` as a paged decode step (an encoder-decoder's encoder as a program of its own, run once
+per sequence); `generate` equals Hugging Face `generate(do_sample=False)` token for token at Float32, the caches
+are pushed once per sequence and never again, a saved image generates too; misuse says what is legal."""
 from __future__ import annotations
 
 import pytest
@@ -74,6 +74,57 @@ def test_a_llama_with_grouped_query_attention_generates_like_hugging_face(tmp_pa
     assert compiled.generate(PROMPT, max_new_tokens=32).tolist() == _hf(llama, PROMPT, 32).tolist()
 
 
+def _random(model: torch.nn.Module) -> torch.nn.Module:
+    """A model whose random weights generate varied tokens (a freshly initialised T5 or Whisper repeats one)."""
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.1)
+    return model.eval()
+
+
+def _encoder_runs_once_and_no_cache_is_pushed_again(compiled) -> None:
+    (device,) = compiled.runtime.devices.values()
+    pushes = [t.queue for t in device.transfers if t.kind == "push"]
+    caches = [q for q in compiled.netlist.queues if q.startswith("caches_")]
+    assert caches and all(pushes.count(q) == 1 for q in caches)
+    runs = {}
+    for program, execute in compiled.netlist.executes():     # the decoder's (it writes a page): once per token
+        decoder = "$p_cache_write_index" in program.instructions[0].names
+        runs.setdefault(decoder, set()).add(device.executed.count(execute.graph_name))
+    assert runs == {False: {1}, True: {32}}                 # the encoder's: once per sequence
+
+
+def test_a_t5_encodes_once_and_generates_like_hugging_face(tmp_path):
+    config = transformers.T5Config(vocab_size=128, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4,
+                                   relative_attention_num_buckets=8, relative_attention_max_distance=20,
+                                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    t5 = _random(transformers.T5ForConditionalGeneration(config))
+    source = torch.tensor([[5, 17, 42, 7, 99, 3, 8, 12]])
+    compiled = pybuda.compile(t5, source, device="n150", output_dir=tmp_path, config=pybuda.CompilerConfig(
+        enable_link_past_cache_ios=True, default_df_override="Float32", generation_max_length=64))
+    assert compiled.runtime.program_names == ["run_fwd_0", "run_fwd_1"]   # the encoder's, the decode step's
+    assert compiled.generate(source, max_new_tokens=32).tolist() == _hf(t5, source, 32).tolist()
+    _encoder_runs_once_and_no_cache_is_pushed_again(compiled)
+
+
+def test_whisper_encodes_its_features_once_and_generates_like_hugging_face(tmp_path):
+    config = transformers.WhisperConfig(vocab_size=128, num_mel_bins=16, d_model=64, encoder_layers=2,
+                                        decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                                        encoder_ffn_dim=128, decoder_ffn_dim=128, max_source_positions=32,
+                                        max_target_positions=64, decoder_start_token_id=2, pad_token_id=0,
+                                        bos_token_id=2, eos_token_id=1)
+    whisper = _random(transformers.WhisperForConditionalGeneration(config))
+    features = torch.randn(1, 16, 64, generator=torch.Generator().manual_seed(0))
+    compiled = pybuda.compile(whisper, features, device="n150", output_dir=tmp_path, config=pybuda.CompilerConfig(
+        enable_link_past_cache_ios=True, default_df_override="Float32", generation_max_length=64))
+    out = compiled.generate(features, max_new_tokens=32)
+    with torch.no_grad():   # Whisper's generate returns the new tokens alone
+        expected = whisper.generate(features, max_new_tokens=32, do_sample=False)
+    assert out[:, 0].tolist() == [2] and out[:, 1:].tolist() == expected.tolist()
+    _encoder_runs_once_and_no_cache_is_pushed_again(compiled)
+
+
 def test_a_saved_image_generates(compiled, tmp_path):
     loaded = pybuda.load(compiled.save(tmp_path / "gpt2.tti"))
     assert loaded.generate(PROMPT, max_new_tokens=8).tolist() == compiled.generate(PROMPT, max_new_tokens=8).tolist()
@@ -83,9 +134,10 @@ def test_misuse_says_what_is_legal(gpt2, compiled, tmp_path):
     with pytest.raises(pybuda.InputError, match=r"n \+ max_new_tokens <= 96"):
         compiled.generate(PROMPT, max_new_tokens=92)
     mlp = pybuda.compile(torch.nn.Linear(32, 32), torch.randn(1, 32), output_dir=tmp_path / "mlp")
-    with pytest.raises(pybuda.UsageError, match="compile a Hugging Face causal LM"):
+    with pytest.raises(pybuda.UsageError, match="compile a Hugging Face causal LM or encoder-decoder"):
         mlp.generate(PROMPT)
-    with pytest.raises(pybuda.UserInputError, match="supported: Hugging Face causal LMs.*'gpt2', 'llama'"):
+    with pytest.raises(pybuda.UserInputError, match="supported: Hugging Face causal LMs and encoder-decoders.*"
+                       "'gpt2', 'llama', 't5', 'whisper'"):
         pybuda.compile(torch.nn.Linear(32, 32), torch.randn(1, 32), output_dir=tmp_path / "other",
                        config=pybuda.CompilerConfig(enable_link_past_cache_ios=True))
     with pytest.raises(pybuda.UserInputError, match="generation_max_length 48: legal: a multiple of 32"):

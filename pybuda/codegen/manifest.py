@@ -135,6 +135,7 @@ class RunManifest:
     parts: tuple            # HostProgram and DevicePart, in run order
     output_structure: dict | None = None   # how the torch model nests its outputs (`pybuda.frontend.outputs`)
     intermediates: tuple = ()  # (op, value) of each op output saved (`op_intermediates_to_save`)
+    generation: dict | None = None   # a decode step's (`PagedStep.generation`); None: no decode step
 
     @property
     def input_names(self) -> list[str]:
@@ -166,6 +167,7 @@ class RunManifest:
             "parts": [_part_data(p) for p in self.parts],
             "output_structure": self.output_structure,
             "intermediates": [list(pair) for pair in self.intermediates],
+            "generation": self.generation,
         }
         return json.dumps(data, indent=1) + "\n"
 
@@ -186,7 +188,8 @@ class RunManifest:
                        outputs=tuple(str(o) for o in data["outputs"]),
                        parts=tuple(_part(p) for p in data["parts"]),
                        output_structure=data.get("output_structure"),
-                       intermediates=tuple((str(op), str(value)) for op, value in data.get("intermediates", [])))
+                       intermediates=tuple((str(op), str(value)) for op, value in data.get("intermediates", [])),
+                       generation=data.get("generation"))
         except ManifestError:
             raise
         except KeyError as e:
@@ -197,11 +200,11 @@ class RunManifest:
 
 def build_manifest(name: str, device: str, microbatch: int, inputs: list[ModelInput], outputs: list[str],
                    segments: tuple[Segment, ...], placements: tuple[Placement, ...],
-                   netlists: list[Netlist], output_structure: dict | None = None
+                   netlists: list[Netlist], output_structure: dict | None = None, generation: dict | None = None
                    ) -> tuple[RunManifest, dict[str, np.ndarray]]:
     """The manifest of a compiled model's segments (device segments as placed Buda graphs, with their placements
     and netlists in order) and the arrays it names (by reference, as pushed); `output_structure` is how the
-    framework model nests its outputs (None: one tensor or a tuple)."""
+    framework model nests its outputs (None: one tensor or a tuple); `generation` how a decode step is driven."""
     arrays: dict[str, np.ndarray] = {}
     parts: list = []
     placed = iter(enumerate(zip(placements, netlists)))
@@ -215,7 +218,7 @@ def build_manifest(name: str, device: str, microbatch: int, inputs: list[ModelIn
                           for out in segment.graph.outputs() if out.role == INTERMEDIATE_OUTPUT)
     manifest = RunManifest(model=name, device=device, microbatch=microbatch, inputs=tuple(inputs),
                            outputs=tuple(outputs), parts=tuple(parts), output_structure=output_structure,
-                           intermediates=intermediates)
+                           intermediates=intermediates, generation=generation)
     return manifest, arrays
 
 

@@ -3,8 +3,9 @@ the queues the device reads as FIFOs, and the allocation of dynamic epoch-to-epo
 
 Inference: one program, `run_fwd_0`, running every epoch in a loop of `$p_loop_count` microbatches; with
 `compile_subgraphs`, one program `run_fwd_<k>` per disjoint subgraph, over its own epochs. With paged
-state (`passes/loopback.py`) it also takes `$p_cache_write_index`, the page each state's writer view writes (held
-in `$v_cache_write_index`); the readers' view is read-only and streamed (not prologued: it changes).
+state (`passes/loopback.py`) a program that writes a page also takes `$p_cache_write_index`, the page each state's
+writer view writes (held in `$v_cache_write_index`); the readers' view is read-only and streamed (not prologued:
+it changes).
 
 Training, as the legacy training netlists: `run_fwd` (the forward epochs, `$p_microbatch_count` times), `run_bwd`
 (the backward epochs; `$p_zero_grad` zeroes the gradient accumulators on its first microbatch, the gradient ops
@@ -77,7 +78,7 @@ class ProgramBuilder:
         number past the first: the programs of `compile_subgraphs` read other queues)."""
         fifo = self._fifo(epochs)
         ptr = {q: f"{f's{program}' if program else ''}q{i}" for i, q in enumerate(fifo)}
-        paged = bool(self.pages)
+        paged = any(q in self.pages.values() for e in epochs for q in self.writes.get(e, ()))   # writes a page
         instructions: list = [Param(names=["$p_loop_count", *([WRITE_INDEX_PARAM] if paged else [])]),
                               Var(opcode="var", vars={"$c_microbatch_size": self.microbatch, "$c_one": 1, "$c_zero": 0,
                                                       **({WRITE_INDEX_VAR: 0} if paged else {})})]

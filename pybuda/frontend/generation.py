@@ -16,31 +16,69 @@ Families (`FAMILIES`, by `model_type`): GPT-2 and Llama (rotary positions, group
 refused naming them."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..errors import UserInputError
 
 PAGE = 32                      # positions per page: one tile of rows
-STEP_INPUTS = ("ids", "start")  # the step's host inputs before the caches
 
 
 class PagedStep(torch.nn.Module):
     """One decode step of a causal LM over a page (module docstring); a family gives the embedding, one layer and
     the head (`GPT2Step`, `LlamaStep`)."""
 
+    cross = False          # an encoder-decoder (`EncoderDecoderStep`)
+    HEAD = "lm_head"       # the model's attribute holding its LM head
+
+
     def __init__(self, model: torch.nn.Module, max_length: int):
         super().__init__()
         self.model, self.max_length = model, max_length
 
     def forward(self, ids: torch.Tensor, start: torch.Tensor, *caches: torch.Tensor) -> tuple:
+        return self.decode(ids, start, caches)
+
+    def decode(self, ids: torch.Tensor, start: torch.Tensor, caches: tuple) -> tuple:
+        """The greedy token of each row of the page and each layer's page of keys and values; `caches` holds each
+        layer's caches in turn (self-attention keys, values, then an encoder-decoder's cross-attention ones)."""
         positions = (start.reshape(1, 1) + torch.arange(PAGE).reshape(1, PAGE)).long()
-        bias = _attention_bias(start, self.max_length)
+        bias = self.bias(start, positions)
         x, rotary = self.embed(ids, positions)
+        per_layer = len(caches) // len(self.layers())
         pages = []
         for k, layer in enumerate(self.layers()):
-            x, key, value = self.layer(k, layer, x, caches[2 * k], caches[2 * k + 1], bias, rotary)
+            x, key, value = self.layer(k, layer, x, caches[per_layer * k:per_layer * (k + 1)], bias, rotary)
             pages += [key, value]
         return (torch.argmax(self.logits(x), -1).float(), *pages)
+
+    def bias(self, start: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """What each row's attention scores over the cached positions and the page's own add: the mask."""
+        return _attention_bias(start, self.max_length)
+
+    @property
+    def generation(self) -> dict:
+        """How `generate` drives the step (kept in the run manifest): the page, and an encoder-decoder's first
+        decoder token."""
+        start = self.model.config.decoder_start_token_id if self.cross else None
+        return {"page": PAGE, "decoder_start": start}
+
+
+class EncoderDecoderStep(PagedStep):
+    """A decode step of an encoder-decoder over a page, with the encoder: its input (`source`) encoded and every
+    layer's cross-attention keys and values written whole into device state. The two parts share no values, so
+    they compile (`compile_subgraphs`) to two programs of one netlist: the encoder's, run once per sequence, and the
+    decode step's, which reads the cross-attention state each step (`runtime/generate.py`)."""
+
+    cross = True
+
+    def forward(self, ids: torch.Tensor, start: torch.Tensor, source: torch.Tensor, *caches: torch.Tensor) -> tuple:
+        encoded = self.encode(source)
+        cross = [kv for layer in self.layers() for kv in self.cross_kv(layer, encoded)]
+        per_layer = [c for k in range(len(self.layers())) for c in
+                     (caches[2 * k], caches[2 * k + 1], caches[len(cross) + 2 * k], caches[len(cross) + 2 * k + 1])]
+        return (*self.decode(ids, start, tuple(per_layer)), *cross)
 
 
 class GPT2Step(PagedStep):
@@ -61,8 +99,8 @@ class GPT2Step(PagedStep):
         lm = self.model.transformer
         return lm.wte(ids) + lm.wpe(positions), None
 
-    def layer(self, k, block, x, keys, values, bias, rotary):
-        config, width = self.model.config, self.model.config.n_embd
+    def layer(self, k, block, x, caches, bias, rotary):
+        (keys, values), config, width = caches, self.model.config, self.model.config.n_embd
         q, key, value = block.attn.c_attn(block.ln_1(x)).split(width, dim=2)
         head = width // config.n_head
         scaling = (head ** -0.5 if config.scale_attn_weights else 1.0) / \
@@ -94,9 +132,9 @@ class LlamaStep(PagedStep):
         x = self.model.model.embed_tokens(ids)
         return x, self.model.model.rotary_emb(x, positions)
 
-    def layer(self, k, layer, x, keys, values, bias, rotary):
+    def layer(self, k, layer, x, caches, bias, rotary):
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
-        config, attn = self.model.config, layer.self_attn
+        (keys, values), config, attn = caches, self.model.config, layer.self_attn
         heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
         h = layer.input_layernorm(x)
         q, key = apply_rotary_pos_emb(_heads(attn.q_proj(h), heads), _heads(attn.k_proj(h), kv_heads), *rotary)
@@ -109,7 +147,100 @@ class LlamaStep(PagedStep):
         return self.model.lm_head(self.model.model.norm(x))
 
 
-FAMILIES = {"gpt2": GPT2Step, "llama": LlamaStep}    # model_type -> its step
+class T5Step(EncoderDecoderStep):
+    """Hugging Face T5 and FLAN-T5 (`T5ForConditionalGeneration`): relative position buckets added to the decoder's
+    self-attention scores (per head), unscaled attention, RMS norms, the head scaled when tied to the embedding."""
+
+    @staticmethod
+    def cache_width(config) -> int:
+        return config.num_heads * config.d_kv
+
+    @staticmethod
+    def positions(config) -> int:
+        return getattr(config, "n_positions", 512)
+
+    def layers(self):
+        return self.model.decoder.block
+
+    def encode(self, source):
+        return self.model.encoder(input_ids=source).last_hidden_state
+
+    def cross_kv(self, block, encoded):
+        attn = block.layer[1].EncDecAttention
+        return attn.k(encoded), attn.v(encoded)
+
+    def bias(self, start, positions):
+        attn = self.model.decoder.block[0].layer[0].SelfAttention
+        keys = torch.cat([torch.arange(self.max_length).reshape(1, -1), positions], dim=-1)
+        buckets = _causal_buckets(positions.reshape(PAGE, 1) - keys, attn.relative_attention_num_buckets,
+                                  attn.relative_attention_max_distance)
+        return attn.relative_attention_bias(buckets).permute(2, 0, 1).unsqueeze(0) + super().bias(start, positions)
+
+    def embed(self, ids, positions):
+        return self.model.decoder.embed_tokens(ids), None
+
+    def layer(self, k, block, x, caches, bias, rotary):
+        keys, values, cross_keys, cross_values = caches
+        heads, own, cross = self.model.config.num_heads, block.layer[0], block.layer[1]
+        h = own.layer_norm(x)
+        key, value = own.SelfAttention.k(h), own.SelfAttention.v(h)
+        x = x + own.SelfAttention.o(_attend(_heads(own.SelfAttention.q(h), heads), keys, key, values, value, heads,
+                                            1.0, bias))
+        h = _heads(cross.EncDecAttention.q(cross.layer_norm(x)), heads)
+        x = x + cross.EncDecAttention.o(_attend_encoded(h, cross_keys, cross_values, 1.0))
+        return block.layer[2](x), key, value
+
+    def logits(self, x):
+        config = self.model.config
+        x = self.model.decoder.final_layer_norm(x)
+        if getattr(config, "scale_decoder_outputs", config.tie_word_embeddings):
+            x = x * config.d_model ** -0.5
+        return self.model.lm_head(x)
+
+
+class WhisperStep(EncoderDecoderStep):
+    """Hugging Face Whisper (`WhisperForConditionalGeneration`): the encoder over log-mel input features, learned
+    decoder positions, queries scaled before the scores, LayerNorm before each part."""
+
+    HEAD = "proj_out"
+
+    @staticmethod
+    def cache_width(config) -> int:
+        return config.d_model
+
+    @staticmethod
+    def positions(config) -> int:
+        return config.max_target_positions
+
+    def layers(self):
+        return self.model.model.decoder.layers
+
+    def encode(self, source):
+        return self.model.model.encoder(source).last_hidden_state
+
+    def cross_kv(self, layer, encoded):
+        return layer.encoder_attn.k_proj(encoded), layer.encoder_attn.v_proj(encoded)
+
+    def embed(self, ids, positions):
+        decoder = self.model.model.decoder
+        return decoder.embed_tokens(ids) + decoder.embed_positions.weight[positions], None
+
+    def layer(self, k, layer, x, caches, bias, rotary):
+        keys, values, cross_keys, cross_values = caches
+        heads, own, cross = self.model.config.decoder_attention_heads, layer.self_attn, layer.encoder_attn
+        h = layer.self_attn_layer_norm(x)
+        key, value = own.k_proj(h), own.v_proj(h)
+        x = x + own.out_proj(_attend(_heads(own.q_proj(h) * own.scaling, heads), keys, key, values, value, heads,
+                                     1.0, bias))
+        h = _heads(cross.q_proj(layer.encoder_attn_layer_norm(x)) * cross.scaling, heads)
+        x = x + cross.out_proj(_attend_encoded(h, cross_keys, cross_values, 1.0))
+        return x + layer.fc2(layer.activation_fn(layer.fc1(layer.final_layer_norm(x)))), key, value
+
+    def logits(self, x):
+        return self.model.proj_out(self.model.model.decoder.layer_norm(x))
+
+
+FAMILIES = {"gpt2": GPT2Step, "llama": LlamaStep, "t5": T5Step, "whisper": WhisperStep}   # model_type -> its step
 
 
 def _head_dim(config) -> int:
@@ -124,9 +255,30 @@ def _attend(q, keys, key, values, value, kv_heads: int, scaling: float, bias) ->
     group = heads // kv_heads
     keys = _heads(torch.cat([keys, key], dim=1), kv_heads)
     values = _heads(torch.cat([values, value], dim=1), kv_heads)
-    scores = q.reshape(1, kv_heads, group * PAGE, d) @ keys.transpose(-2, -1) * scaling + bias.repeat(group, 1)
+    bias = bias.repeat(group, 1) if group > 1 else bias
+    scores = q.reshape(1, kv_heads, group * PAGE, d) @ keys.transpose(-2, -1) * scaling + bias
     attended = torch.softmax(scores, -1) @ values
     return attended.reshape(1, heads, PAGE, d).transpose(1, 2).reshape(1, PAGE, heads * d)
+
+
+def _attend_encoded(q, keys, values, scaling: float) -> torch.Tensor:
+    """Cross-attention of a page's query heads q (1, heads, PAGE, d) over the encoded positions' keys and values
+    (1, positions, heads * d); (1, PAGE, heads * d)."""
+    heads = q.shape[1]
+    attended = torch.softmax(q @ _heads(keys, heads).transpose(-2, -1) * scaling, -1) @ _heads(values, heads)
+    return attended.transpose(1, 2).reshape(1, PAGE, -1)
+
+
+def _causal_buckets(distance: torch.Tensor, buckets: int, max_distance: int) -> torch.Tensor:
+    """T5's relative position bucket of each query-to-key `distance` (query position - key position) of a
+    decoder (`T5Attention._relative_position_bucket`, unidirectional), with the logarithm taken of distances
+    where it is finite only: the exact branch and the log branch are both computed, and a select written as
+    arithmetic must not meet log(0) = -inf."""
+    distance = torch.clamp(distance, min=0)
+    exact = buckets // 2
+    far = exact + (torch.log(torch.clamp(distance, min=exact).float() / exact) / math.log(max_distance / exact)
+                   * (buckets - exact)).long()
+    return torch.where(distance < exact, distance, torch.clamp(far, max=buckets - 1))
 
 
 def _heads(x: torch.Tensor, heads: int) -> torch.Tensor:
@@ -142,22 +294,31 @@ def _attention_bias(start: torch.Tensor, max_length: int) -> torch.Tensor:
     return (1.0 - keep) * -1e4
 
 
-def paged_decoder(model: torch.nn.Module, max_length: int | None) -> tuple[torch.nn.Module, tuple, dict[str, int]]:
-    """The decode step of a Hugging Face causal LM, its sample inputs (the caches' starting value: zeros) and the
-    `loopback_outputs` linking each cache to the page it writes; UserInputError for a model it cannot step."""
+def paged_decoder(model: torch.nn.Module, sample_inputs: tuple, max_length: int | None
+                  ) -> tuple[PagedStep, tuple, dict[str, int]]:
+    """The decode step of a Hugging Face causal LM or encoder-decoder, its sample inputs (the caches' starting
+    value: zeros; an encoder-decoder's source: the first sample input, whose shape every generation then takes) and
+    the `loopback_outputs` linking each cache to what writes it; UserInputError for a model it cannot step."""
     config = getattr(model, "config", None)
     kind = getattr(config, "model_type", None)
     family = FAMILIES.get(kind)
-    if family is None or not hasattr(model, "lm_head"):
+    if family is None or not hasattr(model, family.HEAD):
         raise UserInputError(f"enable_link_past_cache_ios: {type(model).__name__} (model_type {kind!r}) has no paged "
-                             "decode step here; supported: Hugging Face causal LMs (with their LM head) of "
-                             f"model_type {', '.join(map(repr, FAMILIES))}")
+                             "decode step here; supported: Hugging Face causal LMs and encoder-decoders (with their "
+                             f"LM head) of model_type {', '.join(map(repr, FAMILIES))}")
     limit = family.positions(config)
     length = limit if max_length is None else max_length
     if length % PAGE or not PAGE <= length <= limit:
         raise UserInputError(f"generation_max_length {length}: legal: a multiple of {PAGE} up to the model's "
                              f"{limit} positions")
     step = family(model, length).eval()
-    caches = [torch.zeros(1, length, family.cache_width(config)) for _ in range(2 * config.num_hidden_layers)]
-    sample = (torch.zeros(1, PAGE, dtype=torch.long), torch.zeros(1, 1), *caches)
-    return step, sample, {f"caches_{k}": k + 1 for k in range(len(caches))}
+    width, layers = family.cache_width(config), len(step.layers())
+    caches = [torch.zeros(1, length, width) for _ in range(2 * layers)]
+    sample: tuple = (torch.zeros(1, PAGE, dtype=torch.long), torch.zeros(1, 1))
+    if step.cross:
+        source = sample_inputs[0]
+        with torch.no_grad():
+            encoded = step.encode(source).shape[1]
+        caches += [torch.zeros(1, encoded, width) for _ in range(2 * layers)]
+        sample += (source,)
+    return step, (*sample, *caches), {f"caches_{k}": k + 1 for k in range(len(caches))}

@@ -635,6 +635,14 @@ class Netlist:
                 return p
         raise KeyError(name)
 
+    def queues_of(self, program: str) -> set[str]:
+        """The queues the graphs a program executes read or write."""
+        graphs = [self.graphs[e.graph_name] for p, e in self.executes() if p.name == program and e.graph_name in
+                  self.graphs]
+        ops = {name for g in graphs for name in g.ops}
+        read = {i for g in graphs for op in g.ops.values() for i in op.inputs}
+        return {name for name, q in self.queues.items() if name in read or q.input in ops}
+
     def executes(self):
         """(program, Execute) of every execute instruction, in program order."""
         for p in self.programs:

@@ -4,7 +4,7 @@ device parts in the backend simulator (host transforms and tile padding of the i
 unpadding and transforms). Nothing of the compiler (graphs, placement) is used."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Collection, Sequence
 
 import numpy as np
 
@@ -19,46 +19,54 @@ from .training import is_training_netlist
 
 def run(netlists: list[Netlist], manifest: RunManifest, arrays: dict[str, np.ndarray],
         batch: dict[str, np.ndarray], names: Sequence[str] | None = None,
-        devices: dict[int, Simulator] | None = None, params: dict[str, int] | None = None) -> list[np.ndarray]:
+        devices: dict[int, Simulator] | None = None, params: dict[str, int] | None = None,
+        programs: Collection[str] | None = None) -> list[np.ndarray | None]:
     """Outputs (model order, framework layout) of one microbatch of model inputs (by name, float32), or the
     values `names` (e.g. the manifest's intermediates too). Values are kept per sample (a value need not have the
     microbatch as its leading dim). Of a training model, the forward: its backward and optimizer host programs do
     not run. With `devices` (netlist index -> simulator, filled on first use), the device parts keep their DRAM
     between calls: arrays are loaded once, and state the netlists write back persists. `params`: further program
-    parameters of the inference programs that take them (`p_cache_write_index`)."""
+    parameters of the inference programs that take them (`p_cache_write_index`). `programs`: run only these
+    inference programs (by name), and of the host programs those whose inputs are there; a value nothing computed
+    comes back as None."""
     samples = [{name: x[i:i + 1] for name, x in batch.items()} for i in range(manifest.microbatch)]
     for part in manifest.parts:
         if isinstance(part, HostProgram):
-            if part.epoch_type == "forward":
+            if part.epoch_type == "forward" and (programs is None or all(i in samples[0] for i in part.inputs)):
                 for values in samples:
                     values.update(run_host(part, arrays, values))
         else:
-            _run_device(netlists[part.netlist], part, manifest.device, arrays, samples, devices, params or {})
-    return [np.concatenate([sample[name] for sample in samples], axis=0)
+            _run_device(netlists[part.netlist], part, manifest.device, arrays, samples, devices, params or {},
+                        programs)
+    return [np.concatenate([sample[name] for sample in samples], axis=0) if name in samples[0] else None
             for name in (manifest.outputs if names is None else names)]
 
 
 def _run_device(netlist: Netlist, part: DevicePart, device: str, arrays: dict[str, np.ndarray],
                 samples: list[dict[str, np.ndarray]], devices: dict[int, Simulator] | None,
-                params: dict[str, int]) -> None:
-    """Run a device part on every sample; adds the values it writes to each sample's values."""
+                params: dict[str, int], programs: Collection[str] | None = None) -> None:
+    """Run a device part on every sample (its inference `programs` only, if given: the queues they read pushed,
+    those they write popped); adds the values it writes to each sample's values."""
     sim = None if devices is None else devices.get(part.netlist)
     if sim is None:
         sim = Simulator(netlist, device=device)
         load_arrays(sim, part.queues, arrays)
         if devices is not None:
             devices[part.netlist] = sim
+    training = is_training_netlist(netlist)
+    chosen = [p.name for p in netlist.programs if training or programs is None or p.name in programs]
+    used = set(part.queues) if training or programs is None else set().union(*map(netlist.queues_of, chosen))
     for queue, feed in part.queues.items():
-        if feed.kind == "input":
+        if feed.kind == "input" and queue in used:
             push_samples(sim, queue, feed, [values[feed.feed] for values in samples])
-    if is_training_netlist(netlist):   # its forward program
+    if training:   # its forward program
         sim.run("run_fwd", p_microbatch_count=1)
     else:
-        for program in netlist.programs:     # one per subgraph with compile_subgraphs
-            takes = sim.program_params(program.name)
-            sim.run(program.name, p_loop_count=1, **{k: v for k, v in params.items() if k in takes})
+        for program in chosen:     # one per subgraph with compile_subgraphs
+            takes = sim.program_params(program)
+            sim.run(program, p_loop_count=1, **{k: v for k, v in params.items() if k in takes})
     for queue, feed in part.queues.items():
-        if feed.kind == "output":
+        if feed.kind == "output" and queue in used:
             for values, value in zip(samples, pop_samples(sim, queue, feed, len(samples))):
                 values[feed.feed] = value
 

@@ -1,64 +1,91 @@
 """Greedy decoding with a compiled decode step (`enable_link_past_cache_ios`, `pybuda.frontend.generation`): each
 sequence fills the device's caches page by page from its prompt, then runs one step per new token, reading the
 greedy token of the row of its last position; only token ids and the page's first position cross to the device,
-only the page's token ids come back. Sequences of a batch run one after the other, each from empty caches."""
+only the page's token ids come back. An encoder-decoder first runs its encoder program once on the sequence's
+source (its cross-attention state written on the device), then decodes from its first decoder token. Sequences of
+a batch run one after the other, each from fresh device state."""
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Iterable
 
 import torch
 
+from ..codegen.programs import WRITE_INDEX_PARAM
 from ..errors import UsageError
-from ..frontend.generation import PAGE, STEP_INPUTS
+from ..netlist.model import Param
 from .inputs import InputError
 
-Step = Callable[..., object]   # (ids (1, PAGE), start (1, 1), cache_write_index=page) -> next ids per row
 
-
-def generate(step: Step, input_names: list[str], pages: int, reset: Callable[[], None], input_ids,
-             max_new_tokens: int, eos_token_id: int | Iterable[int] | None = None) -> torch.Tensor:
-    """The prompts (batch, n) followed by up to `max_new_tokens` greedy tokens each, as Hugging Face
-    `generate(do_sample=False)` returns them: a sequence that produced an `eos_token_id` stops, and is padded with
-    its first one to the batch's length. UsageError for a model that is no decode step, InputError for prompts
-    that do not fit its caches."""
-    if tuple(input_names[:len(STEP_INPUTS)]) != STEP_INPUTS or not pages:
-        raise UsageError("generate needs a compiled decode step: compile a Hugging Face causal LM with "
-                         "CompilerConfig(enable_link_past_cache_ios=True)")
-    prompts = torch.as_tensor(input_ids).long()
-    prompts = prompts.reshape(1, -1) if prompts.dim() == 1 else prompts
+def generate(model, input_ids, max_new_tokens: int, eos_token_id: int | Iterable[int] | None = None
+             ) -> torch.Tensor:
+    """The prompts (batch, n) of a causal LM followed by up to `max_new_tokens` greedy tokens each, as Hugging Face
+    `generate(do_sample=False)` returns them (of an encoder-decoder, whose `input_ids` are the sources (batch, ...),
+    its first decoder token followed by the new ones): a sequence that produced an `eos_token_id` stops, and is
+    padded with its first one to the batch's length. `model` is a RuntimeModel. UsageError for a model that is no
+    decode step, InputError for prompts that do not fit its caches."""
+    spec = model.manifest.generation
+    if spec is None or not model.pages:
+        raise UsageError("generate needs a compiled decode step: compile a Hugging Face causal LM or "
+                         "encoder-decoder with CompilerConfig(enable_link_past_cache_ios=True)")
+    page, start_token = spec["page"], spec["decoder_start"]
     stops = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id or ())
-    if prompts.dim() != 2 or not prompts.shape[1] or prompts.shape[1] + max_new_tokens > pages * PAGE:
-        raise InputError(f"generate: prompts of shape {tuple(prompts.shape)} and max_new_tokens {max_new_tokens}: "
-                         f"legal: (batch, n) ids with n >= 1 and n + max_new_tokens <= {pages * PAGE}, the "
-                         "positions the compiled caches hold (generation_max_length)")
+    sources = torch.as_tensor(input_ids)
+    if start_token is None:
+        sources = sources.long()
+        sources = sources.reshape(1, -1) if sources.dim() == 1 else sources
+    prompt_length = 1 if start_token is not None else sources.shape[-1]
+    if sources.dim() < 2 or not prompt_length or prompt_length + max_new_tokens > model.pages * page:
+        raise InputError(f"generate: prompts of shape {tuple(sources.shape)} and max_new_tokens {max_new_tokens}: "
+                         f"legal: (batch, n) ids with n >= 1 and n + max_new_tokens <= {model.pages * page}, the "
+                         "positions the compiled caches hold (generation_max_length)" if start_token is None else
+                         f"generate: sources of shape {tuple(sources.shape)} and max_new_tokens {max_new_tokens}: "
+                         f"legal: a batch of sources and 1 + max_new_tokens <= {model.pages * page}, the positions "
+                         "the compiled caches hold (generation_max_length)")
+    encode, decode = _programs(model)
     rows = []
-    for prompt in prompts.tolist():
-        reset()
-        rows.append(_decode(step, prompt, max_new_tokens, set(stops)))
+    for k in range(sources.shape[0]):
+        model.reset_state()
+        source = () if start_token is None else (sources[k:k + 1],)
+        if source:
+            model(torch.zeros(1, page, dtype=torch.long), torch.zeros(1, 1), *source, programs=encode,
+                  cache_write_index=0)      # a page index the call takes; the encoder's programs write no page
+        prompt = sources[k].tolist() if start_token is None else [start_token]
+
+        def step(ids: torch.Tensor, first: int) -> torch.Tensor:
+            out = model(ids, torch.tensor([[float(first)]]), *source, cache_write_index=first // page,
+                        programs=decode)
+            return (out[0] if isinstance(out, (tuple, list)) else out).long()
+        rows.append(_decode(step, page, prompt, max_new_tokens, set(stops)))
     width = max(map(len, rows))
     pad = stops[0] if stops else 0
     return torch.tensor([row + [pad] * (width - len(row)) for row in rows], dtype=torch.long)
 
 
-def _decode(step: Step, prompt: list[int], new_tokens: int, stops: set[int]) -> list[int]:
+def _programs(model) -> tuple[list[str], list[str]]:
+    """The programs run once per sequence (an encoder's: they write no page) and those run every step."""
+    decode = [p.name for nl in model.netlists for p in nl.programs
+              if any(isinstance(i, Param) and WRITE_INDEX_PARAM in i.names for i in p.instructions)]
+    return [p for p in model.program_names if p not in decode], decode
+
+
+def _decode(step, page: int, prompt: list[int], new_tokens: int, stops: set[int]) -> list[int]:
     tokens, filled = list(prompt), 0          # filled: the pages the caches hold whole
     while len(tokens) < len(prompt) + new_tokens:
         last = len(tokens) - 1
-        page = last // PAGE
-        for earlier in range(filled, page):    # a prompt's earlier pages, into the caches
-            _run(step, tokens, earlier)
-        token = int(_run(step, tokens, page)[0, last % PAGE])
-        filled = page + 1 if last % PAGE == PAGE - 1 else page
+        current = last // page
+        for earlier in range(filled, current):    # a prompt's earlier pages, into the caches
+            step(_page_ids(tokens, earlier, page), earlier * page)
+        token = int(step(_page_ids(tokens, current, page), current * page)[0, last % page])
+        filled = current + 1 if last % page == page - 1 else current
         tokens.append(token)
         if token in stops:
             break
     return tokens
 
 
-def _run(step: Step, tokens: list[int], page: int) -> torch.Tensor:
-    """The step on page `page` of `tokens` (positions past the last are 0): the greedy token of every row."""
-    ids = torch.zeros(1, PAGE, dtype=torch.long)
-    chunk = tokens[page * PAGE:(page + 1) * PAGE]
+def _page_ids(tokens: list[int], index: int, page: int) -> torch.Tensor:
+    """Page `index` of `tokens` (1, page), positions past the last 0."""
+    ids = torch.zeros(1, page, dtype=torch.long)
+    chunk = tokens[index * page:(index + 1) * page]
     ids[0, :len(chunk)] = torch.tensor(chunk)
-    out = step(ids, torch.tensor([[float(page * PAGE)]]), cache_write_index=page)
-    return (out[0] if isinstance(out, (tuple, list)) else out).long()
+    return ids

@@ -101,23 +101,32 @@ class RuntimeModel:
         return self._perf
 
     @property
+    def program_names(self) -> list[str]:
+        """The netlists' programs, in run order (a call runs them all)."""
+        return [p.name for nl in self.netlists for p in nl.programs]
+
+    @property
     def pages(self) -> int:
         """How many pages the model's paged state holds (`loopback_outputs` of one page; the fewest of several;
         0: none), each its writer view's entry: the legal `cache_write_index` values are 0 .. pages - 1."""
         return min((q.entries for nl in self.netlists for q in nl.queues.values() if q.alias is not None),
                    default=0)
 
-    def __call__(self, *inputs, cache_write_index: int | None = None):
+    def __call__(self, *inputs, cache_write_index: int | None = None, programs: Sequence[str] | None = None):
         """Run the parts (netlists in the backend simulator, fallback ops on the host) on a microbatch of inputs
         (torch tensors or numpy arrays); returns torch tensors in the structure the torch model returns (a
         PyBudaModule: one tensor, or a tuple). InputError names an input whose count, shape or dtype family differs
-        from the compiled ones. A model with paged state takes the page this run writes, `cache_write_index`."""
+        from the compiled ones. A model with paged state takes the page this run writes, `cache_write_index`.
+        `programs` runs only those netlist programs (`compile_subgraphs`; see `program_names`), an output none of
+        them computes coming back as None."""
         batch = checked_inputs(self.manifest, inputs)
         params = _write_index(cache_write_index, self.pages)
+        if programs is not None and set(programs) - set(self.program_names):
+            raise InputError(f"programs={list(programs)!r}: legal: names of {', '.join(self.program_names)}")
         saved = self.manifest.intermediates
-        values = [torch.from_numpy(np.ascontiguousarray(v)) for v in run(
+        values = [None if v is None else torch.from_numpy(np.ascontiguousarray(v)) for v in run(
             self.netlists, self.manifest, self.arrays, batch, [*self.manifest.outputs, *(v for _, v in saved)],
-            self._devices, params)]
+            self._devices, params, programs)]
         outputs = values[:len(self.manifest.outputs)]
         self.intermediates = {op: value for (op, _), value in zip(saved, values[len(outputs):])}
         return rebuild(self.manifest.output_structure, outputs)
@@ -125,8 +134,7 @@ class RuntimeModel:
     def generate(self, input_ids, max_new_tokens: int = 20, eos_token_id=None) -> torch.Tensor:
         """Greedy decoding with a compiled decode step (`enable_link_past_cache_ios`): the prompts (batch, n)
         followed by the new token ids, as Hugging Face `generate(do_sample=False)` (`runtime/generate.py`)."""
-        return generate(self, self.input_names, self.pages, self.reset_state, input_ids, max_new_tokens,
-                        eos_token_id)
+        return generate(self, input_ids, max_new_tokens, eos_token_id)
 
     def save(self, path: str | Path) -> Path:
         """Write the model as one TTI image file (atomically); `pybuda.load(path)` runs it in any process."""
