@@ -1,7 +1,7 @@
-"""Generation with the KV cache on the device (issue 36): Hugging Face GPT-2, Llama, T5 and Whisper compiled with
-`enable_link_past_cache_ios` as a paged decode step (an encoder-decoder's encoder as a program of its own, run once
-per sequence); `generate` equals Hugging Face `generate(do_sample=False)` token for token at Float32, the caches
-are pushed once per sequence and never again, a saved image generates too; misuse says what is legal."""
+"""Generation with the KV cache on the device (issue 36): Hugging Face GPT-2, Llama, Falcon, T5 and Whisper
+compiled with `enable_link_past_cache_ios` as a paged decode step (an encoder-decoder's encoder as a program of its
+own, run once per sequence); `generate` equals Hugging Face `generate(do_sample=False)` token for token at Float32,
+the caches are pushed once per sequence and never again, a saved image generates too; misuse says what is legal."""
 from __future__ import annotations
 
 import pytest
@@ -74,13 +74,30 @@ def test_a_llama_with_grouped_query_attention_generates_like_hugging_face(tmp_pa
     assert compiled.generate(PROMPT, max_new_tokens=32).tolist() == _hf(llama, PROMPT, 32).tolist()
 
 
-def _random(model: torch.nn.Module) -> torch.nn.Module:
+def _random(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
     """A model whose random weights generate varied tokens (a freshly initialised T5 or Whisper repeats one)."""
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0, 0.1)
     return model.eval()
+
+
+@pytest.mark.parametrize("multi_query, parallel_attn, seed", [(True, True, 0), (False, False, 0)],
+                         ids=["falcon-7b-layer", "sequential"])
+def test_falcon_generates_like_hugging_face(multi_query, parallel_attn, seed, tmp_path):
+    config = transformers.FalconConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                       multi_query=multi_query, parallel_attn=parallel_attn, alibi=False,
+                                       new_decoder_architecture=False, bias=False, max_position_embeddings=128,
+                                       bos_token_id=0, eos_token_id=1)
+    falcon = _random(transformers.FalconForCausalLM(config), seed)
+    compiled = pybuda.compile(falcon, PROMPT, device="n150", output_dir=tmp_path, config=pybuda.CompilerConfig(
+        enable_link_past_cache_ios=True, default_df_override="Float32", generation_max_length=64))
+    # multi-query: the caches hold the one key/value head of 16
+    assert compiled.netlist.queues["caches_0"].element_shape[-1] == (32 if multi_query else 64)
+    expected = _hf(falcon, PROMPT, 32)
+    assert len(set(expected[0, 5:].tolist())) > 1       # not one repeated token
+    assert compiled.generate(PROMPT, max_new_tokens=32).tolist() == expected.tolist()
 
 
 def _encoder_runs_once_and_no_cache_is_pushed_again(compiled) -> None:
@@ -137,7 +154,7 @@ def test_misuse_says_what_is_legal(gpt2, compiled, tmp_path):
     with pytest.raises(pybuda.UsageError, match="compile a Hugging Face causal LM or encoder-decoder"):
         mlp.generate(PROMPT)
     with pytest.raises(pybuda.UserInputError, match="supported: Hugging Face causal LMs and encoder-decoders.*"
-                       "'gpt2', 'llama', 't5', 'whisper'"):
+                       "'gpt2', 'llama', 'falcon', 't5', 'whisper'"):
         pybuda.compile(torch.nn.Linear(32, 32), torch.randn(1, 32), output_dir=tmp_path / "other",
                        config=pybuda.CompilerConfig(enable_link_past_cache_ios=True))
     with pytest.raises(pybuda.UserInputError, match="generation_max_length 48: legal: a multiple of 32"):

@@ -33,9 +33,9 @@ class PagedStep(torch.nn.Module):
     HEAD = "lm_head"       # the model's attribute holding its LM head
 
 
-    def __init__(self, model: torch.nn.Module, max_length: int):
+    def __init__(self, model: torch.nn.Module, max_length: int, prompt_length: int = 1):
         super().__init__()
-        self.model, self.max_length = model, max_length
+        self.model, self.max_length, self.prompt_length = model, max_length, prompt_length
 
     def forward(self, ids: torch.Tensor, start: torch.Tensor, *caches: torch.Tensor) -> tuple:
         return self.decode(ids, start, caches)
@@ -59,10 +59,11 @@ class PagedStep(torch.nn.Module):
 
     @property
     def generation(self) -> dict:
-        """How `generate` drives the step (kept in the run manifest): the page, and an encoder-decoder's first
-        decoder token."""
+        """How `generate` drives the step (kept in the run manifest): the page, an encoder-decoder's first decoder
+        token, and the lengths the estimate takes (the compiled prompt's, the caches')."""
         start = self.model.config.decoder_start_token_id if self.cross else None
-        return {"page": PAGE, "decoder_start": start}
+        return {"page": PAGE, "decoder_start": start, "prompt_length": self.prompt_length,
+                "max_length": self.max_length}
 
 
 class EncoderDecoderStep(PagedStep):
@@ -145,6 +146,54 @@ class LlamaStep(PagedStep):
 
     def logits(self, x):
         return self.model.lm_head(self.model.model.norm(x))
+
+
+class FalconStep(PagedStep):
+    """Hugging Face Falcon (`FalconForCausalLM`, the Falcon-7B/40B-style layer): fused QKV with one shared
+    key/value head (multi-query) or a key/value head per query head, rotary positions, attention and MLP in parallel
+    from one LayerNorm (or one after the other). ALiBi and the new decoder architecture are refused."""
+
+    @staticmethod
+    def cache_width(config) -> int:
+        return _falcon_kv_heads(config) * config.hidden_size // config.num_attention_heads
+
+    @staticmethod
+    def positions(config) -> int:
+        if config.alibi or config.new_decoder_architecture:
+            raise UserInputError("enable_link_past_cache_ios: a Falcon with "
+                                 f"{'alibi' if config.alibi else 'new_decoder_architecture'} has no paged decode step "
+                                 "here; legal: rotary positions and the Falcon-7B layer (new_decoder_architecture "
+                                 "False)")
+        return config.max_position_embeddings
+
+    def layers(self):
+        return self.model.transformer.h
+
+    def embed(self, ids, positions):
+        x = self.model.transformer.word_embeddings(ids)
+        return x, self.model.transformer.rotary_emb(x, positions)
+
+    def layer(self, k, layer, x, caches, bias, rotary):
+        from transformers.models.falcon.modeling_falcon import apply_rotary_pos_emb
+        (keys, values), config, attn = caches, self.model.config, layer.self_attention
+        heads, kv_heads = config.num_attention_heads, _falcon_kv_heads(config)
+        h = layer.input_layernorm(x)
+        qkv = attn.query_key_value(h).reshape(1, PAGE, -1, attn.head_dim)
+        if config.multi_query:        # the query heads, then the one key head and the one value head
+            q, key, value = qkv[:, :, :heads], qkv[:, :, heads:heads + 1], qkv[:, :, heads + 1:]
+        else:                         # per head: its query, key and value
+            qkv = qkv.reshape(1, PAGE, heads, 3, attn.head_dim)
+            q, key, value = qkv[:, :, :, 0], qkv[:, :, :, 1], qkv[:, :, :, 2]
+        q, key = apply_rotary_pos_emb(q.transpose(1, 2), key.transpose(1, 2), *rotary)
+        key, value = key.transpose(1, 2).reshape(1, PAGE, -1), value.reshape(1, PAGE, -1)
+        attended = attn.dense(_attend(q, keys, key, values, value, kv_heads, attn.inv_norm_factor, bias))
+        if config.parallel_attn:
+            return x + attended + layer.mlp(h), key, value
+        x = x + attended
+        return x + layer.mlp(layer.post_attention_layernorm(x)), key, value
+
+    def logits(self, x):
+        return self.model.lm_head(self.model.transformer.ln_f(x))
 
 
 class T5Step(EncoderDecoderStep):
@@ -240,7 +289,12 @@ class WhisperStep(EncoderDecoderStep):
         return self.model.proj_out(self.model.model.decoder.layer_norm(x))
 
 
-FAMILIES = {"gpt2": GPT2Step, "llama": LlamaStep, "t5": T5Step, "whisper": WhisperStep}   # model_type -> its step
+FAMILIES = {"gpt2": GPT2Step, "llama": LlamaStep, "falcon": FalconStep, "t5": T5Step,   # model_type -> its step
+            "whisper": WhisperStep}
+
+
+def _falcon_kv_heads(config) -> int:
+    return 1 if config.multi_query else config.num_kv_heads
 
 
 def _head_dim(config) -> int:
@@ -311,7 +365,11 @@ def paged_decoder(model: torch.nn.Module, sample_inputs: tuple, max_length: int 
     if length % PAGE or not PAGE <= length <= limit:
         raise UserInputError(f"generation_max_length {length}: legal: a multiple of {PAGE} up to the model's "
                              f"{limit} positions")
-    step = family(model, length).eval()
+    prompt = 1 if family.cross else sample_inputs[0].shape[-1]    # an encoder-decoder's: its first decoder token
+    if prompt >= length:
+        raise UserInputError(f"enable_link_past_cache_ios: the sample prompt has {prompt} tokens; legal: fewer than "
+                             f"generation_max_length ({length}), the positions the caches hold")
+    step = family(model, length, prompt).eval()
     width, layers = family.cache_width(config), len(step.layers())
     caches = [torch.zeros(1, length, width) for _ in range(2 * layers)]
     sample: tuple = (torch.zeros(1, PAGE, dtype=torch.long), torch.zeros(1, 1))

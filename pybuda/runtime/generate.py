@@ -6,14 +6,17 @@ source (its cross-attention state written on the device), then decodes from its 
 a batch run one after the other, each from fresh device state."""
 from __future__ import annotations
 
-from typing import Iterable
+import math
+from typing import Iterable, Sequence
 
 import torch
 
+from ..backend_sim.timing import PerfReport
 from ..codegen.programs import WRITE_INDEX_PARAM
 from ..errors import UsageError
 from ..netlist.model import Param
 from .inputs import InputError
+from .perf import GenerationPerf
 
 
 def generate(model, input_ids, max_new_tokens: int, eos_token_id: int | Iterable[int] | None = None
@@ -59,6 +62,19 @@ def generate(model, input_ids, max_new_tokens: int, eos_token_id: int | Iterable
     width = max(map(len, rows))
     pad = stops[0] if stops else 0
     return torch.tensor([row + [pad] * (width - len(row)) for row in rows], dtype=torch.long)
+
+
+def generation_perf(model, parts: Sequence[PerfReport]) -> GenerationPerf:
+    """The generation estimate of a decode step (`GenerationPerf`) from its programs' estimates (`parts`, in
+    `model.program_names` order) at the compiled prompt and generation length."""
+    spec = model.manifest.generation
+    encode, decode = _programs(model)
+    cycles = {name: part.total_cycles for name, part in zip(model.program_names, parts)}
+    host = {name: q for nl in model.netlists for name, q in nl.queues.items() if q.loc == "host"}
+    step_queues = set().union(*(nl.queues_of(p) for nl in model.netlists for p in decode)) & set(host)
+    pcie = sum(math.prod(host[q].shape) * host[q].df.tile_bytes for q in step_queues)
+    return GenerationPerf(spec["prompt_length"], spec["max_length"] - spec["prompt_length"], spec["page"],
+                          parts[0].clock_hz, sum(cycles[p] for p in encode), sum(cycles[p] for p in decode), pcie)
 
 
 def _programs(model) -> tuple[list[str], list[str]]:

@@ -11,7 +11,7 @@ from ..codegen.manifest import DevicePart, HostProgram, RunManifest
 from ..netlist import Netlist
 from ..passes.loopback import STATE
 from .executor import check_manifest, run
-from .generate import generate
+from .generate import generate, generation_perf
 from .inputs import InputError, checked_inputs
 from .outputs import rebuild
 from .perf import ModelPerf
@@ -95,9 +95,10 @@ class RuntimeModel:
             if self.netlists and is_training_netlist(self.netlists[0]):
                 self._perf = training_step_perf(self.netlists[0], self.manifest)
             else:
-                self._perf = ModelPerf(tuple(estimate(nl, device=self.device, program=p.name)      # every program
-                                             for nl in self.netlists for p in nl.programs),
-                                       tuple(op.name for op in self.manifest.host_ops()), self.microbatch)
+                parts = tuple(estimate(nl, device=self.device, program=p.name)      # every program
+                              for nl in self.netlists for p in nl.programs)
+                self._perf = ModelPerf(parts, tuple(op.name for op in self.manifest.host_ops()), self.microbatch,
+                                       generation=generation_perf(self, parts) if self.manifest.generation else None)
         return self._perf
 
     @property

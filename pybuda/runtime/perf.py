@@ -7,6 +7,54 @@ from __future__ import annotations
 import dataclasses
 
 from ..backend_sim.timing import PerfReport
+from ..errors import UsageError
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationPerf:
+    """The estimate of generating with a decode step (`enable_link_past_cache_ios`) at the compiled prompt length
+    and generation length, one sequence: its encoder programs once (an encoder-decoder's; `encoder_cycles`), the
+    prompt page by page (`prefill`, ending with the step that gives the first new token), then one step per further
+    token (`step_cycles` each). `pcie_bytes_per_token`: what crosses PCIe in one step (the host queues the step
+    program reads and writes), in the estimate."""
+
+    prompt_length: int
+    new_tokens: int
+    page: int
+    clock_hz: float
+    encoder_cycles: int
+    step_cycles: int
+    pcie_bytes_per_token: int
+
+    @property
+    def prefill_steps(self) -> int:
+        return -(-self.prompt_length // self.page)
+
+    @property
+    def prefill_seconds(self) -> float:
+        """Latency to the first new token: the encoder and the prompt's pages."""
+        return (self.encoder_cycles + self.prefill_steps * self.step_cycles) / self.clock_hz
+
+    @property
+    def decode_seconds_per_token(self) -> float:
+        return self.step_cycles / self.clock_hz
+
+    @property
+    def tokens_per_second(self) -> float:
+        """New tokens per second of one sequence, the prefill included."""
+        seconds = self.prefill_seconds + (self.new_tokens - 1) * self.decode_seconds_per_token
+        return self.new_tokens / seconds if seconds > 0 else 0.0
+
+    def to_text(self) -> str:
+        return "\n".join([
+            f"generation: prompt {self.prompt_length} tokens, {self.new_tokens} new tokens, batch 1 (sequences of a "
+            "batch run one after the other)",
+            f"  prefill (encoder {self.encoder_cycles:,} cycles + {self.prefill_steps} step(s)): "
+            f"{self.prefill_seconds * 1e3:,.3f} ms",
+            f"  decode step: {self.step_cycles:,} cycles per token ({self.decode_seconds_per_token * 1e3:,.3f} ms), "
+            f"{self.pcie_bytes_per_token:,} bytes over PCIe per token",
+            f"  tokens/second: {self.tokens_per_second:,.1f}",
+        ])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,6 +66,7 @@ class ModelPerf:
     host_ops: tuple[str, ...]
     samples: int
     transfer_cycles: int = 0
+    generation: GenerationPerf | None = None    # a decode step's (`enable_link_past_cache_ios`)
 
     @property
     def total_cycles(self) -> int:
@@ -32,6 +81,27 @@ class ModelPerf:
     def samples_per_second(self) -> float:
         """Samples per second on the device (0.0 for a model that runs on the host alone)."""
         return self.samples / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        """A decode step's new tokens per second at the compiled prompt and generation length (`generation`)."""
+        return self._generation().tokens_per_second
+
+    @property
+    def prefill_seconds(self) -> float:
+        """A decode step's latency to the first new token (`generation`)."""
+        return self._generation().prefill_seconds
+
+    @property
+    def decode_cycles(self) -> int:
+        """A decode step's device cycles per new token (`generation`)."""
+        return self._generation().step_cycles
+
+    def _generation(self) -> GenerationPerf:
+        if self.generation is None:
+            raise UsageError("the generation estimate (tokens_per_second, prefill_seconds, decode_cycles) is a "
+                             "decode step's: compile with CompilerConfig(enable_link_past_cache_ios=True)")
+        return self.generation
 
     @property
     def epochs(self) -> list:
@@ -53,6 +123,8 @@ class ModelPerf:
         lines.append(f"total: {self.total_cycles:,} cycles over {len(self.parts)} device part(s), "
                      f"{self.samples_per_second:,.1f} samples/s")
         lines.append(f"host (CPU fallback) ops, not timed: {', '.join(self.host_ops) if self.host_ops else 'none'}")
+        if self.generation is not None:
+            lines.append(self.generation.to_text())
         return "\n".join(lines)
 
     summary = to_text
