@@ -266,7 +266,8 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
         if config.loopback_outputs:
             raise UserInputError("enable_link_past_cache_ios links the caches itself: leave loopback_outputs empty")
         model, sample_inputs, config.loopback_outputs = paged_decoder(model, sample_inputs,
-                                                                      config.generation_max_length)
+                                                                      config.generation_max_length,
+                                                                      config.default_df_override)
         config.compile_subgraphs = config.compile_subgraphs or model.cross   # the encoder: a program of its own
     elif config.generation_max_length is not None:
         warnings.warn(f"generation_max_length={config.generation_max_length} has no effect without "

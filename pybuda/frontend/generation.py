@@ -17,12 +17,15 @@ refused naming them."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 
+from ..dataformat import DataFormat
 from ..errors import UserInputError
 
 PAGE = 32                      # positions per page: one tile of rows
+DIGIT_BASE = 256               # the greedy token crosses as two digits of this base (`_greedy_digits`)
 
 
 class PagedStep(torch.nn.Module):
@@ -33,9 +36,12 @@ class PagedStep(torch.nn.Module):
     HEAD = "lm_head"       # the model's attribute holding its LM head
 
 
-    def __init__(self, model: torch.nn.Module, max_length: int, prompt_length: int = 1):
+    def __init__(self, model: torch.nn.Module, max_length: int, prompt_length: int = 1,
+                 decoder_start: int | None = None, device_argmax: bool = True):
         super().__init__()
         self.model, self.max_length, self.prompt_length = model, max_length, prompt_length
+        self.decoder_start = decoder_start     # an encoder-decoder's first decoder token
+        self.device_argmax = device_argmax     # the greedy token as two digits (`_greedy_digits`), else an index
 
     def forward(self, ids: torch.Tensor, start: torch.Tensor, *caches: torch.Tensor) -> tuple:
         return self.decode(ids, start, caches)
@@ -51,7 +57,8 @@ class PagedStep(torch.nn.Module):
         for k, layer in enumerate(self.layers()):
             x, key, value = self.layer(k, layer, x, caches[per_layer * k:per_layer * (k + 1)], bias, rotary)
             pages += [key, value]
-        return (torch.argmax(self.logits(x), -1).float(), *pages)
+        logits = self.logits(x)
+        return (_greedy_digits(logits) if self.device_argmax else torch.argmax(logits, -1).float(), *pages)
 
     def bias(self, start: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """What each row's attention scores over the cached positions and the page's own add: the mask."""
@@ -60,10 +67,10 @@ class PagedStep(torch.nn.Module):
     @property
     def generation(self) -> dict:
         """How `generate` drives the step (kept in the run manifest): the page, an encoder-decoder's first decoder
-        token, and the lengths the estimate takes (the compiled prompt's, the caches')."""
-        start = self.model.config.decoder_start_token_id if self.cross else None
-        return {"page": PAGE, "decoder_start": start, "prompt_length": self.prompt_length,
-                "max_length": self.max_length}
+        token, the lengths the estimate takes (the compiled prompt's, the caches') and the base of the greedy
+        token's two digits (None: the step returns token indices)."""
+        return {"page": PAGE, "decoder_start": self.decoder_start, "prompt_length": self.prompt_length,
+                "max_length": self.max_length, "token_base": DIGIT_BASE if self.device_argmax else None}
 
 
 class EncoderDecoderStep(PagedStep):
@@ -218,12 +225,30 @@ class T5Step(EncoderDecoderStep):
         attn = block.layer[1].EncDecAttention
         return attn.k(encoded), attn.v(encoded)
 
-    def bias(self, start, positions):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         attn = self.model.decoder.block[0].layer[0].SelfAttention
-        keys = torch.cat([torch.arange(self.max_length).reshape(1, -1), positions], dim=-1)
-        buckets = _causal_buckets(positions.reshape(PAGE, 1) - keys, attn.relative_attention_num_buckets,
-                                  attn.relative_attention_max_distance)
-        return attn.relative_attention_bias(buckets).permute(2, 0, 1).unsqueeze(0) + super().bias(start, positions)
+        far = -(-(attn.relative_attention_max_distance + PAGE - 1) // PAGE)   # pages apart: all in the last bucket
+        distance = torch.arange(PAGE).reshape(PAGE, 1) - torch.arange(PAGE).reshape(1, PAGE)
+        with torch.no_grad():   # block k: (heads, PAGE, PAGE), the bias of a page's rows over a page k pages before
+            blocks = [attn.relative_attention_bias(_causal_buckets(distance + PAGE * k,
+                                                                   attn.relative_attention_num_buckets,
+                                                                   attn.relative_attention_max_distance))
+                      .permute(2, 0, 1) for k in range(far + 1)]
+        self.register_buffer("position_blocks", torch.stack(blocks), persistent=False)
+
+    def bias(self, start, positions):
+        """T5's relative position bias on the device: it depends on how many pages a key's page lies before the
+        page's (the bias of the page's own keys is block 0) and is the same from `far` pages on, so the cached part
+        is a sum over at most `far` constant blocks tiled over the pages, each switched on where the key's page
+        is at least that many pages before (a clamp of whole numbers), plus the mask."""
+        pages, blocks = self.max_length // PAGE, self.position_blocks
+        before = _pages_before(start, self.max_length).reshape(1, 1, self.max_length)
+        cached = torch.zeros(blocks.shape[1], PAGE, self.max_length)
+        for k in range(1, min(len(blocks) - 1, pages - 1) + 1):
+            step = (blocks[k] - (blocks[k - 1] if k > 1 else 0.0)).repeat(1, 1, pages)
+            cached = cached + step * torch.clamp(before - (k - 1), 0.0, 1.0)
+        return torch.cat([cached, blocks[0]], dim=-1).unsqueeze(0) + super().bias(start, positions)
 
     def embed(self, ids, positions):
         return self.model.decoder.embed_tokens(ids), None
@@ -340,19 +365,50 @@ def _heads(x: torch.Tensor, heads: int) -> torch.Tensor:
     return x.reshape(1, x.shape[1], heads, -1).transpose(1, 2)
 
 
+def _greedy_digits(logits: torch.Tensor) -> torch.Tensor:
+    """The greedy token of each row of (1, PAGE, vocab) logits, computed on the device, as its two base-DIGIT_BASE
+    digits (1, PAGE, 2) (high, low): whole numbers below 256, exact in a 16-bit format (a vocabulary index is not).
+    The first position of the row's maximum wins, as in `torch.argmax` (values closer to it than 2^-42 count as
+    equal): per digit, the largest of (DIGIT_BASE - 1 - digit) over those positions."""
+    vocab = logits.shape[-1]
+    index = torch.arange(vocab).float()
+    high = torch.floor(index * (1.0 / DIGIT_BASE)).reshape(1, 1, vocab)
+    low = (index.reshape(1, 1, vocab) - high * DIGIT_BASE)
+    top = DIGIT_BASE - 1.0
+    below = torch.amax(logits, -1, keepdim=True) - logits
+    for _ in range(3):     # 0 for the maxima, 1 for a value at least 2^-42 below: scaled in steps a 16-bit format holds
+        below = torch.clamp(below * 2.0 ** 14, 0.0, 1.0)
+    at_max = 1.0 - below
+    first_high = top - torch.amax(at_max * (top - high), -1, keepdim=True)
+    in_block = at_max * (1.0 - torch.clamp(high - first_high, 0.0, 1.0))   # a maximum's high digit >= the first's
+    first_low = top - torch.amax(in_block * (top - low), -1, keepdim=True)
+    return torch.cat([first_high, first_low], dim=-1)
+
+
+def _pages_before(start: torch.Tensor, max_length: int) -> torch.Tensor:
+    """(1, max_length): for each cached position, how many pages its page lies before the page at `start` (a
+    page boundary), negative or 0 for the page and after: whole numbers of at most max_length / PAGE, so exact in
+    every format the device computes them in (a 16-bit format holds integers up to 256 exactly, not positions)."""
+    page_of = torch.floor(torch.arange(max_length).float() * (1.0 / PAGE)).reshape(1, max_length)
+    return start.reshape(1, 1) * (1.0 / PAGE) - page_of
+
+
 def _attention_bias(start: torch.Tensor, max_length: int) -> torch.Tensor:
-    """(PAGE, max_length + PAGE): 0 where a row of the page may attend (cached positions before `start`, the page's
-    own up to the row), a large negative number elsewhere."""
-    cached = (torch.arange(max_length).reshape(1, max_length) < start.reshape(1, 1)).float().expand(PAGE, max_length)
-    keep = torch.cat([cached, torch.tril(torch.ones(PAGE, PAGE))], dim=-1)
-    return (1.0 - keep) * -1e4
+    """(PAGE, max_length + PAGE): 0 where a row of the page may attend (cached positions before the page at `start`,
+    the page's own up to the row), a large negative number elsewhere. Arithmetic only (pages before clamped to
+    0..1), so the device computes it from `start`."""
+    cached = torch.clamp(_pages_before(start, max_length), 0.0, 1.0)
+    keep = torch.cat([cached.expand(PAGE, max_length), torch.tril(torch.ones(PAGE, PAGE))], dim=-1)
+    return (keep - 1.0) * 1e4
 
 
-def paged_decoder(model: torch.nn.Module, sample_inputs: tuple, max_length: int | None
-                  ) -> tuple[PagedStep, tuple, dict[str, int]]:
+def paged_decoder(model: torch.nn.Module, sample_inputs: tuple, max_length: int | None,
+                  df: DataFormat | None = None) -> tuple[PagedStep, tuple, dict[str, int]]:
     """The decode step of a Hugging Face causal LM or encoder-decoder, its sample inputs (the caches' starting
     value: zeros; an encoder-decoder's source: the first sample input, whose shape every generation then takes) and
-    the `loopback_outputs` linking each cache to what writes it; UserInputError for a model it cannot step."""
+    the `loopback_outputs` linking each cache to what writes it; UserInputError for a model it cannot step. `df`
+    (`default_df_override`) decides where the greedy token is picked: on the device unless the format cannot hold
+    its digits exactly (a block format), or the vocabulary exceeds two digits (a warning says so)."""
     config = getattr(model, "config", None)
     kind = getattr(config, "model_type", None)
     family = FAMILIES.get(kind)
@@ -369,7 +425,8 @@ def paged_decoder(model: torch.nn.Module, sample_inputs: tuple, max_length: int 
     if prompt >= length:
         raise UserInputError(f"enable_link_past_cache_ios: the sample prompt has {prompt} tokens; legal: fewer than "
                              f"generation_max_length ({length}), the positions the caches hold")
-    step = family(model, length, prompt).eval()
+    step = family(model, length, prompt, _decoder_start(model) if family.cross else None,
+                  _device_argmax(config.vocab_size, df)).eval()
     width, layers = family.cache_width(config), len(step.layers())
     caches = [torch.zeros(1, length, width) for _ in range(2 * layers)]
     sample: tuple = (torch.zeros(1, PAGE, dtype=torch.long), torch.zeros(1, 1))
@@ -380,3 +437,26 @@ def paged_decoder(model: torch.nn.Module, sample_inputs: tuple, max_length: int 
         caches += [torch.zeros(1, encoded, width) for _ in range(2 * layers)]
         sample += (source,)
     return step, (*sample, *caches), {f"caches_{k}": k + 1 for k in range(len(caches))}
+
+
+def _device_argmax(vocab: int, df: DataFormat | None) -> bool:
+    """Whether the device can pick the greedy token exactly (`_greedy_digits`); warns naming why not."""
+    why = (f"its vocabulary of {vocab} tokens exceeds two base-{DIGIT_BASE} digits" if vocab > DIGIT_BASE ** 2 else
+           f"default_df_override {df.value} cannot hold the token's digits exactly" if df is not None and
+           (df.is_bfp or df.mantissa_bits < 7) else "")
+    if why:
+        warnings.warn(f"enable_link_past_cache_ios: the greedy token is picked on the host, so every step's logits "
+                      f"cross PCIe: {why}", UserWarning, stacklevel=3)
+    return not why
+
+
+def _decoder_start(model: torch.nn.Module) -> int:
+    """An encoder-decoder's first decoder token, as Hugging Face `generate` picks it (the generation config's or
+    the model config's `decoder_start_token_id`, else `bos_token_id`); UserInputError if it has none."""
+    for holder in (getattr(model, "generation_config", None), model.config):
+        for field in ("decoder_start_token_id", "bos_token_id"):
+            token = getattr(holder, field, None)
+            if isinstance(token, int):
+                return token
+    raise UserInputError(f"enable_link_past_cache_ios: {type(model).__name__} names no first decoder token; set "
+                         "model.generation_config.decoder_start_token_id")

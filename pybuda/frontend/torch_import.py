@@ -78,10 +78,22 @@ def import_program(program: torch.export.ExportedProgram, *, name: str = "model"
     with torch.no_grad(), _torch_deprecations_quiet():
         program = program.run_decompositions()
         try:
-            mod = from_exported_program(program, keep_params_as_input=True, run_ep_decomposition=False)
+            mod = from_exported_program(program, keep_params_as_input=True, run_ep_decomposition=False,
+                                        custom_convert_map=_TORCH_CONVERTERS)
         except AssertionError as e:
             raise _tvm_unsupported(e, program) from None
     return _Importer(program, name).run(mod["main"])
+
+
+def _amax(node: torch.fx.Node, importer) -> relax.Var:
+    """torch.amax (a max over dims, without indices), which TVM's importer lacks: Relax `max`."""
+    args = importer.retrieve_args(node)
+    dims = args[1] if len(node.args) > 1 else node.kwargs.get("dim", ())
+    keepdim = args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    return importer.block_builder.emit(relax.op.max(args[0], list(dims) or None, keepdims=keepdim))
+
+
+_TORCH_CONVERTERS = {"amax.default": _amax}   # torch ops TVM's importer lacks -> their Relax form
 
 
 Handler = Callable[["_Importer", relax.Call, tuple], Value]

@@ -57,7 +57,7 @@ def generate(model, input_ids, max_new_tokens: int, eos_token_id: int | Iterable
         def step(ids: torch.Tensor, first: int) -> torch.Tensor:
             out = model(ids, torch.tensor([[float(first)]]), *source, cache_write_index=first // page,
                         programs=decode)
-            return (out[0] if isinstance(out, (tuple, list)) else out).long()
+            return _token_ids(out[0] if isinstance(out, (tuple, list)) else out, spec["token_base"])
         rows.append(_decode(step, page, prompt, max_new_tokens, set(stops)))
     width = max(map(len, rows))
     pad = stops[0] if stops else 0
@@ -82,6 +82,14 @@ def _programs(model) -> tuple[list[str], list[str]]:
     decode = [p.name for nl in model.netlists for p in nl.programs
               if any(isinstance(i, Param) and WRITE_INDEX_PARAM in i.names for i in p.instructions)]
     return [p for p in model.program_names if p not in decode], decode
+
+
+def _token_ids(tokens: torch.Tensor, base: int | None) -> torch.Tensor:
+    """The step's greedy token of each row (1, page): given as indices, or (base None) as (high, low) digits."""
+    if base is None:
+        return tokens.long()
+    digits = tokens.round().long()
+    return digits[..., 0] * base + digits[..., 1]
 
 
 def _decode(step, page: int, prompt: list[int], new_tokens: int, stops: set[int]) -> list[int]:
