@@ -20,9 +20,15 @@ def golden() -> dict:
     return load_golden()
 
 
+@pytest.fixture(scope="module")
+def corpus() -> list[tuple[str, str]]:
+    """The corpus, built once per worker (the mutants take most of a chunk's time)."""
+    return list(corpus_texts())
+
+
 @pytest.mark.parametrize("chunk", range(CHUNKS))
-def test_verdicts_are_the_recorded_ones(golden, chunk):
-    texts = [kt for k, kt in enumerate(corpus_texts()) if k % CHUNKS == chunk]
+def test_verdicts_are_the_recorded_ones(golden, corpus, chunk):
+    texts = [kt for k, kt in enumerate(corpus) if k % CHUNKS == chunk]
     changed = []
     for key, text in texts:
         now = verdict(text)
@@ -31,8 +37,8 @@ def test_verdicts_are_the_recorded_ones(golden, chunk):
     assert not changed, f"{len(changed)} verdicts changed:\n" + "\n".join(changed[:10])
 
 
-def test_the_corpus_covers_every_recorded_key(golden):
-    assert {key for key, _ in corpus_texts()} == set(golden)
+def test_the_corpus_covers_every_recorded_key(golden, corpus):
+    assert {key for key, _ in corpus} == set(golden)
 
 
 def test_every_reported_rule_is_registered(golden):
