@@ -927,9 +927,11 @@ class CompilerConfig:
                    "last (`passes/split_broadcasts.py`)")
     enable_link_past_cache_ios: bool = option(
         False, doc="Heuristically link past-cache outputs back to inputs",
-        caveat="a Hugging Face causal LM (GPT-2, Llama) is compiled as one decode step over a page of 32 positions, "
-               "its key and value caches device state written a page per run (`frontend/generation.py`); "
-               "`compiled.generate` decodes; the sample input (the prompt's ids) is not compiled")
+        caveat="a Hugging Face causal LM (GPT-2, Llama, Falcon) or encoder-decoder (T5, FLAN-T5, Whisper) is "
+               "compiled as one decode step over a page of 32 positions, its key and value caches device state "
+               "written a page per run (an encoder-decoder's encoder a program of its own, its cross-attention "
+               "state written once per sequence; `frontend/generation.py`); `compiled.generate` decodes; of the "
+               "sample input only the prompt's length (the estimate's) or the source's shape is kept")
     generation_max_length: int | None = option(
         None, bounds=(32, None),
         doc="Not legacy: the positions a compiled decoder's caches hold (`enable_link_past_cache_ios`; a multiple "

@@ -44,6 +44,21 @@ def test_generate_equals_hugging_face_and_keeps_the_caches_on_the_device(gpt2, c
     assert len(device.executed) == 32 * len(compiled.netlist.graphs)            # one step per new token
     popped = {t.queue for t in device.transfers if t.kind == "pop"}
     assert not popped & set(caches)
+    # the greedy token is picked on the device: one tile of digits comes back per step, never the logits
+    assert [compiled.netlist.queues[q].shape for q in popped] == [(1, 1, 1)]
+
+
+def test_the_estimate_gives_prefill_decode_cycles_and_tokens_per_second(compiled):
+    generation = compiled.perf.generation
+    assert (generation.prompt_length, generation.new_tokens, generation.encoder_cycles) == (5, 91, 0)
+    step = compiled.perf.decode_cycles / generation.clock_hz
+    assert compiled.perf.decode_cycles == compiled.perf.total_cycles      # one program: the decode step
+    assert compiled.perf.prefill_seconds == pytest.approx(step)           # a 5-token prompt: one page
+    assert compiled.perf.tokens_per_second == pytest.approx(91 / (91 * step))
+    # in per step: the page's token and position embeddings (32 x 64 each: 2 tiles) and its first position (1
+    # tile); out: a tile of digits
+    assert generation.pcie_bytes_per_token == 6 * pybuda.DataFormat.Float32.tile_bytes
+    assert "tokens/second" in compiled.perf.to_text()
 
 
 def test_a_prompt_longer_than_a_page_fills_the_caches_page_by_page(gpt2, compiled):
@@ -150,9 +165,13 @@ def test_a_saved_image_generates(compiled, tmp_path):
 def test_misuse_says_what_is_legal(gpt2, compiled, tmp_path):
     with pytest.raises(pybuda.InputError, match=r"n \+ max_new_tokens <= 96"):
         compiled.generate(PROMPT, max_new_tokens=92)
+    with pytest.raises(pybuda.InputError, match=r"start 5 with cache_write_index 0; legal: .* = 0"):
+        compiled(torch.zeros(1, 32, dtype=torch.long), torch.tensor([[5.0]]), cache_write_index=0)
     mlp = pybuda.compile(torch.nn.Linear(32, 32), torch.randn(1, 32), output_dir=tmp_path / "mlp")
     with pytest.raises(pybuda.UsageError, match="compile a Hugging Face causal LM or encoder-decoder"):
         mlp.generate(PROMPT)
+    with pytest.raises(pybuda.UsageError, match="tokens_per_second.*is a decode step's"):
+        mlp.perf.tokens_per_second
     with pytest.raises(pybuda.UserInputError, match="supported: Hugging Face causal LMs and encoder-decoders.*"
                        "'gpt2', 'llama', 'falcon', 't5', 'whisper'"):
         pybuda.compile(torch.nn.Linear(32, 32), torch.randn(1, 32), output_dir=tmp_path / "other",

@@ -1,19 +1,25 @@
-"""`enable_link_past_cache_ios` for Hugging Face causal LMs: the model compiled as one decode step over a page of
-PAGE positions, its key and value caches device state written one page per run (`loopback_outputs` of a page).
+"""`enable_link_past_cache_ios` for Hugging Face causal LMs and encoder-decoders: the model compiled as one decode
+step over a page of PAGE positions, its key and value caches device state written one page per run
+(`loopback_outputs` of a page).
 
-The step (`PagedStep`) takes the page's token ids (1, PAGE) and the first position of the page `start` (1, 1), and
-per layer a key and a value cache (1, max_length, hidden): heads merged, every position the model may reach. It
-attends from each row of the page to the cached positions before `start` (those from `start` on are masked: the
-page being decoded is not cached yet) and causally within the page, and returns the greedy next token of every
-row (1, PAGE) and, per layer, the page's keys and values (1, PAGE, hidden), which the device writes into the
-caches at page `start // PAGE` (the call's `cache_write_index`). The mask and the positions are computed from
-`start` by the compiled model (its host part ahead of the device, with the embedding lookups: the caller passes
-ids and one number; the embeddings and the mask cross to the device each run). Each run recomputes the whole current
-page (rows past the last token are padding whose results nobody reads), so a prompt fills the caches page by page
-and decoding needs one run per token; `RuntimeModel.generate` drives it.
+The step (`PagedStep`) takes the page's token ids (1, PAGE) and the first position of the page `start` (1, 1), a
+page boundary, and per layer a key and a value cache (1, max_length, hidden): heads merged, every position the
+model may reach. It attends from each row of the page to the cached positions before `start` (those from `start`
+on are masked: the page being decoded is not cached yet) and causally within the page, and returns the greedy next
+token of every row and, per layer, the page's keys and values (1, PAGE, hidden), which the device writes into the
+caches at page `start // PAGE` (the call's `cache_write_index`). The mask (and T5's relative position bias) is
+computed from `start` on the device, in whole numbers of pages (exact in a 16-bit format, as positions are not);
+the embedding lookups run in the compiled model's host part. The greedy token is picked on the device and
+returned as two base-DIGIT_BASE digits (1, PAGE, 2) (`_greedy_digits`), or, where the device format cannot hold
+them exactly, as indices (1, PAGE) picked on the host. Each run recomputes the whole current page (rows past the
+last token are padding whose results nobody reads), so a prompt fills the caches page by page and decoding needs
+one run per token; `RuntimeModel.generate` drives it.
 
-Families (`FAMILIES`, by `model_type`): GPT-2 and Llama (rotary positions, grouped-query attention); others are
-refused naming them."""
+An encoder-decoder's step (`EncoderDecoderStep`) also takes the source and holds the encoder, which writes every
+layer's cross-attention keys and values whole into device state; it compiles to a program of its own.
+
+Families (`FAMILIES`, by `model_type`): GPT-2, Llama (rotary positions, grouped-query attention), Falcon, T5 (and
+FLAN-T5) and Whisper; others are refused naming them."""
 from __future__ import annotations
 
 import math
@@ -30,11 +36,10 @@ DIGIT_BASE = 256               # the greedy token crosses as two digits of this 
 
 class PagedStep(torch.nn.Module):
     """One decode step of a causal LM over a page (module docstring); a family gives the embedding, one layer and
-    the head (`GPT2Step`, `LlamaStep`)."""
+    the head (`GPT2Step`, `LlamaStep`, ...)."""
 
     cross = False          # an encoder-decoder (`EncoderDecoderStep`)
     HEAD = "lm_head"       # the model's attribute holding its LM head
-
 
     def __init__(self, model: torch.nn.Module, max_length: int, prompt_length: int = 1,
                  decoder_start: int | None = None, device_argmax: bool = True):

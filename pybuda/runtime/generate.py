@@ -64,6 +64,16 @@ def generate(model, input_ids, max_new_tokens: int, eos_token_id: int | Iterable
     return torch.tensor([row + [pad] * (width - len(row)) for row in rows], dtype=torch.long)
 
 
+def check_step_start(spec: dict, start, page_index: int) -> None:
+    """InputError unless a decode step's `start` input is the first position of the page it writes (the step's
+    mask counts whole pages)."""
+    first = float(start.reshape(-1)[0])
+    if first != page_index * spec["page"]:
+        raise InputError(f"decode step: start {first:g} with cache_write_index {page_index}; legal: the first "
+                         f"position of the page written, cache_write_index * {spec['page']} = "
+                         f"{page_index * spec['page']}")
+
+
 def generation_perf(model, parts: Sequence[PerfReport]) -> GenerationPerf:
     """The generation estimate of a decode step (`GenerationPerf`) from its programs' estimates (`parts`, in
     `model.program_names` order) at the compiled prompt and generation length."""

@@ -11,7 +11,7 @@ from ..codegen.manifest import DevicePart, HostProgram, RunManifest
 from ..netlist import Netlist
 from ..passes.loopback import STATE
 from .executor import check_manifest, run
-from .generate import generate, generation_perf
+from .generate import check_step_start, generate, generation_perf
 from .inputs import InputError, checked_inputs
 from .outputs import rebuild
 from .perf import ModelPerf
@@ -122,6 +122,8 @@ class RuntimeModel:
         them computes coming back as None."""
         batch = checked_inputs(self.manifest, inputs)
         params = _write_index(cache_write_index, self.pages)
+        if self.manifest.generation is not None:
+            check_step_start(self.manifest.generation, batch[self.input_names[1]], cache_write_index)
         if programs is not None and set(programs) - set(self.program_names):
             raise InputError(f"programs={list(programs)!r}: legal: names of {', '.join(self.program_names)}")
         saved = self.manifest.intermediates
