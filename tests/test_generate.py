@@ -136,8 +136,11 @@ def test_a_t5_encodes_once_and_generates_like_hugging_face(tmp_path):
     compiled = pybuda.compile(t5, source, device="n150", output_dir=tmp_path, config=pybuda.CompilerConfig(
         enable_link_past_cache_ios=True, default_df_override="Float32", generation_max_length=64))
     assert compiled.runtime.program_names == ["run_fwd_0", "run_fwd_1"]   # the encoder's, the decode step's
-    assert compiled.generate(source, max_new_tokens=32).tolist() == _hf(t5, source, 32).tolist()
+    expected = _hf(t5, source, 32)
+    assert compiled.generate(source, max_new_tokens=32).tolist() == expected.tolist()
     _encoder_runs_once_and_no_cache_is_pushed_again(compiled)
+    loaded = pybuda.load(compiled.save(tmp_path / "t5.tti"))        # both programs and how to drive them
+    assert loaded.generate(source, max_new_tokens=8).tolist() == expected[:, :9].tolist()
 
 
 def test_whisper_encodes_its_features_once_and_generates_like_hugging_face(tmp_path):

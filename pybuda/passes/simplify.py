@@ -29,10 +29,12 @@ def is_const_like(graph: Graph, name: str) -> bool:
 
 @rewrite(Pattern(all_operands=CONSTANT))
 def consteval(graph: Graph, node: Node) -> bool:
-    """An op reading only parameters and constants becomes its value. A parameter read by this op alone gives its
-    name to the result, so netlist queues carry the model's parameter names."""
+    """An op reading only parameters and constants becomes its value (IEEE results such as log(0) = -inf without a
+    warning, as torch gives them). A parameter read by this op alone gives its name to the result, so netlist queues
+    carry the model's parameter names."""
     srcs = [graph.node(o.src) for o in graph.operands(node.name)]
-    value = registry.evaluate(node.op_type, [s.value for s in srcs], node.attrs)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = registry.evaluate(node.op_type, [s.value for s in srcs], node.attrs)
     params = [s for s in srcs if s.kind == "parameter"]
     keep = params[0].name if len(params) == 1 and len(graph.users(params[0].name)) == 1 else None
     add = graph.add_parameter if params else graph.add_constant
