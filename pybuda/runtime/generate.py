@@ -1,7 +1,8 @@
 """Greedy decoding with a compiled decode step (`enable_link_past_cache_ios`, `pybuda.frontend.generation`): each
 sequence fills the device's caches page by page from its prompt, then runs one step per new token, reading the
-greedy token of the row of its last position; only token ids and the page's first position cross to the device,
-only the page's token ids come back. An encoder-decoder first runs its encoder program once on the sequence's
+greedy token of the row of its last position. A call takes the page's token ids and first position (their
+embeddings, looked up in the host part, cross to the device) and gives back each row's greedy token (two digits
+per row where the device picks it: `frontend.generation._greedy_digits`). An encoder-decoder first runs its encoder program once on the sequence's
 source (its cross-attention state written on the device), then decodes from its first decoder token. Sequences of
 a batch run one after the other, each from fresh device state."""
 from __future__ import annotations
@@ -38,12 +39,11 @@ def generate(model, input_ids, max_new_tokens: int, eos_token_id: int | Iterable
         sources = sources.reshape(1, -1) if sources.dim() == 1 else sources
     prompt_length = 1 if start_token is not None else sources.shape[-1]
     if sources.dim() < 2 or not prompt_length or prompt_length + max_new_tokens > model.pages * page:
-        raise InputError(f"generate: prompts of shape {tuple(sources.shape)} and max_new_tokens {max_new_tokens}: "
-                         f"legal: (batch, n) ids with n >= 1 and n + max_new_tokens <= {model.pages * page}, the "
-                         "positions the compiled caches hold (generation_max_length)" if start_token is None else
-                         f"generate: sources of shape {tuple(sources.shape)} and max_new_tokens {max_new_tokens}: "
-                         f"legal: a batch of sources and 1 + max_new_tokens <= {model.pages * page}, the positions "
-                         "the compiled caches hold (generation_max_length)")
+        what, legal = (("prompts", "(batch, n) ids with n >= 1 and n") if start_token is None else
+                       ("sources", "a batch of sources and 1"))
+        raise InputError(f"generate: {what} of shape {tuple(sources.shape)} and max_new_tokens {max_new_tokens}: "
+                         f"legal: {legal} + max_new_tokens <= {model.pages * page}, the positions the compiled "
+                         "caches hold (generation_max_length)")
     encode, decode = _programs(model)
     rows = []
     for k in range(sources.shape[0]):
@@ -95,7 +95,8 @@ def _programs(model) -> tuple[list[str], list[str]]:
 
 
 def _token_ids(tokens: torch.Tensor, base: int | None) -> torch.Tensor:
-    """The step's greedy token of each row (1, page): given as indices, or (base None) as (high, low) digits."""
+    """The step's greedy token of each row (1, page): given as indices (base None), or as (high, low) digits of
+    that base."""
     if base is None:
         return tokens.long()
     digits = tokens.round().long()
