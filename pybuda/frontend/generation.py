@@ -42,11 +42,12 @@ class PagedStep(torch.nn.Module):
     HEAD = "lm_head"       # the model's attribute holding its LM head
 
     def __init__(self, model: torch.nn.Module, max_length: int, prompt_length: int = 1,
-                 decoder_start: int | None = None, device_argmax: bool = True):
+                 decoder_start: int | None = None, device_argmax: bool = True, narrow_exponent: bool = False):
         super().__init__()
         self.model, self.max_length, self.prompt_length = model, max_length, prompt_length
         self.decoder_start = decoder_start     # an encoder-decoder's first decoder token
         self.device_argmax = device_argmax     # the greedy token as two digits (`_greedy_digits`), else an index
+        self.narrow_exponent = narrow_exponent   # the device format's largest value is below 2^42 (Float16)
 
     def forward(self, ids: torch.Tensor, start: torch.Tensor, *caches: torch.Tensor) -> tuple:
         return self.decode(ids, start, caches)
@@ -63,7 +64,9 @@ class PagedStep(torch.nn.Module):
             x, key, value = self.layer(k, layer, x, caches[per_layer * k:per_layer * (k + 1)], bias, rotary)
             pages += [key, value]
         logits = self.logits(x)
-        return (_greedy_digits(logits) if self.device_argmax else torch.argmax(logits, -1).float(), *pages)
+        token = (_greedy_digits(logits, 3 if self.narrow_exponent else 1) if self.device_argmax else
+                 torch.argmax(logits, -1).float())
+        return (token, *pages)
 
     def bias(self, start: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """What each row's attention scores over the cached positions and the page's own add: the mask."""
@@ -370,7 +373,7 @@ def _heads(x: torch.Tensor, heads: int) -> torch.Tensor:
     return x.reshape(1, x.shape[1], heads, -1).transpose(1, 2)
 
 
-def _greedy_digits(logits: torch.Tensor) -> torch.Tensor:
+def _greedy_digits(logits: torch.Tensor, scalings: int) -> torch.Tensor:
     """The greedy token of each row of (1, PAGE, vocab) logits, computed on the device, as its two base-DIGIT_BASE
     digits (1, PAGE, 2) (high, low): whole numbers below 256, exact in a 16-bit format (a vocabulary index is not).
     The first position of the row's maximum wins, as in `torch.argmax` (values closer to it than 2^-42 count as
@@ -381,8 +384,8 @@ def _greedy_digits(logits: torch.Tensor) -> torch.Tensor:
     low = (index.reshape(1, 1, vocab) - high * DIGIT_BASE)
     top = DIGIT_BASE - 1.0
     below = torch.amax(logits, -1, keepdim=True) - logits
-    for _ in range(3):     # 0 for the maxima, 1 for a value at least 2^-42 below: scaled in steps a 16-bit format holds
-        below = torch.clamp(below * 2.0 ** 14, 0.0, 1.0)
+    for _ in range(scalings):     # 0 for the maxima, 1 for a value at least 2^-42 below (in `scalings` steps: a
+        below = torch.clamp(below * 2.0 ** (42 // scalings), 0.0, 1.0)     # format with a 5-bit exponent takes 3)
     at_max = 1.0 - below
     first_high = top - torch.amax(at_max * (top - high), -1, keepdim=True)
     in_block = at_max * (1.0 - torch.clamp(high - first_high, 0.0, 1.0))   # a maximum's high digit >= the first's
@@ -431,7 +434,7 @@ def paged_decoder(model: torch.nn.Module, sample_inputs: tuple, max_length: int 
         raise UserInputError(f"enable_link_past_cache_ios: the sample prompt has {prompt} tokens; legal: fewer than "
                              f"generation_max_length ({length}), the positions the caches hold")
     step = family(model, length, prompt, _decoder_start(model) if family.cross else None,
-                  _device_argmax(config.vocab_size, df)).eval()
+                  _device_argmax(config.vocab_size, df), df is not None and df.exponent_family == "a").eval()
     width, layers = family.cache_width(config), len(step.layers())
     caches = [torch.zeros(1, length, width) for _ in range(2 * layers)]
     sample: tuple = (torch.zeros(1, PAGE, dtype=torch.long), torch.zeros(1, 1))
