@@ -78,7 +78,7 @@ def test_a_batch_stops_each_sequence_at_its_eos_and_pads_with_it(gpt2, compiled)
 
 def test_a_llama_with_grouped_query_attention_generates_like_hugging_face(tmp_path):
     config = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
-                                      num_key_value_heads=2, intermediate_size=128, vocab_size=128,
+                                      num_key_value_heads=2, intermediate_size=128, vocab_size=300,
                                       max_position_embeddings=128, bos_token_id=0, eos_token_id=1)
     torch.manual_seed(0)
     llama = transformers.LlamaForCausalLM(config).eval()
@@ -86,6 +86,9 @@ def test_a_llama_with_grouped_query_attention_generates_like_hugging_face(tmp_pa
         enable_link_past_cache_ios=True, default_df_override="Float32", generation_max_length=64))
     # the caches hold the 2 key/value heads of 16 only (never repeated for the 4 query heads), 2 pages of 32
     assert compiled.netlist.queues["caches_0"].element_shape == (2, 32, 32)
+    # the head's 300 tokens (10 tiles) padded to 24 tiles: a 768-wide matmul, whose padded tokens never win
+    assert any(op.type == "matmul" and op.shape[-1] == 24 for op in compiled.netlist.ops.values())
+    assert len(compiled.runtime.manifest.device_parts) == 1      # the grouped heads' mask too is on the device
     assert compiled.generate(PROMPT, max_new_tokens=32).tolist() == _hf(llama, PROMPT, 32).tolist()
 
 

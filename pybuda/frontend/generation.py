@@ -36,7 +36,8 @@ DIGIT_BASE = 256               # the greedy token crosses as two digits of this 
 
 class PagedStep(torch.nn.Module):
     """One decode step of a causal LM over a page (module docstring); a family gives the embedding, one layer and
-    the head (`GPT2Step`, `LlamaStep`, ...)."""
+    what the head reads (`head_input`: the final norm), the step applies the model's head (`HEAD`) over a padded
+    vocabulary (`_padded_vocab`) (`GPT2Step`, `LlamaStep`, ...)."""
 
     cross = False          # an encoder-decoder (`EncoderDecoderStep`)
     HEAD = "lm_head"       # the model's attribute holding its LM head
@@ -48,6 +49,15 @@ class PagedStep(torch.nn.Module):
         self.decoder_start = decoder_start     # an encoder-decoder's first decoder token
         self.device_argmax = device_argmax     # the greedy token as two digits (`_greedy_digits`), else an index
         self.narrow_exponent = narrow_exponent   # the device format's largest value is below 2^42 (Float16)
+        head = getattr(model, self.HEAD)
+        vocab = head.weight.shape[0]
+        padded = _padded_vocab(vocab)
+        with torch.no_grad():     # the head over a padded vocabulary (`_padded_vocab`): padded tokens never win
+            weight = torch.cat([head.weight, head.weight.new_zeros(padded - vocab, head.weight.shape[1])])
+            bias = torch.cat([head.bias if head.bias is not None else head.weight.new_zeros(vocab),
+                              head.weight.new_full((padded - vocab,), -1e4)])
+        self.register_buffer("head_weight", weight, persistent=False)
+        self.register_buffer("head_bias", bias, persistent=False)
 
     def forward(self, ids: torch.Tensor, start: torch.Tensor, *caches: torch.Tensor) -> tuple:
         return self.decode(ids, start, caches)
@@ -63,7 +73,7 @@ class PagedStep(torch.nn.Module):
         for k, layer in enumerate(self.layers()):
             x, key, value = self.layer(k, layer, x, caches[per_layer * k:per_layer * (k + 1)], bias, rotary)
             pages += [key, value]
-        logits = self.logits(x)
+        logits = torch.nn.functional.linear(self.head_input(x), self.head_weight, self.head_bias)
         token = (_greedy_digits(logits, 3 if self.narrow_exponent else 1) if self.device_argmax else
                  torch.argmax(logits, -1).float())
         return (token, *pages)
@@ -125,8 +135,8 @@ class GPT2Step(PagedStep):
         x = x + block.attn.c_proj(attended)
         return x + block.mlp(block.ln_2(x)), key, value
 
-    def logits(self, x):
-        return self.model.lm_head(self.model.transformer.ln_f(x))
+    def head_input(self, x):
+        return self.model.transformer.ln_f(x)
 
 
 class LlamaStep(PagedStep):
@@ -159,8 +169,8 @@ class LlamaStep(PagedStep):
         x = x + attn.o_proj(_attend(q, keys, key, values, value, kv_heads, attn.scaling, bias))
         return x + layer.mlp(layer.post_attention_layernorm(x)), key, value
 
-    def logits(self, x):
-        return self.model.lm_head(self.model.model.norm(x))
+    def head_input(self, x):
+        return self.model.model.norm(x)
 
 
 class FalconStep(PagedStep):
@@ -207,8 +217,8 @@ class FalconStep(PagedStep):
         x = x + attended
         return x + layer.mlp(layer.post_attention_layernorm(x)), key, value
 
-    def logits(self, x):
-        return self.model.lm_head(self.model.transformer.ln_f(x))
+    def head_input(self, x):
+        return self.model.transformer.ln_f(x)
 
 
 class T5Step(EncoderDecoderStep):
@@ -272,12 +282,12 @@ class T5Step(EncoderDecoderStep):
         x = x + cross.EncDecAttention.o(_attend_encoded(h, cross_keys, cross_values, 1.0))
         return block.layer[2](x), key, value
 
-    def logits(self, x):
+    def head_input(self, x):
         config = self.model.config
         x = self.model.decoder.final_layer_norm(x)
         if getattr(config, "scale_decoder_outputs", config.tie_word_embeddings):
             x = x * config.d_model ** -0.5
-        return self.model.lm_head(x)
+        return x
 
 
 class WhisperStep(EncoderDecoderStep):
@@ -318,8 +328,8 @@ class WhisperStep(EncoderDecoderStep):
         x = x + cross.out_proj(_attend_encoded(h, cross_keys, cross_values, 1.0))
         return x + layer.fc2(layer.activation_fn(layer.fc1(layer.final_layer_norm(x)))), key, value
 
-    def logits(self, x):
-        return self.model.proj_out(self.model.model.decoder.layer_norm(x))
+    def head_input(self, x):
+        return self.model.model.decoder.layer_norm(x)
 
 
 FAMILIES = {"gpt2": GPT2Step, "llama": LlamaStep, "falcon": FalconStep, "t5": T5Step,   # model_type -> its step
@@ -342,7 +352,7 @@ def _attend(q, keys, key, values, value, kv_heads: int, scaling: float, bias) ->
     group = heads // kv_heads
     keys = _heads(torch.cat([keys, key], dim=1), kv_heads)
     values = _heads(torch.cat([values, value], dim=1), kv_heads)
-    bias = bias.repeat(group, 1) if group > 1 else bias
+    bias = torch.cat([bias] * group, dim=-2) if group > 1 else bias     # a concatenation the device runs
     scores = q.reshape(1, kv_heads, group * PAGE, d) @ keys.transpose(-2, -1) * scaling + bias
     attended = torch.softmax(scores, -1) @ values
     return attended.reshape(1, heads, PAGE, d).transpose(1, 2).reshape(1, PAGE, heads * d)
@@ -371,6 +381,15 @@ def _causal_buckets(distance: torch.Tensor, buckets: int, max_distance: int) -> 
 def _heads(x: torch.Tensor, heads: int) -> torch.Tensor:
     """(1, positions, hidden) as (1, heads, positions, hidden / heads)."""
     return x.reshape(1, x.shape[1], heads, -1).transpose(1, 2)
+
+
+def _padded_vocab(vocab: int) -> int:
+    """The vocabulary the head computes: above a row of 8 tiles, padded to a multiple of 24 tiles, so its one tile
+    row of logits spreads over a row of cores on every device (8 and 12 columns). The balancer gives an op only
+    grids that divide its tiles, and real vocabularies have awkward tile counts (T5's 1,004 tiles = 4 x 251;
+    Whisper's 1,621, a prime: one core reading every head weight)."""
+    tiles = -(-vocab // 32)
+    return vocab if tiles <= 8 else -(-tiles // 24) * 24 * 32
 
 
 def _greedy_digits(logits: torch.Tensor, scalings: int) -> torch.Tensor:
@@ -449,7 +468,8 @@ def paged_decoder(model: torch.nn.Module, sample_inputs: tuple, max_length: int 
 
 def _device_argmax(vocab: int, df: DataFormat | None) -> bool:
     """Whether the device can pick the greedy token exactly (`_greedy_digits`); warns naming why not."""
-    why = (f"its vocabulary of {vocab} tokens exceeds two base-{DIGIT_BASE} digits" if vocab > DIGIT_BASE ** 2 else
+    why = (f"its vocabulary of {vocab} tokens exceeds two base-{DIGIT_BASE} digits" if _padded_vocab(vocab) >
+           DIGIT_BASE ** 2 else
            f"default_df_override {df.value} cannot hold the token's digits exactly" if df is not None and
            (df.is_bfp or df.mantissa_bits < 7) else "")
     if why:
