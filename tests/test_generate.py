@@ -118,7 +118,7 @@ def test_falcon_generates_like_hugging_face(multi_query, parallel_attn, seed, tm
     assert compiled.generate(PROMPT, max_new_tokens=32).tolist() == expected.tolist()
 
 
-def _encoder_runs_once_and_no_cache_is_pushed_again(compiled) -> None:
+def _encoder_runs_once_and_no_cache_is_pushed_again(compiled, steps: int = 32) -> None:
     (device,) = compiled.runtime.devices.values()
     pushes = [t.queue for t in device.transfers if t.kind == "push"]
     caches = [q for q in compiled.netlist.queues if q.startswith("caches_")]
@@ -127,21 +127,24 @@ def _encoder_runs_once_and_no_cache_is_pushed_again(compiled) -> None:
     for program, execute in compiled.netlist.executes():     # the decoder's (it writes a page): once per token
         decoder = "$p_cache_write_index" in program.instructions[0].names
         runs.setdefault(decoder, set()).add(device.executed.count(execute.graph_name))
-    assert runs == {False: {1}, True: {32}}                 # the encoder's: once per sequence
+    assert runs == {False: {1}, True: {steps}}              # the encoder's: once per sequence
 
 
-def test_a_t5_encodes_once_and_generates_like_hugging_face(tmp_path):
+@pytest.mark.parametrize("variant, new", [({}, 32), ({"feed_forward_proj": "gated-gelu", "tie_word_embeddings": False},
+                                                      72)], ids=["t5", "flan-t5"])
+def test_a_t5_encodes_once_and_generates_like_hugging_face(variant, new, tmp_path):
     config = transformers.T5Config(vocab_size=128, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4,
                                    relative_attention_num_buckets=8, relative_attention_max_distance=20,
-                                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+                                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, **variant)
     t5 = _random(transformers.T5ForConditionalGeneration(config))
     source = torch.tensor([[5, 17, 42, 7, 99, 3, 8, 12]])
     compiled = pybuda.compile(t5, source, device="n150", output_dir=tmp_path, config=pybuda.CompilerConfig(
-        enable_link_past_cache_ios=True, default_df_override="Float32", generation_max_length=64))
-    assert compiled.runtime.program_names == ["run_fwd_0", "run_fwd_1"]   # the encoder's, the decode step's
-    expected = _hf(t5, source, 32)
-    assert compiled.generate(source, max_new_tokens=32).tolist() == expected.tolist()
-    _encoder_runs_once_and_no_cache_is_pushed_again(compiled)
+        enable_link_past_cache_ios=True, default_df_override="Float32", generation_max_length=96))
+    assert compiled.runtime.program_names == ["run_fwd_0", "run_fwd_1"]   # the encoder's and the decode step's
+    # FLAN-T5: 72 new tokens reach the third page, whose keys two pages before take the second bias block
+    expected = _hf(t5, source, new)
+    assert compiled.generate(source, max_new_tokens=new).tolist() == expected.tolist()
+    _encoder_runs_once_and_no_cache_is_pushed_again(compiled, new)
     loaded = pybuda.load(compiled.save(tmp_path / "t5.tti"))        # both programs and how to drive them
     assert loaded.generate(source, max_new_tokens=8).tolist() == expected[:, :9].tolist()
 
