@@ -150,16 +150,16 @@ class CompiledModel:
         """Greedy decoding with a compiled decode step (`RuntimeModel.generate`)."""
         return self._require_runtime().generate(input_ids, max_new_tokens, eos_token_id)
 
-    def __call__(self, *inputs, cache_write_index: int | None = None):
+    def __call__(self, *inputs, cache_write_index: int | None = None, programs: list[str] | None = None):
         """Run the model's parts (host ops on the CPU, netlists in the backend simulator) on a microbatch of torch
-        tensors; returns torch tensors. A model with paged state takes the page this run writes
-        (`RuntimeModel.__call__`)."""
+        tensors; returns torch tensors. A model with paged state takes the page this run writes; `programs` runs
+        chosen netlist programs only (`RuntimeModel.__call__`)."""
         runtime = self._require_runtime()
         if self.config.device_mode is DeviceMode.CompileOnly:
             raise UsageError(f"model {self.name!r} was compiled with device_mode CompileOnly: it was saved to "
                              f"{self.tti_path} and does not run here; run it with pybuda.load({str(self.tti_path)!r})"
                              " or compile with device_mode RunOnly")
-        return runtime(*inputs, cache_write_index=cache_write_index)
+        return runtime(*inputs, cache_write_index=cache_write_index, programs=programs)
 
     @property
     def intermediates(self) -> dict[str, torch.Tensor]:

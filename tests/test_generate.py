@@ -176,6 +176,8 @@ def test_misuse_says_what_is_legal(gpt2, compiled, tmp_path):
         compiled.generate(PROMPT, max_new_tokens=92)
     with pytest.raises(pybuda.InputError, match=r"start 5 with cache_write_index 0; legal: .* = 0"):
         compiled(torch.zeros(1, 32, dtype=torch.long), torch.tensor([[5.0]]), cache_write_index=0)
+    with pytest.raises(pybuda.InputError, match=r"programs=\['run_fwd_9'\]: legal: names of run_fwd_0"):
+        compiled(torch.zeros(1, 32, dtype=torch.long), torch.zeros(1, 1), cache_write_index=0, programs=["run_fwd_9"])
     mlp = pybuda.compile(torch.nn.Linear(32, 32), torch.randn(1, 32), output_dir=tmp_path / "mlp")
     with pytest.raises(pybuda.UsageError, match="compile a Hugging Face causal LM or encoder-decoder"):
         mlp.generate(PROMPT)
