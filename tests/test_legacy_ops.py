@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from fn_module import FnModule
 
 import pybuda
 from pybuda.errors import UserInputError
@@ -12,19 +13,6 @@ from pybuda.verify import pcc
 
 op = pybuda.op
 SHAPE = (1, 2, 32, 64)
-
-
-class _Module(pybuda.PyBudaModule):
-    """forward(*inputs) = fn(self, *inputs)."""
-
-    def __init__(self, fn, **parameters):
-        super().__init__("legacy")
-        self.fn = fn
-        for name, value in parameters.items():
-            setattr(self, name, pybuda.Parameter(value, requires_grad=False))
-
-    def forward(self, *acts):
-        return self.fn(self, *acts)
 
 
 def _x(seed: int = 0, shape=SHAPE) -> torch.Tensor:
@@ -140,7 +128,7 @@ def test_legacy_op_matches_torch(forward, reference, inputs):
     arity = forward.__code__.co_argcount - 1
     makers = inputs if inputs and len(inputs) == arity else {**dict(list(DEFAULTS.items())[:arity]), **(inputs or {})}
     values = [make() for make in makers.values()]
-    model = _Module(forward, w=W, b=B, table=TABLE)
+    model = FnModule(forward, w=W, b=B, table=TABLE)
     compiled = pybuda.compile(model, *values, config=pybuda.CompilerConfig(default_df_override="Float32"),
                               output_dir=None)
     out = compiled(*values)
@@ -166,7 +154,7 @@ def test_legacy_op_matches_torch(forward, reference, inputs):
     (lambda x: op.AdvIndex("ai", x, op.Reshape("r", x, (2, 2048)), dim=-1), "holds one list per sample"),
 ])
 def test_legacy_op_misuse_names_the_op_and_what_is_legal(build, message):
-    model = _Module(lambda m, x: build(x))
+    model = FnModule(lambda m, x: build(x))
     with pytest.raises(UserInputError, match=message):
         pybuda.compile(model, _x(), output_dir=None)
 
@@ -190,7 +178,7 @@ def test_buffer_stays_an_op_of_its_own_in_the_netlist():
         return op.Add("a", op.Buffer("buf", e), op.Sqrt("s", e))
 
     x = _x().abs()
-    compiled = pybuda.compile(_Module(forward), x, output_dir=None)
+    compiled = pybuda.compile(FnModule(forward), x, output_dir=None)
     ops = next(iter(compiled.netlist.graphs.values())).ops
     assert ops["buf"].type == "nop"
     out = compiled(x)
@@ -200,7 +188,7 @@ def test_buffer_stays_an_op_of_its_own_in_the_netlist():
         e = op.Exp("e", x)
         return op.Add("a", e, op.Sqrt("s", e))
 
-    unbuffered = pybuda.compile(_Module(unbuffered_forward), x, output_dir=None)
+    unbuffered = pybuda.compile(FnModule(unbuffered_forward), x, output_dir=None)
     assert any(o.type == "fused_op" for o in next(iter(unbuffered.netlist.graphs.values())).ops.values())
 
 
@@ -221,7 +209,7 @@ def test_ops_on_parameters_and_constants_only_are_folded_before_the_device():
         return op.Add("out", op.Matmul("mm", x, shifted), bias)
 
     x = _x(shape=(1, 32, 64))
-    compiled, out = _run(_Module(forward, w=W, b=B), x)
+    compiled, out = _run(FnModule(forward, w=W, b=B), x)
     assert pcc(out.numpy(), (x @ (W * 0.5 + 1.0) + B).numpy()) >= 0.999
     ops = next(iter(compiled.netlist.graphs.values())).ops
     assert {o.type for o in ops.values()} <= {"matmul", "add", "fused_op", "nop"}     # scale and one were folded
@@ -290,7 +278,7 @@ CONV_BIAS = torch.randn(16, generator=torch.Generator().manual_seed(9))
         "maxpool-2x2", "avgpool-same", "avgpool-ceil"])
 def test_legacy_conv_and_pool_defaults_and_padding(forward, reference):
     x = _x(shape=IMAGE)
-    _, out = _run(_Module(forward, k3=KERNEL3, k2=KERNEL2, cb=CONV_BIAS), x)
+    _, out = _run(FnModule(forward, k3=KERNEL3, k2=KERNEL2, cb=CONV_BIAS), x)
     expected = reference(x)
     assert tuple(out.shape) == tuple(expected.shape)
     assert pcc(out.numpy(), expected.numpy()) >= 0.999
@@ -329,7 +317,7 @@ def test_legacy_nn_modules_match_torch():
 def test_reduce_over_z_runs_on_the_device(reduce, reference, shape):
     """A reduction over dim -3 (legacy tests reduce z) goes through the (R*C, Z) layout; no host fallback."""
     x = _x(shape=shape)
-    compiled, out = _run(_Module(lambda m, x: reduce("r", x, -3)), x)
+    compiled, out = _run(FnModule(lambda m, x: reduce("r", x, -3)), x)
     assert tuple(out.shape) == tuple(reference(x).shape)
     assert out.numel() == 1 or pcc(out.numpy(), reference(x).numpy()) >= 0.999
     assert np.allclose(out.numpy(), reference(x).numpy(), atol=2e-2, rtol=2e-2)
@@ -354,7 +342,7 @@ RUNNING = {"gamma": torch.rand(8) + 0.5, "beta": torch.randn(8), "mean": torch.r
         "batchnorm"])
 def test_legacy_pad_resize_and_batchnorm(forward, reference):
     x = _x(shape=IMAGE)
-    compiled, out = _run(_Module(forward, **RUNNING), x)
+    compiled, out = _run(FnModule(forward, **RUNNING), x)
     expected = reference(x)
     assert tuple(out.shape) == tuple(expected.shape)
     assert pcc(out.numpy(), expected.numpy()) >= 0.999
@@ -365,11 +353,11 @@ def test_inputs_follow_the_legacy_microbatch_rule():
     """The leading dim of every input is the microbatch (a 2-D input is a microbatch of rows, as in legacy); an input
     of a different microbatch fails saying what to pass."""
     x = _x(shape=(32, 64))
-    _, out = _run(_Module(lambda m, a, b: op.Add("a", a, b)), x, x)
+    _, out = _run(FnModule(lambda m, a, b: op.Add("a", a, b)), x, x)
     assert tuple(out.shape) == (32, 64) and np.allclose(out.numpy(), (2 * x).numpy())
     with pytest.raises(UserInputError, match=r"sample input 1 has leading \(microbatch\) dim 1, input 0 has 4.*"
                                              r"input.expand\(4, \*input.shape\[1:\]\)"):
-        pybuda.compile(_Module(lambda m, a, b: op.Add("a", a, b)), _x(shape=(4, 32, 32)), _x(shape=(1, 32, 32)),
+        pybuda.compile(FnModule(lambda m, a, b: op.Add("a", a, b)), _x(shape=(4, 32, 32)), _x(shape=(1, 32, 32)),
                        output_dir=None)
 
 
@@ -394,7 +382,7 @@ def test_pytorch_module_wraps_a_torch_module_under_its_name():
 ], ids=["select-c", "select-r", "select-z", "interleave-z"])
 def test_legacy_select_and_interleave(forward, reference):
     values = [_x(seed=k, shape=(1, 8, 32, 64)) for k in range(forward.__code__.co_argcount - 1)]
-    compiled, out = _run(_Module(forward), *values)
+    compiled, out = _run(FnModule(forward), *values)
     expected = reference(*values)
     assert tuple(out.shape) == tuple(expected.shape)
     assert np.allclose(out.numpy(), expected.numpy(), atol=1e-3)
@@ -413,7 +401,7 @@ TKERNEL = torch.randn(8, 4, 3, 3, generator=torch.Generator().manual_seed(10)) /
 ], ids=["transpose-stride2", "transpose-valid", "maxpool1d", "avgpool1d"])
 def test_legacy_transposed_convolution_and_1d_pooling(forward, reference, shape):
     x = _x(shape=shape)
-    _, out = _run(_Module(forward, tk=TKERNEL), x)
+    _, out = _run(FnModule(forward, tk=TKERNEL), x)
     expected = reference(x)
     assert tuple(out.shape) == tuple(expected.shape)
     assert pcc(out.numpy(), expected.numpy()) >= 0.999
@@ -435,13 +423,13 @@ def test_dram_queue_is_read_through_a_dram_queue_in_the_netlist():
         return op.Sqrt("s", op.DRAMQueue("q", op.Exp("e", x), num_entries=2))
 
     x = _x()
-    compiled, out = _run(_Module(forward), x)
+    compiled, out = _run(FnModule(forward), x)
     assert np.allclose(out.numpy(), torch.sqrt(torch.exp(x)).numpy(), atol=1e-2, rtol=1e-2)
     graph = next(iter(compiled.netlist.graphs.values()))
     assert graph.ops["q"].type == "nop" and graph.ops["s"].inputs[0].startswith("e2e_")
     assert compiled.netlist.queues[graph.ops["s"].inputs[0]].input == "q"
     with pytest.raises(UserInputError, match="num_entries=0"):
-        pybuda.compile(_Module(lambda m, x: op.DRAMQueue("q", x, num_entries=0)), x, output_dir=None)
+        pybuda.compile(FnModule(lambda m, x: op.DRAMQueue("q", x, num_entries=0)), x, output_dir=None)
 
 
 class _Projection(pybuda.PyBudaModule):

@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from fn_module import FnModule
 
 import pybuda
 from pybuda.errors import UserInputError
@@ -20,22 +21,9 @@ F32 = {"default_df_override": "Float32"}
 SCALE = 1 / 16      # a power of two: x / scale is exact, and x on a 1/32 grid gives exact ties
 
 
-class _Module(pybuda.PyBudaModule):
-    """forward(*inputs) = fn(self, *inputs)."""
-
-    def __init__(self, fn, **parameters):
-        super().__init__("quant")
-        self.fn = fn
-        for name, value in parameters.items():
-            setattr(self, name, pybuda.Parameter(value, requires_grad=False))
-
-    def forward(self, *acts):
-        return self.fn(self, *acts)
-
-
 def _run(fn, *inputs, config=None, **parameters):
     """The compiled model and its outputs (a tuple) on `inputs`."""
-    compiled = pybuda.compile(_Module(fn, **parameters), *inputs, output_dir=None,
+    compiled = pybuda.compile(FnModule(fn, **parameters), *inputs, output_dir=None,
                               config=config or pybuda.CompilerConfig(**F32))
     out = compiled(*inputs)
     return compiled, tuple(out) if isinstance(out, (tuple, list)) else (out,)
