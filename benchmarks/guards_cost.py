@@ -44,9 +44,9 @@ def main() -> None:
             start = time.perf_counter()
             program = export_model(model, x)
             exported = time.perf_counter()
-            cache_key(program)
+            cache_key(program.program)
             keyed = time.perf_counter()
-            cached_import(program, model, config, lambda: import_program(program, name="bert"))
+            cached_import(program.program, model, config, lambda: import_program(program, name="bert"))
             done = time.perf_counter()
             print(f"TVM cache {what}: export {exported - start:.2f} s, key {keyed - exported:.3f} s, "
                   f"import or load {done - keyed:.2f} s, total {done - start:.2f} s")

@@ -22,6 +22,7 @@ from .progress import StageProgress
 from .device import get_device
 from .files import safe_file_stem, usable_output_dir
 from .frontend.generation import paged_decoder
+from .frontend.meta import holds_meta_weights
 from .frontend.pybuda_trace import trace_module
 from .ir import Graph
 from .module import PyBudaModule, PyTorchModule, to_numpy
@@ -282,6 +283,8 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
                              f"stops after stage {stop!r} (level {reached!r})")
     if reached == "netlist":
         out_dir = usable_output_dir(out_dir)   # before any work: the netlist is written there
+    verify = config.verify if verify is None else verify
+    _check_shape_only(model, verify, loss is not None or optimizer is not None, config)
     training = check_training(model, sample_inputs, loss, optimizer, sample_targets)
     if training is None and config.enable_training:
         raise TrainingError("enable_training is set, but a training compile needs loss=, optimizer= and "
@@ -292,8 +295,7 @@ def compile(model, *sample_inputs, device: str | None = None, config: cfg.Compil
     if training is not None:
         config.enable_training = True
     with _modes_kept(model):
-        return _compile(model, sample_inputs, spec, config, out_dir, stages, stop,
-                        config.verify if verify is None else verify, tti_path, training)
+        return _compile(model, sample_inputs, spec, config, out_dir, stages, stop, verify, tti_path, training)
 
 
 def _compile(model, sample_inputs: tuple, spec, config: cfg.CompilerConfig, out_dir: Path, stages: tuple,
@@ -354,6 +356,20 @@ def _compile(model, sample_inputs: tuple, spec, config: cfg.CompilerConfig, out_
     if config.device_mode is DeviceMode.CompileOnly:
         result.tti_path = result.save(tti_path or _default_tti_path(out_dir, model))
     return result
+
+
+def _check_shape_only(model, verify: bool, training: bool, config: cfg.CompilerConfig) -> None:
+    """A model whose weights are on torch's meta device compiles shape-only (netlist, placement, estimate: docs/
+    user_guide.md); UserInputError for what needs the weights' numbers."""
+    if not (isinstance(model, torch.nn.Module) and holds_meta_weights(model)):
+        return
+    needs = ("verify" if verify or config.enable_op_level_comparision else
+             "a training compile" if training else
+             "device_mode CompileOnly (a TTI image)" if config.device_mode is DeviceMode.CompileOnly else None)
+    if needs:
+        raise UserInputError(f"{type(model).__name__} holds weights on torch's meta device, so it compiles shape-only "
+                             f"(netlist, placement and estimate), and {needs} needs the weights' numbers: load them "
+                             "(e.g. model.to_empty(device='cpu') and load_state_dict), or compile without it")
 
 
 @contextlib.contextmanager

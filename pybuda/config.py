@@ -1093,7 +1093,8 @@ class CompilerConfig:
         caveat="the input becomes device state (a ram the output writes back after every run, never pushed "
                "from the host again; `passes/loopback.py`): whole, or one page of its rows at the run's "
                "`cache_write_index` (two views of one DRAM buffer, netlist `alias`, and the program parameter "
-               "`$p_cache_write_index`); microbatch 1; not in a training compile")
+               "`$p_cache_write_index`); a whole state at microbatch 1, a paged one per sample at any; not in a "
+               "training compile")
     op_intermediates_to_save: list[str] = option(
         [], doc="Ops of the Buda graph whose outputs the host also reads: each gets an output queue "
                 "`intermediate_<op>` and is not fused; after a call, `compiled.intermediates` maps each name to its "

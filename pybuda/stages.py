@@ -12,6 +12,7 @@ stage (or a legacy `CompileDepth`, mapped by `Stage.legacy`).
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 import hashlib
 import time
 from pathlib import Path
@@ -128,12 +129,17 @@ def initial_graph_stage(state: CompileState) -> CompileState:
     elif isinstance(model, torch.nn.Module):
         from .frontend.microbatch import check_per_sample
         from .frontend.outputs import output_structure
+        from .frontend.meta import holds_meta_weights
         from .frontend.torch_import import export_model, import_program
         from .frontend.tvm_cache import cached_import
-        check_per_sample(model.eval(), inputs)
-        program = export_model(model, inputs)
-        structure = output_structure(program.call_spec.out_spec)
-        graph = cached_import(program, model, state.config, lambda: import_program(program, name=state.name))
+        shape_only = holds_meta_weights(model)
+        # (a meta-device model computes nothing to compare; a decode step is written for one sequence a sample)
+        if not shape_only and not isinstance(model, PagedStep):
+            check_per_sample(model.eval(), inputs)
+        exported = export_model(model, inputs)
+        structure = output_structure(exported.program.call_spec.out_spec)
+        imported = partial(import_program, exported, name=state.name)
+        graph = imported() if shape_only else cached_import(exported.program, model, state.config, imported)
     else:
         raise UserTypeError(f"compile takes a torch.nn.Module or a PyBudaModule, got {type(model).__name__}")
     if state.optimizer is not None:

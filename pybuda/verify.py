@@ -13,6 +13,7 @@ from .netlist import Netlist
 from .ops import registry
 from .passes.cpu_fallback import DEVICE, Segment
 from .passes.host_io import apply_host_transforms, from_device_layout, to_device_layout
+from .passes.loopback import STATE
 
 
 GRAPH_PCC_THRESHOLD = 0.999   # a stage's graph, evaluated in float32, against the framework
@@ -85,20 +86,23 @@ def is_device_graph(graph: Graph) -> bool:
     return any(n.logical_shape is not None for n in graph.nodes("input"))
 
 
-def evaluate_sample(graph: Graph, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Evaluate one sample; `inputs` are in the graph's own input layout. Returns output arrays as produced."""
-    values = evaluate_values(graph, inputs)
+def evaluate_sample(graph: Graph, inputs: dict[str, np.ndarray], sample: int = 0) -> dict[str, np.ndarray]:
+    """Evaluate sample `sample` of a microbatch; `inputs` (that sample's) are in the graph's own input layout.
+    Returns output arrays as produced."""
+    values = evaluate_values(graph, inputs, sample)
     return {name: values[name] for name in graph.output_names}
 
 
-def evaluate_values(graph: Graph, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Evaluate one sample (inputs in the graph's own layout); every node's value as produced, in topological
-    order."""
+def evaluate_values(graph: Graph, inputs: dict[str, np.ndarray], sample: int = 0) -> dict[str, np.ndarray]:
+    """Evaluate sample `sample` of a microbatch (its inputs in the graph's own layout: a paged state holds one
+    value per sample); every node's value as produced, in topological order."""
     values: dict[str, np.ndarray] = {}
     for name in graph.topo_order():
         node = graph.node(name)
         if node.kind == "input":
             values[name] = inputs[name]
+        elif node.role == STATE and node.value.shape[0] != node.shape[0]:
+            values[name] = node.value[sample:sample + 1]
         elif node.kind in ("parameter", "constant"):
             values[name] = node.value
         else:
@@ -222,7 +226,7 @@ def run_segments(segments: tuple[Segment, ...] | list[Segment], batch: dict[str,
         values = {k: v[i:i + 1] for k, v in batch.items()}
         for segment in segments:
             graph = segment.graph
-            got = host_outputs(graph, evaluate_sample(graph, host_inputs(graph, values)))
+            got = host_outputs(graph, evaluate_sample(graph, host_inputs(graph, values), i))
             values.update(zip(graph.output_names, got))
         per_sample.append([values[name] for name in outputs])
     return [np.concatenate([s[k] for s in per_sample], axis=0) for k in range(len(outputs))]

@@ -79,9 +79,15 @@ class RandomChooser:
 
 
 @functools.lru_cache(maxsize=None)
-def real_data(name: str) -> dict:
+def _parsed(name: str) -> dict:
     with open(REAL + name) as f:
         return yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def real_data(name: str) -> dict:
+    """A real netlist's YAML data, a copy of its one parse: a test that edits it changes no other test's netlist
+    (the mutant verdicts depended on which tests had run before in the same worker)."""
+    return copy.deepcopy(_parsed(name))
 
 
 def _paths(node, prefix=()):

@@ -392,6 +392,7 @@ def test_too_many_bytes_raise_dram_full_error_saying_how_many():
     message = str(info.value)
     assert f"{need - have:,} bytes too many" in message
     assert f"{need:,} bytes" in message and f"{have:,} bytes of DRAM" in message and "e150" in message
+    assert "weights in a smaller format" in message      # 6.2 of 6.9 GB are weights: a smaller batch would not do
     assert isinstance(info.value, ValueError)
 
 
@@ -408,7 +409,7 @@ def test_capacity_counts_only_the_dynamic_bytes_live_at_once():
                          for i in range(3)])
     have = E150.dram_channels * (E150.dram_channel_bytes - DRAM_BASE)
     live = 2 * 8 * _aligned(overlapping["e0"].buffer_bytes)       # at most two live in any epoch
-    with pytest.raises(DramFullError, match=f"{live - have:,} bytes too many"):
+    with pytest.raises(DramFullError, match=f"{live - have:,} bytes too many; a smaller microbatch"):
         place_dram(overlapping, E150, "ROUND_ROBIN", {}, {})
 
 
@@ -461,10 +462,14 @@ def tiles(grid: tuple, mblock: tuple, ublock: tuple) -> tuple:
     (OpModel((1, 1), 1, (1, 1), (1, 1)), E150, (1, 1)),     # one tile: one buffer
     (OpModel((2, 4), 1, (2, 3), (1, 2)), E150, (2, 4)),     # 8 cores: the writer's own blocking
     (OpModel((4, 3), 2, (1, 1), (1, 1)), E150, (4, 3)),
+    (OpModel((1, 1), 510, (1, 1), (1, 4)), N150, (1, 1)),   # 510 slices x 4 buffers: 2,040 phases to stack them
+    (OpModel((1, 1), 100, (1, 1), (1, 4)), N150, (1, 4)),   # 400: within half a core's 862 phases
 ])
 def test_e2e_queue_of_a_writer_with_few_cores_spreads_over_the_channels(model, device, grid):
     """An epoch-to-epoch queue holds its writer's output per t (t, RT, CT) in as many buffers as the device has
-    DRAM channels where the tiles allow; a writer with at least that many cores keeps its own blocking."""
+    DRAM channels where the tiles allow; a writer with at least that many cores keeps its own blocking, and so
+    does one whose t slices over those buffers would cost a reader stacking them more than half its stream
+    phases."""
     queue_grid, mblock, ublock = e2e_queue_blocking(model, device)
     assert queue_grid == grid
     assert tiles(queue_grid, mblock, ublock) == tiles(model.grid, model.mblock, model.ublock)

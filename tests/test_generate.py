@@ -76,6 +76,24 @@ def test_a_batch_stops_each_sequence_at_its_eos_and_pads_with_it(gpt2, compiled)
     assert out.tolist() == expected.tolist()
 
 
+def test_a_step_compiled_for_a_batch_decodes_its_sequences_at_once(gpt2, compiled, tmp_path):
+    """Microbatch 3: a run decodes three sequences, each with its own caches (pushed once per microbatch); a batch of
+    four runs as two microbatches, the second filled up; the estimate counts a token of each sequence per step."""
+    prompts = torch.randint(2, 128, (4, 5), generator=torch.Generator().manual_seed(2))
+    batched = pybuda.compile(gpt2, prompts[:3], device="n150", output_dir=tmp_path, config=pybuda.CompilerConfig(
+        enable_link_past_cache_ios=True, default_df_override="Float32", generation_max_length=96))
+    assert batched.microbatch == 3 and batched.runtime.pages == 3
+    assert batched.generate(prompts, max_new_tokens=20).tolist() == _hf(gpt2, prompts, 20).tolist()
+    (device,) = batched.runtime.devices.values()         # the second microbatch's
+    pushes = [t.queue for t in device.transfers if t.kind == "push"]
+    assert all(pushes.count(q) == 1 for q in batched.netlist.queues if q.startswith("caches_"))
+    assert len(device.executed) == 20 * len(batched.netlist.graphs)            # 20 steps for 3 sequences
+    one, three = compiled.perf.generation, batched.perf.generation
+    assert three.batch == 3 and three.tokens_per_second == pytest.approx(
+        3 * three.new_tokens / (three.prefill_seconds + (three.new_tokens - 1) * three.decode_seconds_per_token))
+    assert three.pcie_bytes_per_token == 3 * one.pcie_bytes_per_token
+
+
 def test_a_llama_with_grouped_query_attention_generates_like_hugging_face(tmp_path):
     config = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
                                       num_key_value_heads=2, intermediate_size=128, vocab_size=300,
@@ -101,18 +119,25 @@ def _random(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
     return model.eval()
 
 
-@pytest.mark.parametrize("multi_query, parallel_attn, seed", [(True, True, 0), (False, False, 0)],
-                         ids=["falcon-7b-layer", "sequential"])
-def test_falcon_generates_like_hugging_face(multi_query, parallel_attn, seed, tmp_path):
-    config = transformers.FalconConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                       multi_query=multi_query, parallel_attn=parallel_attn, alibi=False,
-                                       new_decoder_architecture=False, bias=False, max_position_embeddings=128,
-                                       bos_token_id=0, eos_token_id=1)
-    falcon = _random(transformers.FalconForCausalLM(config), seed)
+@pytest.mark.parametrize("multi_query, parallel_attn, hidden, heads", [
+    (True, True, 64, 4), (False, False, 64, 4),
+    (True, True, 288, 9),       # 9 tiles: run at 16 (`FalconStep`), as Falcon-7B's 142 at 144
+    (True, False, 288, 9),
+], ids=["falcon-7b-layer", "sequential", "padded-width", "padded-width-sequential"])
+def test_falcon_generates_like_hugging_face(multi_query, parallel_attn, hidden, heads, tmp_path):
+    config = transformers.FalconConfig(vocab_size=128, hidden_size=hidden, num_hidden_layers=2,
+                                       num_attention_heads=heads, multi_query=multi_query,
+                                       parallel_attn=parallel_attn, alibi=False, new_decoder_architecture=False,
+                                       bias=False, max_position_embeddings=128, bos_token_id=0, eos_token_id=1)
+    falcon = _random(transformers.FalconForCausalLM(config))
     compiled = pybuda.compile(falcon, PROMPT, device="n150", output_dir=tmp_path, config=pybuda.CompilerConfig(
         enable_link_past_cache_ios=True, default_df_override="Float32", generation_max_length=64))
-    # multi-query: the caches hold the one key/value head of 16
+    # multi-query: the caches hold the one key/value head (a tile of 16 or 32 columns)
     assert compiled.netlist.queues["caches_0"].element_shape[-1] == (32 if multi_query else 64)
+    queues = compiled.netlist.queues
+    assert ("padded.0.up" in queues) == (hidden == 288)
+    if hidden == 288:       # 288 columns at 512, the feed-forward's 1,152 at 1,280
+        assert queues["padded.0.up"].element_shape[-2:] == (512, 1280)   # (in, out): consteval folds the transpose
     expected = _hf(falcon, PROMPT, 32)
     assert len(set(expected[0, 5:].tolist())) > 1       # not one repeated token
     assert compiled.generate(PROMPT, max_new_tokens=32).tolist() == expected.tolist()

@@ -75,7 +75,8 @@ def test_a_torch_model_returns_its_outputs_without_the_looped_one(tmp_path):
     ({"states": 1}, (1, 32, 64), r"'states' is not an input of the model; its inputs: x, state"),
     ({"state": 2}, (1, 32, 64), r"legal: an output index 0..1"),
     ({"x": 1, "state": 1}, (1, 32, 64), r"output 1 already writes back into 'x'"),
-    ({"state": 1}, (2, 32, 64), r"the compile takes microbatch 1; the sample inputs have microbatch 2"),
+    ({"state": 1}, (2, 32, 64), r"written back whole is one tensor, so the compile takes microbatch 1 \(a paged "
+                                r"state takes any: one per sample\); the sample inputs have microbatch 2"),
 ])
 def test_misuse_names_the_input_the_output_and_what_is_legal(tmp_path, loopbacks, shape, message):
     with pytest.raises(pybuda.UserInputError, match=message):
@@ -135,6 +136,31 @@ def test_a_paged_state_is_written_one_page_at_the_run_s_write_index(tmp_path):
         compiled(x)
     with pytest.raises(pybuda.InputError, match=r"cache_write_index=4"):
         compiled(x, cache_write_index=4)
+
+
+def test_a_paged_state_is_per_sample_at_a_larger_microbatch(tmp_path):
+    """Microbatch 3: each sample has its own cache (the readers' entry b, pages at stride 4 in the writer's view),
+    every sample's page written at the one write index."""
+    x, start = torch.randn(3, 32, 64), torch.randn(3, 128, 64)
+    compiled = pybuda.compile(PagedCache(), x, start, config=_config(cache=1), output_dir=tmp_path, verify=True)
+    assert compiled.runtime.pages == 4
+    cache = start.clone()
+    for page in (2, 0):
+        x = torch.randn(3, 32, 64)
+        scores = compiled(x, cache_write_index=page)
+        expected = (x @ W) @ cache.transpose(-2, -1)                     # each sample against its own cache
+        assert pcc(scores.numpy(), expected.numpy()) >= 0.999
+        cache[:, 32 * page:32 * (page + 1)] = x @ W
+    (device,) = compiled.runtime.devices.values()
+    for b in range(3):
+        assert np.allclose(device.peek("cache", b).reshape(128, 64), cache[b].numpy(), atol=2e-2, rtol=2e-2)
+    nl = compiled.netlist
+    reader, (writer,) = nl.queues["cache"], [q for q in nl.queues.values() if q.alias == "cache"]
+    assert (reader.entries, reader.t, writer.entries, writer.t) == (3, 4, 12, 1)
+    (program,) = nl.programs
+    execute = next(i for i in program.instructions if hasattr(i, "queue_settings"))
+    assert execute.queue_settings["cache"].global_rdptr_autoinc == 1
+    assert execute.queue_settings[writer.name].global_wrptr_autoinc == 4
 
 
 def test_a_page_must_be_whole_tiles_dividing_the_state(tmp_path):

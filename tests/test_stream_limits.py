@@ -15,7 +15,9 @@ from pybuda.arch.movement import EXTENDED_OVERLAY_BYTES, CoreBudget, CoreStreams
 from pybuda.balancer import planner
 from pybuda.balancer.op_model import OpModel, with_overlay
 from pybuda.device import get_device
+from pybuda.ir import Graph
 from pybuda.netlist import check
+from pybuda.passes.fan_out import data_users, split_fan_out
 from pybuda.verify import pcc
 
 
@@ -53,6 +55,23 @@ def test_an_op_with_more_users_than_the_backend_allows_feeds_some_through_a_nop(
     with torch.no_grad():
         expected = model(x).numpy()
     assert pcc(compiled(x).numpy(), expected) >= 0.99
+
+
+def test_a_chain_of_fan_out_nops_is_named_after_the_op_it_starts_at():
+    """100 readers at 4 per op: a chain of NOPs, each `fanout_<op>_<k>` (nested names grew past the 1,024
+    characters a YAML key may have, Falcon-7B's netlist)."""
+    graph = Graph()
+    graph.add_input("x", (1, 32, 32))
+    graph.add_op("src", "exp", ["x"], shape=(1, 32, 32))
+    for k in range(100):
+        graph.add_op(f"reader{k}", "exp", ["src"], shape=(1, 32, 32))
+        graph.add_output(f"out{k}", f"reader{k}")
+    split_fan_out(graph, 4)
+    nops = [n.name for n in graph.nodes("op") if n.op_type == "nop"]
+    assert nops == ["fanout_src", *(f"fanout_src_{k}" for k in range(1, len(nops)))] and len(nops) > 20
+    assert all(len(data_users(graph, n)) <= 4 for n in ["src", *nops])
+    readers = {r for n in ["src", *nops] for r in data_users(graph, n) if r.startswith("reader")}
+    assert readers == {f"reader{k}" for k in range(100)}
 
 
 def test_plans_stay_within_the_devices_fan_out_limit(tmp_path, monkeypatch):

@@ -98,11 +98,15 @@ def _check_capacity(dram: list[QueuePlan], device: DeviceSpec, chip: int | None)
                        q.lifetime[0] <= e <= q.lifetime[1]) for e in epochs), default=0)
     have = device.dram_channels * (device.dram_channel_bytes - DRAM_BASE)
     if static + dynamic > have:
+        weights = sum(q.buffers * _aligned(q.buffer_bytes) for q in dram if q.kind in ("parameter", "constant"))
+        remedy = ("weights in a smaller format shrink them (configure_mixed_precision(op_type='matmul', input_df="
+                  "{1: (DataFormat.Bfp8_b, True)}), or default_df_override)" if weights > have // 2 else
+                  "a smaller microbatch shrinks the input, output and epoch-to-epoch queues")
         raise DramFullError(f"the model's DRAM queues need {static + dynamic:,} bytes ({static:,} static: inputs, "
-                            f"parameters, constants, outputs; {dynamic:,} for the epoch-to-epoch queues live at once) "
-                            f"but {device.name}{'' if chip is None else f' chip {chip}'} has {have:,} bytes of DRAM "
-                            f"for queues: {static + dynamic - have:,} "
-                            "bytes too many; a smaller microbatch shrinks the input, output and epoch-to-epoch queues")
+                            f"parameters, constants, outputs, of which {weights:,} parameters and constants; "
+                            f"{dynamic:,} for the epoch-to-epoch queues live at once) but {device.name}"
+                            f"{'' if chip is None else f' chip {chip}'} has {have:,} bytes of DRAM for queues: "
+                            f"{static + dynamic - have:,} bytes too many; {remedy}")
 
 
 def _aligned(n: int) -> int:

@@ -102,11 +102,15 @@ def host_queue_grid(shape: tuple, device: DeviceSpec) -> tuple:
 def e2e_queue_blocking(model: OpModel, device: DeviceSpec) -> tuple:
     """(grid, mblock, ublock) of the epoch-to-epoch queue an op writes under `model` (its t is the op's): the
     op's own blocking when it has at least as many cores as the device has DRAM channels, else its output tiles
-    spread like a host queue's (`_spread_grid`)."""
+    spread like a host queue's (`_spread_grid`), unless the spread could cost a reader more than half a core's
+    stream phases: a reader that stacks the t slices again changes buffers up to t times per buffer (a 1-core
+    head t-streamed in 510 slices of 4 tiles, spread over 4 buffers, reads as 2,040 phases)."""
     if model.cores >= device.dram_channels:
         return model.grid, model.mblock, model.ublock
     rt, ct = (g * m * u for g, m, u in zip(model.grid, model.mblock, model.ublock))
     grid = _spread_grid(rt, ct, device)
+    if model.t * grid[0] * grid[1] > device.phase_budget() // 2:
+        return model.grid, model.mblock, model.ublock
     return grid, *_blocks(rt, ct, grid)
 
 
@@ -128,19 +132,20 @@ def page_writes(graph: Graph) -> dict[str, str]:
             if out.loopback is not None and graph.node(out.loopback).attrs.get(PAGES)}
 
 
-def _paged_views(graph: Graph, node, queue: QueuePlan, m: OpModel, epoch_of: dict[str, int]) -> dict:
+def _paged_views(graph: Graph, node, queue: QueuePlan, m: OpModel, epoch_of: dict[str, int],
+                 microbatch: int) -> dict:
     """A paged state's two views of one DRAM buffer, both laid out as its writer's output: the readers' (the
-    host loads it; one entry, its pages as t) and the writer's (`alias` of it; one page per entry, the entry the
-    program's write index picks)."""
+    host loads it; an entry per sample, its pages as t) and the writer's (`alias` of it; one page per entry, the
+    entry the program's write index picks, sample b's at b * pages past it)."""
     pages = node.attrs[PAGES]
     view = page_writes(graph)[node.name]
     writer = graph.output_source(view)
     if m.t != 1:
         raise BalancerError(f"paged state {node.name!r}: its writer {writer!r} streams its page in {m.t} t-slices; "
                             "a page is written as one entry (t 1)")
-    reader = dataclasses.replace(queue, grid=m.grid, t=pages, mblock=m.mblock, ublock=m.ublock)
+    reader = dataclasses.replace(queue, entries=microbatch, grid=m.grid, t=pages, mblock=m.mblock, ublock=m.ublock)
     return {node.name: reader,
-            view: dataclasses.replace(reader, name=view, writer=writer, entries=pages, t=1, readers=(),
+            view: dataclasses.replace(reader, name=view, writer=writer, entries=pages * microbatch, t=1, readers=(),
                                       writer_epoch=epoch_of[writer], alias=node.name)}
 
 
@@ -195,7 +200,7 @@ def _plan_queues(graph: Graph, models: dict[str, OpModel], epoch_of: dict[str, i
             queue = dataclasses.replace(queue, grid=grid, **dict(zip(("t", "mblock", "ublock"),
                                                                     _blocking_on(node.shape, grid))))
         if node.name in writers and node.attrs.get(PAGES):
-            queues.update(_paged_views(graph, node, queue, models[writers[node.name]], epoch_of))
+            queues.update(_paged_views(graph, node, queue, models[writers[node.name]], epoch_of, microbatch))
             continue
         if node.name in writers:
             w = writers[node.name]

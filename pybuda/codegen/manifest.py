@@ -38,7 +38,7 @@ import numpy as np
 
 from ..balancer.policy import Placement
 from ..errors import InternalError, UserInputError
-from ..ir import GRADIENT_OUTPUT, INTERMEDIATE_OUTPUT, Graph, loss_gradient_output
+from ..ir import GRADIENT_OUTPUT, INTERMEDIATE_OUTPUT, Graph, ShapeOnly, loss_gradient_output
 from ..netlist import Netlist
 from ..passes.cpu_fallback import Segment
 from ..passes.intermediates import saved_op
@@ -201,11 +201,12 @@ class RunManifest:
 def build_manifest(name: str, device: str, microbatch: int, inputs: list[ModelInput], outputs: list[str],
                    segments: tuple[Segment, ...], placements: tuple[Placement, ...],
                    netlists: list[Netlist], output_structure: dict | None = None, generation: dict | None = None
-                   ) -> tuple[RunManifest, dict[str, np.ndarray]]:
+                   ) -> tuple[RunManifest, dict[str, np.ndarray | ShapeOnly]]:
     """The manifest of a compiled model's segments (device segments as placed Buda graphs, with their placements
-    and netlists in order) and the arrays it names (by reference, as pushed); `output_structure` is how the
-    framework model nests its outputs (None: one tensor or a tuple); `generation` how a decode step is driven."""
-    arrays: dict[str, np.ndarray] = {}
+    and netlists in order) and the arrays it names (by reference, as pushed; `ShapeOnly` where the compile has no
+    numbers); `output_structure` is how the framework model nests its outputs (None: one tensor or a tuple);
+    `generation` how a decode step is driven."""
+    arrays: dict[str, np.ndarray | ShapeOnly] = {}
     parts: list = []
     placed = iter(enumerate(zip(placements, netlists)))
     for segment in segments:
@@ -228,11 +229,11 @@ def array_name(netlist: int, queue: str) -> str:
 
 
 def _device_part(k: int, bgraph: Graph, placement: Placement, netlist: Netlist,
-                 arrays: dict[str, np.ndarray]) -> DevicePart:
+                 arrays: dict[str, np.ndarray | ShapeOnly]) -> DevicePart:
     feeds: dict[str, QueueFeed] = {}
     for node in bgraph.nodes():
         if node.kind in ("parameter", "constant") and node.name in netlist.queues:
-            arrays[array_name(k, node.name)] = node.value.reshape(1, *node.value.shape[-3:])
+            arrays[array_name(k, node.name)] = _queue_array(node.value)
             logical = tuple(node.logical_shape) if node.role in ("trained", "gradient_accumulator") else None
             feeds[node.name] = QueueFeed(node.role or node.kind, array=array_name(k, node.name),
                                          host_transforms=_transforms(node, "parameter") if logical else (),
@@ -258,6 +259,14 @@ def _device_part(k: int, bgraph: Graph, placement: Placement, netlist: Netlist,
     return DevicePart(k, {q: feeds[q] for q in netlist.queues if q in feeds})
 
 
+def _queue_array(value: np.ndarray | ShapeOnly) -> np.ndarray | ShapeOnly:
+    """A parameter's or constant's device value as its queue holds it (entries, z, R, C: one entry, or a paged
+    state's one per sample); unknown numbers stay so."""
+    if isinstance(value, ShapeOnly):
+        return ShapeOnly((1, *value.shape[-3:]))
+    return value.reshape(-1, *value.shape[-3:])
+
+
 def _transforms(node, where: str) -> tuple:
     transforms = tuple((op_type, attrs) for op_type, attrs in node.host_transforms)
     for op_type, attrs in transforms:
@@ -265,7 +274,7 @@ def _transforms(node, where: str) -> tuple:
     return transforms
 
 
-def _host_program(host: Graph, arrays: dict[str, np.ndarray], epoch_type: str) -> HostProgram:
+def _host_program(host: Graph, arrays: dict[str, np.ndarray | ShapeOnly], epoch_type: str) -> HostProgram:
     inputs, values, ops, outputs, writes, roles, transforms = [], {}, [], {}, {}, {}, {}
     for name in host.topo_order():
         node = host.node(name)

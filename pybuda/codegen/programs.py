@@ -5,7 +5,8 @@ Inference: one program, `run_fwd_0`, running every epoch in a loop of `$p_loop_c
 `compile_subgraphs`, one program `run_fwd_<k>` per disjoint subgraph, over its own epochs. With paged
 state (`passes/loopback.py`) a program that writes a page also takes `$p_cache_write_index`, the page each state's
 writer view writes (held in `$v_cache_write_index`); the readers' view is read-only and streamed (not prologued:
-it changes).
+it changes). With microbatch B, sample b reads the readers' entry b and writes the writer's entry b * pages past
+the write index (`global_rdptr_autoinc` 1, `global_wrptr_autoinc` pages).
 
 Training, as the legacy training netlists: `run_fwd` (the forward epochs, `$p_microbatch_count` times), `run_bwd`
 (the backward epochs; `$p_zero_grad` zeroes the gradient accumulators on its first microbatch, the gradient ops
@@ -60,10 +61,13 @@ class ProgramBuilder:
                                                 rd_ptr_local=f"$lptr_{ptr[q]}", rd_ptr_global=f"$gptr_{ptr[q]}")
                 elif q in zeroed:
                     settings[q] = _ram_settings(zero="$v_zero_grad")
-                elif q in self.pages:
-                    settings[q] = dataclasses.replace(_ram_settings(), read_only=True)
-                elif q in self.pages.values():
-                    settings[q] = dataclasses.replace(_ram_settings(), wr_ptr_global=WRITE_INDEX_VAR)
+                elif q in self.pages:       # sample b reads entry b
+                    settings[q] = dataclasses.replace(_ram_settings(), read_only=True,
+                                                      global_rdptr_autoinc=1 if self.microbatch > 1 else None)
+                elif q in self.pages.values():  # sample b writes entry b * pages past the write index
+                    stride = self.queues[q].entries // self.microbatch
+                    settings[q] = dataclasses.replace(_ram_settings(), wr_ptr_global=WRITE_INDEX_VAR,
+                                                      global_wrptr_autoinc=stride if self.microbatch > 1 else None)
                 else:
                     settings[q] = _ram_settings(prologue=self.prologue.get(q, False))
             if epoch in allocate:

@@ -78,8 +78,8 @@ class PagedStep(torch.nn.Module):
                  torch.argmax(logits, -1).float())
         return (token, *pages)
 
-    def bias(self, start: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """What each row's attention scores over the cached positions and the page's own add: the mask."""
+    def bias(self, start: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """What each row's attention scores over the cached positions and over the page's own add: the mask."""
         return _attention_bias(start, self.max_length)
 
     @property
@@ -176,7 +176,28 @@ class LlamaStep(PagedStep):
 class FalconStep(PagedStep):
     """Hugging Face Falcon (`FalconForCausalLM`, the Falcon-7B/40B-style layer): fused QKV with one shared
     key/value head (multi-query) or a key/value head per query head, rotary positions, attention and MLP in parallel
-    from one LayerNorm (or one after the other). ALiBi and the new decoder architecture are refused."""
+    from one LayerNorm (or one after the other). ALiBi and the new decoder architecture are refused.
+
+    A multi-query model whose width has an awkward tile count runs at a padded width (`_padded_width`), as the
+    legacy Falcon-7B demo did by hand (4,544 -> 4,608): Falcon-7B's 4,544 columns are 142 = 2 x 71 tiles, and the
+    balancer gives an op only grids that divide its tiles, so every matmul over them would take 2 cores. The
+    padding is zeros (weights and norms), one extra query head whose output the padded dense weight drops, and
+    LayerNorms over the real width: the same numbers up to rounding."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        config = self.model.config
+        self.width = _padded_width(config) if config.multi_query else config.hidden_size
+        self.padded = torch.nn.ModuleList(_PaddedFalconLayer(layer, config, self.width)
+                                          for layer in self.layers()) if self.width != config.hidden_size else None
+        if self.padded is not None:
+            with torch.no_grad():
+                self.head_weight = _pad(self.head_weight, self.width)
+                ln_f = self.model.transformer.ln_f
+                self.register_buffer("ln_f_weight", _pad(ln_f.weight, self.width), persistent=False)
+                self.register_buffer("ln_f_bias", _pad(ln_f.bias, self.width), persistent=False)
+                self.register_buffer("embeddings", _pad(self.model.transformer.word_embeddings.weight, self.width),
+                                     persistent=False)
 
     @staticmethod
     def cache_width(config) -> int:
@@ -195,10 +216,13 @@ class FalconStep(PagedStep):
         return self.model.transformer.h
 
     def embed(self, ids, positions):
-        x = self.model.transformer.word_embeddings(ids)
+        x = (self.model.transformer.word_embeddings(ids) if self.padded is None else
+             torch.nn.functional.embedding(ids, self.embeddings))
         return x, self.model.transformer.rotary_emb(x, positions)
 
     def layer(self, k, layer, x, caches, bias, rotary):
+        if self.padded is not None:
+            return self.padded[k](x, caches, bias, rotary)
         from transformers.models.falcon.modeling_falcon import apply_rotary_pos_emb
         (keys, values), config, attn = caches, self.model.config, layer.self_attention
         heads, kv_heads = config.num_attention_heads, _falcon_kv_heads(config)
@@ -218,7 +242,75 @@ class FalconStep(PagedStep):
         return x + layer.mlp(layer.post_attention_layernorm(x)), key, value
 
     def head_input(self, x):
+        if self.padded is not None:
+            return _layer_norm(x, self.ln_f_weight, self.ln_f_bias, self.model.config)
         return self.model.transformer.ln_f(x)
+
+
+class _PaddedFalconLayer(torch.nn.Module):
+    """A multi-query Falcon layer at a padded width (`FalconStep`): its weights zero-padded, as buffers, the query
+    heads padded to fill the width."""
+
+    def __init__(self, layer: torch.nn.Module, config, width: int):
+        super().__init__()
+        if config.bias:
+            raise UserInputError("enable_link_past_cache_ios: a multi-query Falcon with bias=True at a padded width "
+                                 "is not supported yet; legal: bias=False (Falcon-7B)")
+        self.config, attn, mlp = config, layer.self_attention, layer.mlp
+        self.head_dim, self.scaling, self.act = attn.head_dim, attn.inv_norm_factor, mlp.act
+        self.heads = width // attn.head_dim
+        queries = config.num_attention_heads * attn.head_dim
+        ffn = _padded_width(config, mlp.dense_h_to_4h.weight.shape[0])
+        norms = [layer.input_layernorm] + ([] if config.parallel_attn else [layer.post_attention_layernorm])
+        weights = {"qkv": torch.cat([_pad(attn.query_key_value.weight[:queries], width, width),
+                                     _pad(attn.query_key_value.weight[queries:], width)]),
+                   "dense": _pad(attn.dense.weight, width, width), "up": _pad(mlp.dense_h_to_4h.weight, width, ffn),
+                   "down": _pad(mlp.dense_4h_to_h.weight, ffn, width)}
+        with torch.no_grad():
+            for name, value in weights.items():
+                self.register_buffer(name, value, persistent=False)
+            for k, norm in enumerate(norms):
+                self.register_buffer(f"norm{k}_weight", _pad(norm.weight, width), persistent=False)
+                self.register_buffer(f"norm{k}_bias", _pad(norm.bias, width), persistent=False)
+
+    def forward(self, x, caches, bias, rotary):
+        from transformers.models.falcon.modeling_falcon import apply_rotary_pos_emb
+        keys, values = caches
+        h = _layer_norm(x, self.norm0_weight, self.norm0_bias, self.config)
+        qkv = (h @ self.qkv.T).reshape(1, PAGE, -1, self.head_dim)
+        q, key, value = qkv[:, :, :self.heads], qkv[:, :, self.heads:self.heads + 1], qkv[:, :, self.heads + 1:]
+        q, key = apply_rotary_pos_emb(q.transpose(1, 2), key.transpose(1, 2), *rotary)
+        key, value = key.transpose(1, 2).reshape(1, PAGE, -1), value.reshape(1, PAGE, -1)
+        attended = _attend(q, keys, key, values, value, 1, self.scaling, bias) @ self.dense.T
+        if self.config.parallel_attn:
+            return x + attended + self.act(h @ self.up.T) @ self.down.T, key, value
+        x = x + attended
+        h = _layer_norm(x, self.norm1_weight, self.norm1_bias, self.config)
+        return x + self.act(h @ self.up.T) @ self.down.T, key, value
+
+
+def _padded_width(config, width: int | None = None) -> int:
+    """A width (default: the model's) of more than 8 tiles padded to a multiple of 8 tiles (a row of 8 cores
+    divides it) where that stays a multiple of the head dim; else the width."""
+    width = config.hidden_size if width is None else width
+    tiles = -(-width // 32)
+    padded = width if tiles <= 8 else -(-tiles // 8) * 8 * 32
+    return padded if padded % (config.hidden_size // config.num_attention_heads) == 0 else width
+
+
+def _pad(t: torch.Tensor, columns: int, rows: int | None = None) -> torch.Tensor:
+    """t zero-padded to `columns` in its last dim (and `rows` in the one before)."""
+    pad = (0, columns - t.shape[-1]) + ((0, rows - t.shape[-2]) if rows is not None else ())
+    return torch.nn.functional.pad(t.detach(), pad)
+
+
+def _layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, config) -> torch.Tensor:
+    """LayerNorm over a padded row's real `config.hidden_size` columns (the padding is zeros, and stays zero with
+    zero-padded weight and bias): mean and variance from the sums of x and x * x."""
+    n = config.hidden_size
+    mean = torch.sum(x, -1, keepdim=True) / n
+    variance = torch.sum(x * x, -1, keepdim=True) / n - mean * mean
+    return (x - mean) * torch.rsqrt(variance + config.layer_norm_epsilon) * weight + bias
 
 
 class T5Step(EncoderDecoderStep):
@@ -266,7 +358,8 @@ class T5Step(EncoderDecoderStep):
         for k in range(1, min(len(blocks) - 1, pages - 1) + 1):
             step = (blocks[k] - (blocks[k - 1] if k > 1 else 0.0)).repeat(1, 1, pages)
             cached = cached + step * torch.clamp(before - (k - 1), 0.0, 1.0)
-        return torch.cat([cached, blocks[0]], dim=-1).unsqueeze(0) + super().bias(start, positions)
+        mask_cached, mask_own = super().bias(start, positions)
+        return cached.unsqueeze(0) + mask_cached, blocks[0].unsqueeze(0) + mask_own
 
     def embed(self, ids, positions):
         return self.model.decoder.embed_tokens(ids), None
@@ -344,17 +437,28 @@ def _head_dim(config) -> int:
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
-def _attend(q, keys, key, values, value, kv_heads: int, scaling: float, bias) -> torch.Tensor:
+def _attend(q, keys, key, values, value, kv_heads: int, scaling: float, bias: tuple) -> torch.Tensor:
     """Attention of a page's query heads q (1, heads, PAGE, d) over the cached positions and the page's own (each
     (1, positions, kv_heads * d), heads merged): a group of query heads sharing a key/value head one under the
-    other, so the key/value heads are never repeated; (1, PAGE, heads * d)."""
+    other, so the key/value heads are never repeated; (1, PAGE, heads * d). The cached positions and the page's
+    own are scored apart, one softmax over both (their largest score, their sums): the device concatenates
+    neither the caches nor the masks. `bias`: what the scores over each add, (PAGE, positions) or per head."""
     _, heads, _, d = q.shape
     group = heads // kv_heads
-    keys = _heads(torch.cat([keys, key], dim=1), kv_heads)
-    values = _heads(torch.cat([values, value], dim=1), kv_heads)
-    bias = torch.cat([bias] * group, dim=-2) if group > 1 else bias     # a concatenation the device runs
-    scores = q.reshape(1, kv_heads, group * PAGE, d) @ keys.transpose(-2, -1) * scaling + bias
-    attended = torch.softmax(scores, -1) @ values
+    q = q.reshape(1, kv_heads, group * PAGE, d)
+
+    def scores(k: torch.Tensor, add: torch.Tensor) -> torch.Tensor:     # per head (1, heads, PAGE, positions)
+        return (q @ _heads(k, kv_heads).transpose(-2, -1) * scaling).reshape(1, heads, PAGE, -1) + add
+
+    cached, own = scores(keys, bias[0]), scores(key, bias[1])
+    top = torch.maximum(torch.amax(cached, -1, keepdim=True), torch.amax(own, -1, keepdim=True))
+    cached, own = torch.exp(cached - top), torch.exp(own - top)
+    total = torch.sum(cached, -1, keepdim=True) + torch.sum(own, -1, keepdim=True)
+
+    def grouped(x: torch.Tensor) -> torch.Tensor:    # the query heads of a key/value head one under the other
+        return x.reshape(1, kv_heads, group * PAGE, x.shape[-1])
+
+    attended = (grouped(cached) @ _heads(values, kv_heads) + grouped(own) @ _heads(value, kv_heads)) / grouped(total)
     return attended.reshape(1, heads, PAGE, d).transpose(1, 2).reshape(1, PAGE, heads * d)
 
 
@@ -420,19 +524,19 @@ def _pages_before(start: torch.Tensor, max_length: int) -> torch.Tensor:
     return start.reshape(1, 1) * (1.0 / PAGE) - page_of
 
 
-def _attention_bias(start: torch.Tensor, max_length: int) -> torch.Tensor:
-    """(PAGE, max_length + PAGE): 0 where a row of the page may attend (cached positions before the page at `start`,
-    the page's own up to the row), a large negative number elsewhere. Arithmetic only (pages before clamped to
-    0..1), so the device computes it from `start`."""
-    cached = torch.clamp(_pages_before(start, max_length), 0.0, 1.0)
-    keep = torch.cat([cached.expand(PAGE, max_length), torch.tril(torch.ones(PAGE, PAGE))], dim=-1)
-    return (keep - 1.0) * 1e4
+def _attention_bias(start: torch.Tensor, max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mask of a page's rows: over the cached positions (PAGE, max_length), 0 where a row may attend (positions
+    before the page at `start`) and a large negative number elsewhere, arithmetic only (pages before clamped to
+    0..1), so the device computes it from `start`; over the page's own (PAGE, PAGE), causal (a constant)."""
+    cached = torch.clamp(_pages_before(start, max_length), 0.0, 1.0).expand(PAGE, max_length)
+    return (cached - 1.0) * 1e4, (torch.tril(torch.ones(PAGE, PAGE)) - 1.0) * 1e4
 
 
 def paged_decoder(model: torch.nn.Module, sample_inputs: tuple, max_length: int | None,
                   df: DataFormat | None = None) -> tuple[PagedStep, tuple, dict[str, int]]:
-    """The decode step of a Hugging Face causal LM or encoder-decoder, its sample inputs (the caches' starting
-    value: zeros; an encoder-decoder's source: the first sample input, whose shape every generation then takes) and
+    """The decode step of a Hugging Face causal LM or encoder-decoder, its sample inputs (as many sequences as the
+    first sample input has rows, the microbatch a step decodes at once; the caches' starting value: zeros; an
+    encoder-decoder's source: the first sample input, whose shape every generation then takes) and
     the `loopback_outputs` linking each cache to what writes it; UserInputError for a model it cannot step. `df`
     (`default_df_override`) decides where the greedy token is picked: on the device unless the format cannot hold
     its digits exactly (a block format), or the vocabulary exceeds two digits (a warning says so)."""
@@ -454,14 +558,14 @@ def paged_decoder(model: torch.nn.Module, sample_inputs: tuple, max_length: int 
                              f"generation_max_length ({length}), the positions the caches hold")
     step = family(model, length, prompt, _decoder_start(model) if family.cross else None,
                   _device_argmax(config.vocab_size, df), df is not None and df.exponent_family == "a").eval()
-    width, layers = family.cache_width(config), len(step.layers())
-    caches = [torch.zeros(1, length, width) for _ in range(2 * layers)]
-    sample: tuple = (torch.zeros(1, PAGE, dtype=torch.long), torch.zeros(1, 1))
+    width, layers, batch = family.cache_width(config), len(step.layers()), sample_inputs[0].shape[0]
+    caches = [torch.zeros(batch, length, width) for _ in range(2 * layers)]
+    sample: tuple = (torch.zeros(batch, PAGE, dtype=torch.long), torch.zeros(batch, 1))
     if step.cross:
         source = sample_inputs[0]
         with torch.no_grad():
-            encoded = step.encode(source).shape[1]
-        caches += [torch.zeros(1, encoded, width) for _ in range(2 * layers)]
+            encoded = step.encode(source[:1].to(next(model.parameters()).device)).shape[1]   # (meta: shape-only)
+        caches += [torch.zeros(batch, encoded, width) for _ in range(2 * layers)]
         sample += (source,)
     return step, (*sample, *caches), {f"caches_{k}": k + 1 for k in range(len(caches))}
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
+import inspect
 import warnings
 from typing import Callable, Union
 
@@ -23,9 +25,10 @@ from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
 from ..errors import InternalError, UserInputError
-from ..ir import Graph
+from ..ir import Graph, ShapeOnly
 from ..ops import add_op
 from . import relax_cnn
+from .meta import holds_meta_weights
 
 # cpu_fallback_ops moves registry ops to the host; an op with no pybuda mapping has no registry op, so it can run
 # neither on the device nor on the host: the only way on is a mapping.
@@ -48,19 +51,63 @@ def import_torch(model: torch.nn.Module, sample_inputs: tuple[torch.Tensor, ...]
     return import_program(export_model(model, sample_inputs), name=name)
 
 
-def export_model(model: torch.nn.Module, sample_inputs: tuple[torch.Tensor, ...]) -> torch.export.ExportedProgram:
+@dataclasses.dataclass(frozen=True)
+class Exported:
+    """A torch.export program and, for a model whose weights are on the meta device, the state-dict names of the
+    weights it takes as its last user inputs (`holds_meta_weights`)."""
+
+    program: torch.export.ExportedProgram
+    weights: tuple[str, ...] = ()
+    input_names: tuple[str, ...] = ()     # the model's input names, where the program's are the wrapper's
+
+
+class _WeightsAsInputs(torch.nn.Module):
+    """`model` called with its parameters and buffers as inputs after its own (`torch.func.functional_call`): a
+    meta-device model exports with every weight a user input, so no step copies or binds data it does not have."""
+
+    def __init__(self, model: torch.nn.Module, weights: tuple[str, ...], inputs: int):
+        super().__init__()
+        object.__setattr__(self, "model", model)    # not a submodule: its weights are inputs here, not state
+        self.weights, self.inputs = weights, inputs
+
+    def forward(self, *args: torch.Tensor):
+        return torch.func.functional_call(self.model, dict(zip(self.weights, args[self.inputs:])),
+                                          args[:self.inputs])
+
+
+def export_model(model: torch.nn.Module, sample_inputs: tuple[torch.Tensor, ...]) -> Exported:
     """The torch.export program of `model` (put in eval mode) on one sample of `sample_inputs` (not decomposed:
-    that is part of the import, which a TVM cache hit skips)."""
+    that is part of the import, which a TVM cache hit skips); a meta-device model's with its weights as inputs."""
     model.eval()
     args = tuple(x[:1] for x in sample_inputs)
-    with torch.no_grad():
+    weights: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    device = contextlib.nullcontext()
+    if holds_meta_weights(model):
+        state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+        weights = tuple(state)
+        args = tuple(x.to("meta") for x in args) + tuple(state[w].to("meta") for w in weights)
+        names = _input_names(model, len(sample_inputs))
+        model, device = _WeightsAsInputs(model, weights, len(sample_inputs)), torch.device("meta")
+    with torch.no_grad(), device:
         try:
-            return torch.export.export(model, args)
+            return Exported(torch.export.export(model, args), weights, names)
         except Exception as e:  # noqa: BLE001  (torch.export raises many kinds; all mean the same to the user)
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise UnsupportedOpError(f"torch.export cannot capture {type(model).__name__} on one sample of the sample "
                                      f"inputs ({type(e).__name__}: {first}); pybuda compiles what torch.export "
                                      "captures: static shapes, no data-dependent Python control flow") from e
+
+
+def _input_names(model: torch.nn.Module, count: int) -> tuple[str, ...]:
+    """The names torch.export gives `count` positional inputs of `model.forward` (`*args` as args_0, args_1...)."""
+    names: list[str] = []
+    for p in inspect.signature(model.forward).parameters.values():
+        if p.kind == inspect.Parameter.VAR_POSITIONAL:
+            names += [f"{p.name}_{i}" for i in range(count - len(names))]
+        elif p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+    return tuple(names[:count])
 
 
 @contextlib.contextmanager
@@ -73,16 +120,16 @@ def _torch_deprecations_quiet():
         yield
 
 
-def import_program(program: torch.export.ExportedProgram, *, name: str = "model") -> Graph:
+def import_program(exported: Exported, *, name: str = "model") -> Graph:
     """Convert an exported program (`export_model`) to a Graph: its decompositions, then TVM Relax."""
     with torch.no_grad(), _torch_deprecations_quiet():
-        program = program.run_decompositions()
+        program = exported.program.run_decompositions()
         try:
             mod = from_exported_program(program, keep_params_as_input=True, run_ep_decomposition=False,
                                         custom_convert_map=_TORCH_CONVERTERS)
         except AssertionError as e:
             raise _tvm_unsupported(e, program) from None
-    return _Importer(program, name).run(mod["main"])
+    return _Importer(program, name, exported.weights, exported.input_names).run(mod["main"])
 
 
 def _amax(node: torch.fx.Node, importer) -> relax.Var:
@@ -102,8 +149,9 @@ Handler = Callable[["_Importer", relax.Call, tuple], Value]
 class _Importer:
     """Walks a Relax function's bindings and emits graph nodes."""
 
-    def __init__(self, program: torch.export.ExportedProgram, name: str):
-        self.program = program
+    def __init__(self, program: torch.export.ExportedProgram, name: str, weights: tuple[str, ...] = (),
+                 input_names: tuple[str, ...] = ()):
+        self.program, self.weights, self.input_names = program, weights, input_names
         self.graph = Graph(name)
         self.env: dict[relax.Var, Value] = {}
         self.bound: dict[relax.Var, relax.Expr] = {}
@@ -134,8 +182,12 @@ class _Importer:
         state = self.program.state_dict
         for i, var in enumerate(func.params):
             spec = specs[var.name]
-            if i < int(func.attrs["num_input"]):
-                self.env[var] = self.graph.add_input(spec.arg.name, _type_shape(var.ty, var.name))
+            weight = i - (int(func.attrs["num_input"]) - len(self.weights))   # a meta model's weight inputs
+            if 0 <= weight < len(self.weights):
+                self.env[var] = self.graph.add_parameter(self.weights[weight], ShapeOnly(_type_shape(var.ty, var.name)))
+            elif i < int(func.attrs["num_input"]):
+                name = self.input_names[i] if i < len(self.input_names) else spec.arg.name
+                self.env[var] = self.graph.add_input(name, _type_shape(var.ty, var.name))
             else:
                 p = state[spec.target]
                 self.env[var] = self.graph.add_parameter(spec.target, _numpy(p), requires_grad=p.requires_grad)

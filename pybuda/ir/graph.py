@@ -35,6 +35,15 @@ class GraphError(UserInputError):
     """A malformed graph operation (unknown node, duplicate name, bad operand)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class ShapeOnly:
+    """The value of a parameter whose numbers the compile does not have, only its shape: a torch model whose
+    weights are on the meta device compiles shape-only (netlist, placement, estimate). Nothing folds it; what needs
+    the numbers (simulation, a TTI image, verify) refuses the compile naming why."""
+
+    shape: tuple
+
+
 @dataclasses.dataclass
 class Node:
     """A graph node. `value` holds parameter/constant data; `attrs` the op's attributes. The fields after
@@ -46,7 +55,7 @@ class Node:
     df: DataFormat = DataFormat.Float32
     op_type: str | None = None
     attrs: dict = dataclasses.field(default_factory=dict)
-    value: np.ndarray | None = None
+    value: np.ndarray | ShapeOnly | None = None
     order: int = 0
     requires_grad: bool = False                # parameter: trained in the framework model
     original_op_type: str | None = None        # op: the framework op it was decomposed or lowered from
@@ -121,13 +130,13 @@ class Graph:
         self.input_names.append(name)
         return self._add(Node(name, "input", tuple(shape), df))
 
-    def add_parameter(self, name: str, value: np.ndarray, requires_grad: bool = False) -> str:
-        value = np.asarray(value, dtype=np.float32)
+    def add_parameter(self, name: str, value: np.ndarray | ShapeOnly, requires_grad: bool = False) -> str:
+        value = value if isinstance(value, ShapeOnly) else np.asarray(value, dtype=np.float32)
         return self._add(Node(name, "parameter", value.shape, DataFormat.Float32, value=value,
                               requires_grad=requires_grad))
 
-    def add_constant(self, name: str, value: np.ndarray) -> str:
-        value = np.asarray(value, dtype=np.float32)
+    def add_constant(self, name: str, value: np.ndarray | ShapeOnly) -> str:
+        value = value if isinstance(value, ShapeOnly) else np.asarray(value, dtype=np.float32)
         return self._add(Node(name, "constant", value.shape, DataFormat.Float32, value=value))
 
     def add_op(self, name: str, op_type: str, operands: list, attrs: dict | None = None, *, shape: tuple,
@@ -166,6 +175,11 @@ class Graph:
         """Node `name`, or None if the graph has none of that name."""
         data = self._g._node.get(name)
         return None if data is None else data["node"]
+
+    @property
+    def shape_only(self) -> bool:
+        """Whether some parameter's or constant's numbers are unknown (`ShapeOnly`)."""
+        return any(isinstance(n.value, ShapeOnly) for n in self.nodes())
 
     def nodes(self, kind: str | None = None) -> list[Node]:
         """Nodes in insertion order, optionally of one kind."""

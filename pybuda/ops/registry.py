@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import InternalError, UserInputError
-from ..ir import Graph, GraphError, as_operand
+from ..ir import Graph, GraphError, ShapeOnly, as_operand
 
 
 class OpError(UserInputError):
@@ -128,7 +128,11 @@ def infer_shape(op_type: str, shapes: list, attrs: dict, name: str = "?") -> tup
         raise OpError(f"op {name!r} ({op_type}): {e}") from None
 
 
-def evaluate(op_type: str, values: list, attrs: dict) -> np.ndarray:
+def evaluate(op_type: str, values: list, attrs: dict) -> np.ndarray | ShapeOnly:
+    """The op's value on `values`; `ShapeOnly` of its shape where an operand's numbers are unknown."""
+    if any(isinstance(v, ShapeOnly) for v in values):
+        return ShapeOnly(infer_shape(op_type, [np.shape(v) if isinstance(v, np.ndarray) else v.shape for v in values],
+                                     attrs, op_type))
     return np.asarray(get(op_type).eval(values, attrs), dtype=np.float32)
 
 

@@ -5,12 +5,14 @@ parameters back (a loopback output). The host pushes the state never again and n
 the compiled model takes the other inputs and returns the other outputs, the state kept on the device between calls
 (`RuntimeModel.reset_state` puts the compile-time value back).
 
-The state is one tensor, so a compile with a loopback takes microbatch 1. The output either has the input's shape
-(the whole state written back each run) or is one page of it: the input's rows (dim -2) a multiple `pages` of the
-output's, whole tiles (32 rows) each, everything else equal, with no dim other than the last two above 1 (a KV
-cache (1, 1, positions, width)). A paged state is written at the page the run's `cache_write_index` names (the
-program parameter `$p_cache_write_index`): the device keeps two views of one DRAM buffer (netlist `alias`), the
-readers reading all pages, the writer one (`PAGES`, the number of pages, on the state node's attrs)."""
+The output either has the input's shape (the whole state written back each run; one tensor, so the compile takes
+microbatch 1) or is one page of it: the input's rows (dim -2) a multiple `pages` of the output's, whole tiles (32
+rows) each, everything else equal, with no dim other than the last two above 1 (a KV cache (1, 1, positions,
+width)). A paged state is written at the page the run's `cache_write_index` names (the program parameter
+`$p_cache_write_index`): the device keeps two views of one DRAM buffer (netlist `alias`), the readers reading all
+pages, the writer one (`PAGES`, the number of pages, on the state node's attrs). A paged state is per sample: with
+microbatch B the node's value holds B states (each sample's caches: a batch of sequences decoded at once), the
+readers' view one entry per sample, the writer's one page per sample at stride `pages`."""
 from __future__ import annotations
 
 import numpy as np
@@ -34,9 +36,10 @@ def link_loopbacks(graph: Graph, loopbacks: dict[str, int], samples: dict[str, n
         node = graph.node(name)
         source = graph.output_source(outputs[position])
         pages = _pages(name, position, graph.node(source).shape, node.shape)
-        if samples[name].shape[0] != 1:
-            raise UserInputError(f"loopback_outputs[{name!r}]: the state is one tensor, so the compile takes "
-                                 f"microbatch 1; the sample inputs have microbatch {samples[name].shape[0]}")
+        if samples[name].shape[0] != 1 and pages == 1:
+            raise UserInputError(f"loopback_outputs[{name!r}]: the state written back whole is one tensor, so the "
+                                 f"compile takes microbatch 1 (a paged state takes any: one per sample); the sample "
+                                 f"inputs have microbatch {samples[name].shape[0]}")
         node.kind, node.role, node.value = "parameter", STATE, np.asarray(samples[name], dtype=np.float32)
         if pages > 1:
             node.attrs[PAGES] = pages

@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 
 from ..arch.operands import transpose_illegal
-from ..ir import Graph, Operand
+from ..ir import Graph, Operand, ShapeOnly
 from ..ops import registry
 from ..ops.common import ceil_tile
 from ..ops.registry import OpError
@@ -27,9 +27,11 @@ def padded4(shape: tuple) -> tuple:
     return (1, z, ceil_tile(r), ceil_tile(c))
 
 
-def pad_value(value: np.ndarray) -> np.ndarray:
+def pad_value(value: np.ndarray | ShapeOnly) -> np.ndarray | ShapeOnly:
     """A logical array zero-padded to its device shape (a read-only view when it needs no padding: BERT-Large's
-    weights are 1.3 GB that a copy would only duplicate)."""
+    weights are 1.3 GB that a copy would only duplicate); unknown numbers stay unknown."""
+    if isinstance(value, ShapeOnly):
+        return ShapeOnly(padded4(value.shape))
     v4 = np.asarray(value, dtype=np.float32).reshape(to4d(np.shape(value)))
     if v4.shape == padded4(np.shape(value)):
         view = v4.view()
@@ -165,8 +167,10 @@ class LowerContext:
             # constants are replicated on the host, along every size-1 dim at once (a scalar fills its tile)
             _, _, r, c = to4d(x.shape)
             axes = {a for a, n in (("r", r), ("c", c)) if n == 1} | {axis}
-            value = src.value[..., :1 if "r" in axes else None, :1 if "c" in axes else None]
-            value = np.tile(value, (1, 1, 32 if "r" in axes else 1, 32 if "c" in axes else 1))
+            reps = (1, 1, 32 if "r" in axes else 1, 32 if "c" in axes else 1)
+            value = (ShapeOnly(tuple(d if n == 1 else 32 for d, n in zip(src.value.shape, reps)))
+                     if isinstance(src.value, ShapeOnly) else
+                     np.tile(src.value[..., :1 if "r" in axes else None, :1 if "c" in axes else None], reps))
             name = f"{x.src}.brcst_{''.join(sorted(axes))}"
             if name not in self.graph:
                 (self.graph.add_parameter if src.kind == "parameter" else self.graph.add_constant)(name, value)
@@ -240,12 +244,14 @@ class LowerContext:
 
 def _paged_state(bgraph: Graph, node) -> Lowered:
     """A paged state (`passes/loopback.py`) as a parameter of its pages along z (each the output's rows, t-slices
-    the writer writes one of), read whole through a vstack of the pages on every reader's edge."""
+    the writer writes one of), read whole through a vstack of the pages on every reader's edge; its value holds one
+    state per sample (samples, pages, rows, cols), its shape one sample's."""
     pages = node.attrs[PAGES]
-    value = pad_value(node.value)
-    w, _, rows, cols = value.shape
-    bgraph.add_parameter(node.name, value.reshape(w, pages, rows // pages, cols))
+    value = np.stack([pad_value(sample[None]) for sample in node.value])     # (samples, 1, 1 or z, rows, cols)
+    samples, _, _, rows, cols = value.shape
+    bgraph.add_parameter(node.name, value.reshape(samples, pages, rows // pages, cols))
     state = bgraph.node(node.name)
+    state.shape = (1, pages, rows // pages, cols)
     state.logical_shape, state.role, state.attrs = node.shape, node.role, {PAGES: pages}
     return Lowered(node.name, (("vstack", pages),), node.shape)
 

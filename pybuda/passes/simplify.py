@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node
+from ..ir import Graph, Node, ShapeOnly
 from ..ops import add_op, registry
 from .rewrite import ANY, CONSTANT, Pattern, fixpoint, rewrite
 
@@ -73,6 +73,8 @@ def _sign(graph: Graph, name: str) -> str | None:
     mean(x*x) + eps)."""
     node = graph.node(name)
     if node.kind in ("parameter", "constant"):
+        if isinstance(node.value, ShapeOnly):
+            return None
         return "positive" if np.all(node.value > 0) else "nonnegative" if np.all(node.value >= 0) else None
     if node.kind != "op":
         return None
@@ -105,8 +107,8 @@ def _finite(graph: Graph, name: str, memo: dict[str, bool]) -> bool:
         node = graph.node(stack[-1])
         if node.name in memo:
             pass
-        elif node.kind in ("parameter", "constant"):
-            memo[node.name] = bool(np.isfinite(node.value).all())
+        elif node.kind in ("parameter", "constant"):    # (unknown numbers: a model's weights are finite)
+            memo[node.name] = isinstance(node.value, ShapeOnly) or bool(np.isfinite(node.value).all())
         elif node.kind == "input" or registry.belongs(node.op_type, "bounded"):
             memo[node.name] = True
         elif _may_overflow(graph, node):
@@ -122,7 +124,8 @@ def _finite(graph: Graph, name: str, memo: dict[str, bool]) -> bool:
     return memo[name]
 
 
-_INFINITE = Pattern(node_kinds=CONSTANT.node_kinds, where=lambda graph, node: not np.isfinite(node.value).any())
+_INFINITE = Pattern(node_kinds=CONSTANT.node_kinds, where=lambda graph, node: not isinstance(node.value, ShapeOnly)
+                    and not np.isfinite(node.value).any())
 
 
 @rewrite(Pattern(("equal", "not_equal"), operands=(ANY, _INFINITE)), sweep_state=dict)

@@ -115,9 +115,9 @@ def _device_problems(netlist: Netlist, part: DevicePart, known: set[str], arrays
             array = arrays.get(feed.array)
             if array is None:
                 problems.append(f"queue {name!r}: array {feed.array!r} is missing")
-            elif array.shape != (1, *entry):
+            elif array.shape[1:] != entry or not 1 <= array.shape[0] <= queue.entries:
                 problems.append(f"queue {name!r}: array {feed.array!r} has shape {array.shape}, the queue holds "
-                                f"{(1, *entry)}")
+                                f"{queue.entries} entries of {entry}")
         elif feed.kind == "input":   # (a loss_gradient queue is fed by the training loop)
             if feed.feed not in known:
                 problems.append(f"input queue {name!r} reads {feed.feed!r}, which is neither a model input nor "

@@ -8,6 +8,8 @@ import numpy as np
 import torch
 
 from ..codegen.manifest import DevicePart, HostProgram, RunManifest
+from ..errors import UsageError
+from ..ir import ShapeOnly
 from ..netlist import Netlist
 from ..passes.loopback import STATE
 from .executor import check_manifest, run
@@ -16,6 +18,10 @@ from .inputs import InputError, checked_inputs
 from .outputs import rebuild
 from .perf import ModelPerf
 from .training import epoch_counts, is_training_netlist, training_step_perf
+
+
+class ShapeOnlyError(UsageError):
+    """A run or an image of a model compiled shape-only (`pybuda.ir.ShapeOnly`)."""
 
 
 class RuntimeModel:
@@ -39,6 +45,15 @@ class RuntimeModel:
         # a model with device state (`loopback_outputs`) keeps its simulated devices between calls
         stateful = any(f.kind == STATE for p in manifest.device_parts for f in p.queues.values())
         self._devices: dict | None = {} if stateful else None
+        self.shape_only = sorted(k for k, v in arrays.items() if isinstance(v, ShapeOnly))   # arrays without numbers
+
+    def _require_numbers(self, what: str) -> None:
+        """ShapeOnlyError for `what` (a run, an image) of a model compiled without some weights' numbers."""
+        if self.shape_only:
+            raise ShapeOnlyError(f"model {self.name!r} was compiled shape-only (its weights were on torch's meta "
+                                 f"device: {len(self.shape_only)} arrays, e.g. {', '.join(self.shape_only[:3])}): its "
+                                 f"netlist, placement and estimate (perf) are the model's, but {what} needs the "
+                                 "weights' numbers; load the weights and compile again")
 
     @property
     def devices(self) -> dict:
@@ -108,10 +123,10 @@ class RuntimeModel:
 
     @property
     def pages(self) -> int:
-        """How many pages the model's paged state holds (`loopback_outputs` of one page; the fewest of several;
-        0: none), each its writer view's entry: the legal `cache_write_index` values are 0 .. pages - 1."""
-        return min((q.entries for nl in self.netlists for q in nl.queues.values() if q.alias is not None),
-                   default=0)
+        """How many pages the model's paged state holds per sample (`loopback_outputs` of one page; the fewest of
+        several; 0: none), each its writer view's entry: the legal `cache_write_index` values are 0 .. pages - 1."""
+        return min((q.entries // self.microbatch for nl in self.netlists for q in nl.queues.values()
+                    if q.alias is not None), default=0)
 
     def __call__(self, *inputs, cache_write_index: int | None = None, programs: Sequence[str] | None = None):
         """Run the parts (netlists in the backend simulator, fallback ops on the host) on a microbatch of inputs
@@ -120,6 +135,7 @@ class RuntimeModel:
         from the compiled ones. A model with paged state takes the page this run writes, `cache_write_index`.
         `programs` runs only those netlist programs (`compile_subgraphs`; see `program_names`), an output none of
         them computes coming back as None."""
+        self._require_numbers("a run")
         batch = checked_inputs(self.manifest, inputs)
         params = _write_index(cache_write_index, self.pages)
         if self.manifest.generation is not None:
@@ -142,6 +158,7 @@ class RuntimeModel:
     def save(self, path: str | Path) -> Path:
         """Write the model as one TTI image file (atomically); `pybuda.load(path)` runs it in any process."""
         from .tti import save_tti
+        self._require_numbers("a TTI image")
         return save_tti(path, self.netlist_texts, self.manifest, self.arrays)
 
     def summary(self) -> str:

@@ -13,10 +13,11 @@ from ..errors import UsageError
 @dataclasses.dataclass(frozen=True)
 class GenerationPerf:
     """The estimate of generating with a decode step (`enable_link_past_cache_ios`) at the compiled prompt length
-    and generation length, one sequence: its encoder programs once (an encoder-decoder's; `encoder_cycles`), the
-    prompt page by page (`prefill`, ending with the step that gives the first new token), then one step per further
-    token (`step_cycles` each). `pcie_bytes_per_token`: what crosses PCIe in one step (the host queues the step
-    program reads and writes), in the estimate."""
+    and generation length, for the `batch` sequences a step decodes at once (the compiled microbatch): its encoder
+    programs once (an encoder-decoder's; `encoder_cycles`), the prompt page by page (`prefill`, ending with the step
+    that gives the first new token), then one step per further token (`step_cycles` each, a token of every
+    sequence). `pcie_bytes_per_token`: what crosses PCIe in one step (the host queues the step program reads and
+    writes, for every sequence), in the estimate."""
 
     prompt_length: int
     new_tokens: int
@@ -25,6 +26,7 @@ class GenerationPerf:
     encoder_cycles: int
     step_cycles: int
     pcie_bytes_per_token: int
+    batch: int = 1
 
     @property
     def prefill_steps(self) -> int:
@@ -41,14 +43,14 @@ class GenerationPerf:
 
     @property
     def tokens_per_second(self) -> float:
-        """New tokens per second of one sequence, the prefill included."""
+        """New tokens per second of the batch's sequences together, the prefill included."""
         seconds = self.prefill_seconds + (self.new_tokens - 1) * self.decode_seconds_per_token
-        return self.new_tokens / seconds if seconds > 0 else 0.0
+        return self.batch * self.new_tokens / seconds if seconds > 0 else 0.0
 
     def to_text(self) -> str:
         return "\n".join([
-            f"generation: prompt {self.prompt_length} tokens, {self.new_tokens} new tokens, batch 1 (sequences of a "
-            "batch run one after the other)",
+            f"generation: prompt {self.prompt_length} tokens, {self.new_tokens} new tokens, batch {self.batch} "
+            "(decoded at once: a token of each sequence per step)",
             f"  prefill (encoder {self.encoder_cycles:,} cycles + {self.prefill_steps} step(s)): "
             f"{self.prefill_seconds * 1e3:,.3f} ms",
             f"  decode step: {self.step_cycles:,} cycles per token ({self.decode_seconds_per_token * 1e3:,.3f} ms), "
