@@ -463,12 +463,12 @@ def tiles(grid: tuple, mblock: tuple, ublock: tuple) -> tuple:
     (OpModel((2, 4), 1, (2, 3), (1, 2)), E150, (2, 4)),     # 8 cores: the writer's own blocking
     (OpModel((4, 3), 2, (1, 1), (1, 1)), E150, (4, 3)),
     (OpModel((1, 1), 510, (1, 1), (1, 4)), N150, (1, 1)),   # 510 slices x 4 buffers: 2,040 phases to stack them
-    (OpModel((1, 1), 100, (1, 1), (1, 4)), N150, (1, 4)),   # 400: within half a core's 862 phases
+    (OpModel((1, 1), 100, (1, 1), (1, 4)), N150, (1, 4)),   # 400: within a core's 862 phases
 ])
 def test_e2e_queue_of_a_writer_with_few_cores_spreads_over_the_channels(model, device, grid):
     """An epoch-to-epoch queue holds its writer's output per t (t, RT, CT) in as many buffers as the device has
     DRAM channels where the tiles allow; a writer with at least that many cores keeps its own blocking, and so
-    does one whose t slices over those buffers would cost a reader stacking them more than half its stream
+    does one whose t slices over those buffers would cost a reader stacking them more than its stream
     phases."""
     queue_grid, mblock, ublock = e2e_queue_blocking(model, device)
     assert queue_grid == grid

@@ -14,8 +14,9 @@ core its share), so its readers' traffic spreads over the channels (the
 legacy compiler gave a parameter its smallest reader's grid: often one buffer, one channel, for a weight that every
 core streams). So is an epoch-to-epoch queue whose writer has fewer cores than the device has channels
 (`e2e_queue_blocking`; the backend's pipes reblock an op's output into a queue of another grid with the same
-(t, RT, CT), netlist-format.md §3.2): the legacy compiler gave it the writer's grid, so a one-core writer's
-queue sat in one channel and its writes and every later reader's reads contended there. Any other queue an op
+(t, RT, CT), netlist-format.md §3.2), unless its t slices over the buffers would cost a reader more than a core's
+stream phases: the legacy compiler gave it the writer's grid, so a one-core writer's queue sat in one
+channel and its writes and every later reader's reads contended there. Any other queue an op
 writes has the op's blocking (one buffer per core); a sparse matmul's operands one buffer per grid row of the op.
 Lifetime: inputs, parameters, constants, sparse operands and outputs live for the whole program (static); an
 epoch-to-epoch queue from its writer's epoch to its last reader's epoch (dynamic: the program allocates it before
@@ -102,14 +103,14 @@ def host_queue_grid(shape: tuple, device: DeviceSpec) -> tuple:
 def e2e_queue_blocking(model: OpModel, device: DeviceSpec) -> tuple:
     """(grid, mblock, ublock) of the epoch-to-epoch queue an op writes under `model` (its t is the op's): the
     op's own blocking when it has at least as many cores as the device has DRAM channels, else its output tiles
-    spread like a host queue's (`_spread_grid`), unless the spread could cost a reader more than half a core's
+    spread like a host queue's (`_spread_grid`), unless the spread could cost a reader more than a core's
     stream phases: a reader that stacks the t slices again changes buffers up to t times per buffer (a 1-core
     head t-streamed in 510 slices of 4 tiles, spread over 4 buffers, reads as 2,040 phases)."""
     if model.cores >= device.dram_channels:
         return model.grid, model.mblock, model.ublock
     rt, ct = (g * m * u for g, m, u in zip(model.grid, model.mblock, model.ublock))
     grid = _spread_grid(rt, ct, device)
-    if model.t * grid[0] * grid[1] > device.phase_budget() // 2:
+    if model.t * grid[0] * grid[1] > device.phase_budget():
         return model.grid, model.mblock, model.ublock
     return grid, *_blocks(rt, ct, grid)
 
