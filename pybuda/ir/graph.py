@@ -176,11 +176,6 @@ class Graph:
         data = self._g._node.get(name)
         return None if data is None else data["node"]
 
-    @property
-    def shape_only(self) -> bool:
-        """Whether some parameter's or constant's numbers are unknown (`ShapeOnly`)."""
-        return any(isinstance(n.value, ShapeOnly) for n in self.nodes())
-
     def nodes(self, kind: str | None = None) -> list[Node]:
         """Nodes in insertion order, optionally of one kind."""
         nodes = [d["node"] for _, d in self._g.nodes(data=True)]

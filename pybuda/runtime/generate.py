@@ -4,9 +4,9 @@ greedy token of the row of its last position. A call takes the page's token ids 
 embeddings, looked up in the host part, cross to the device) and gives back each row's greedy token (two digits
 per row where the device picks it: `frontend.generation._greedy_digits`). An encoder-decoder first runs its
 encoder program once on the sequence's source (its cross-attention state written on the device), then decodes
-from its first decoder token. A step
-decodes the compiled microbatch of sequences at once (each sample its own caches); a batch runs a microbatch at a
-time, each from fresh device state (the last one filled up with copies of its last sequence)."""
+from its first decoder token. A step decodes the compiled microbatch of sequences at once (each sample its own
+caches); a batch runs a microbatch at a time, each from fresh device state (the last one filled up with copies
+of its last sequence)."""
 from __future__ import annotations
 
 import math
