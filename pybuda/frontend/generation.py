@@ -187,16 +187,16 @@ class FalconStep(PagedStep):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         config = self.model.config
-        self.width = _padded_width(config) if config.multi_query else config.hidden_size
-        self.padded = torch.nn.ModuleList(_PaddedFalconLayer(layer, config, self.width)
-                                          for layer in self.layers()) if self.width != config.hidden_size else None
+        width = _padded_width(config) if config.multi_query else config.hidden_size
+        self.padded = torch.nn.ModuleList(_PaddedFalconLayer(layer, config, width)
+                                          for layer in self.layers()) if width != config.hidden_size else None
         if self.padded is not None:
             with torch.no_grad():
-                self.head_weight = _pad(self.head_weight, self.width)
+                self.head_weight = _pad(self.head_weight, width)
                 ln_f = self.model.transformer.ln_f
-                self.register_buffer("ln_f_weight", _pad(ln_f.weight, self.width), persistent=False)
-                self.register_buffer("ln_f_bias", _pad(ln_f.bias, self.width), persistent=False)
-                self.register_buffer("embeddings", _pad(self.model.transformer.word_embeddings.weight, self.width),
+                self.register_buffer("ln_f_weight", _pad(ln_f.weight, width), persistent=False)
+                self.register_buffer("ln_f_bias", _pad(ln_f.bias, width), persistent=False)
+                self.register_buffer("embeddings", _pad(self.model.transformer.word_embeddings.weight, width),
                                      persistent=False)
 
     @staticmethod
