@@ -83,7 +83,7 @@ from pybuda.arch.l1 import InputBuffer, footprint  # noqa: E402
 from pybuda.arch.operands import (expected_input, input_buffer_tiles, input_count, input_granule,  # noqa: E402
                                   prologue_tiles_per_core, tiles_read_per_core)
 from pybuda.arch.optypes import BINARY_OPS, ELTWISE_SHAPED_OPS, OP_TYPES, family_of  # noqa: E402
-from pybuda.arch.perf import OpLoad, Transfer, epoch_timing, program_cycles, shared_bandwidths  # noqa: E402
+from pybuda.arch.perf import OpLoad, Transfer, epoch_timing, program_cycles  # noqa: E402
 from pybuda.arch.tms import TMError, edge_shape, shape_after_tms, tm_shape  # noqa: E402
 from pybuda.device import get_device  # noqa: E402
 
@@ -163,10 +163,9 @@ def test_l1_footprint():
 def test_dram_readers_contend_in_their_channels_not_per_core():
     e150 = get_device("e150")
     readers = [OpLoad(f"op{i}", 8, 100, (Transfer(1000.0, "dram", channels=(i,)),)) for i in range(4)]
-    bw = shared_bandwidths(e150, readers)
-    assert bw["dram_in"] == bw["prologue_dram_in"] == e150.dram_bw_bytes_per_cycle / 2   # a core's own limit
-    # four ops on four channels: each channel serves one op's 8 cores
+    # four ops on four channels: each channel serves one op's 8 cores, each core at its own limit
     alone = epoch_timing(e150, readers, 1).ops[0]
+    assert alone.terms["dram_in"] == pytest.approx(1000 / (e150.dram_bw_bytes_per_cycle / 2))
     assert alone.terms["dram_channel"] == pytest.approx(8 * 1000 / e150.dram_channel_bw_bytes_per_cycle)
     # the same four ops on one channel share it
     shared = [OpLoad(f"op{i}", 8, 100, (Transfer(1000.0, "dram", channels=(0,)),)) for i in range(4)]
@@ -175,6 +174,21 @@ def test_dram_readers_contend_in_their_channels_not_per_core():
     prologue = [OpLoad(f"op{i}", 8, 100, (Transfer(1000.0, "dram", once=True, channels=(0,)),)) for i in range(4)]
     epoch = epoch_timing(e150, prologue, 1)
     assert epoch.prologue_cycles == pytest.approx(4 * 8 * 1000 / e150.dram_channel_bw_bytes_per_cycle)
+
+
+def test_host_writers_share_the_pcie_link():
+    """Every host writer of an epoch is paced by all the epoch's host bytes over PCIe, not by a per-core share:
+    a 2-core op writing twice the bytes per core of a 1-core op waits no longer than the link needs for both."""
+    e150 = get_device("e150")
+    big = OpLoad("big", 2, 10, (), (Transfer(4800.0, "pcie"),))
+    small = OpLoad("small", 1, 10, (), (Transfer(2400.0, "pcie"),))
+    epoch = epoch_timing(e150, [big, small], 1)
+    total = (2 * 4800 + 2400) / e150.pcie_bw_bytes_per_cycle
+    assert [o.terms["pcie_out"] for o in epoch.ops] == [pytest.approx(total)] * 2
+    assert epoch.pipeline_cycles == pytest.approx(total)
+    # once per epoch (an epilogue write to the host) the same link paces the epoch's epilogue
+    once = OpLoad("once", 1, 10, (), (Transfer(2400.0, "pcie", once=True),))
+    assert epoch_timing(e150, [once, big], 1).epilogue_cycles == pytest.approx(2400 / e150.pcie_bw_bytes_per_cycle)
 
 
 def test_epoch_cost_is_fill_pipeline_prologue_epilogue():

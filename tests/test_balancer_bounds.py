@@ -175,6 +175,32 @@ def test_op_bound_of_a_two_matmul_chain_is_below_its_estimate(tmp_path):
     check_bounds(placement)
 
 
+class ThreeHeads(pybuda.PyBudaModule):
+    """Three cheap eltwise ops, each a model output: what they write to the host per input is most of the work."""
+
+    def __init__(self):
+        super().__init__("three_heads")
+
+    def forward(self, x):
+        op = pybuda.op
+        return op.Relu("head_relu", x), op.Gelu("head_gelu", x), op.Exp("head_exp", x)
+
+
+def test_host_outputs_pace_the_plan_and_bound_it_together(tmp_path):
+    """Every host output of an epoch crosses the one PCIe link (`pybuda.arch.perf.host_cycles`): the estimate's
+    writers are paced by all their bytes, and the segment bound counts them summed, not the largest alone."""
+    x = torch.randn(4, 512, 512, generator=torch.Generator().manual_seed(1))
+    compiled = pybuda.compile(ThreeHeads(), x, device="e150", output_dir=tmp_path)
+    placement, device = compiled.placement, pybuda.device.get_device("e150")
+    heads = [o for t in placement.epoch_timings for o in t.ops if o.name.startswith("head_")]
+    assert len(heads) == 3 and placement.epochs == 1
+    link = 3 * 512 * 512 // 1024 * 2080 / device.pcie_bw_bytes_per_cycle    # 3 outputs of 256 Float16_b tiles
+    assert [o.terms["pcie_out"] for o in heads] == [pytest.approx(link)] * 3
+    assert placement.epoch_timings[0].pipeline_cycles == pytest.approx(link)
+    assert placement.bounds.segments >= 3 * link      # (microbatch - 1) pipelines at least: every output summed
+    check_bounds(placement)
+
+
 def balancer_inputs(module, x, device: str, monkeypatch, tmp_path) -> dict:
     """What the balance stage hands the CP-SAT policy for `module` (the compile stops there)."""
     import pybuda.balancer.policy as policy
@@ -282,7 +308,7 @@ def test_segment_bound_counts_each_ops_fewest_bytes_within_the_pipeline(monkeypa
     for i in range(len(schedule)):
         for out in (True, False):
             bins = table._op_bins(i, 0, out)
-            cycles, _, dram, _, prologue = table._context(i, 0, out)
+            cycles, _, dram, _, _, prologue = table._context(i, 0, out)
             for values, lean in ((dram, bins.lean_dram), (prologue, bins.lean_prologue)):
                 brute = [min((v for v, c in zip(values, cycles) if c <= g), default=UNFIT_COST) for g in table.grid]
                 assert np.array_equal(lean, np.array(brute))

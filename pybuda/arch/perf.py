@@ -6,11 +6,12 @@ simulator reports (shared/reference/netlist-format.md §5.6, docs/simulator.md "
   and PCIe. Its limiter cycles per input are the max of its kernel cycles and its data-movement terms: the busiest
   NoC link or NIU its pipes load, in or out (`noc_link`: the link's bytes per input from every pipe of the epoch
   that crosses it / 32 B/cycle); per core DRAM reads (writes) at up to half the device's per-core DRAM bandwidth;
-  PCIe shared by the cores that write the host. A host input crosses PCIe once per input however many cores read
-  it (`pcie_in`: the epoch's distinct host queues' bytes / PCIe bandwidth). A DRAM channel serves every per-input
-  read and write of the epoch on the buffers it holds (`dram_channel`: the busiest channel an op uses, its bytes
-  per input / the channel's bandwidth). Prologue reads and epilogue writes move once per epoch instead of per
-  input, with the same per-core and per-channel limits.
+  PCIe, one link per direction that paces every host reader (writer) of the epoch: a host input crosses it once
+  per input however many cores read it (`pcie_in`: the epoch's distinct host queues' bytes / PCIe bandwidth),
+  and every host output of the epoch crosses it (`pcie_out`: the epoch's host writes / PCIe bandwidth). A DRAM
+  channel serves every per-input read and write of the epoch on the buffers it holds (`dram_channel`: the busiest
+  channel an op uses, its bytes per input / the channel's bandwidth). Prologue reads and epilogue writes move
+  once per epoch instead of per input, with the same per-core, per-channel and PCIe limits.
 - Fork-join stall (`fork_join`): where an op's output reaches a join over two paths, the short path's buffers
   hold what the fork produced while the long path's latency runs; if they hold C inputs and the paths' latencies
   differ by D cycles, the fork cannot run more than C inputs ahead, so the join (and the epoch) runs at most one
@@ -111,33 +112,23 @@ class EpochTiming:
     slowest: OpTiming | None
 
 
-def shared_bandwidths(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, float]:
-    """Bytes/cycle one core gets on each link and direction in an epoch of `loads`: DRAM at half the device's
-    per-core DRAM bandwidth (what one core's reads or writes can take; readers contend in their channels,
-    `channel_cycles`), PCIe shared by the epoch's host writers (host reads: `host_read_cycles`); epilogue writes
-    to the host contend only among themselves."""
-    users: dict[str, int] = {}
-    for load in loads:
-        for t in load.writes:
-            if t.link == "pcie":
-                users[_kind(t, "out")] = users.get(_kind(t, "out"), 0) + load.cores
-    bandwidths: dict[str, float] = {}
-    for kind in ("dram_in", "prologue_dram_in", "dram_out", "epilogue_dram_out"):
-        bandwidths[kind] = device.dram_bw_bytes_per_cycle / 2
-    for kind in ("pcie_out", "epilogue_pcie_out"):
-        bandwidths[kind] = device.pcie_bw_bytes_per_cycle / max(1, users.get(kind, 0))
-    return bandwidths
-
-
-def host_read_cycles(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, float]:
-    """PCIe cycles of the epoch's host inputs: each distinct host queue's bytes once per input ("pcie_in") and
-    once per epoch for prologued ones ("prologue_pcie_in"), at the device's PCIe bandwidth."""
-    sources: dict[str, dict[str, float]] = {"pcie_in": {}, "prologue_pcie_in": {}}
+def host_cycles(device: DeviceSpec, loads: Sequence[OpLoad]) -> dict[str, float]:
+    """PCIe cycles of the epoch's host transfers at the device's PCIe bandwidth (each direction its own): each
+    distinct host queue the ops read, its bytes once per input ("pcie_in") and once per epoch for prologued ones
+    ("prologue_pcie_in"); every host write of the ops, all their cores' bytes, per input ("pcie_out") and once per
+    epoch ("epilogue_pcie_out"). The link carries all of them, so each host reader (writer) of the epoch is paced
+    by their sum, however the cores share it."""
+    queues: dict[str, dict[str, float]] = {"pcie_in": {}, "prologue_pcie_in": {}}
+    writes = {"pcie_out": 0.0, "epilogue_pcie_out": 0.0}
     for load in loads:
         for t in load.reads:
-            if _host_read(t, "in"):
-                sources[_kind(t, "in")][t.source] = t.source_bytes
-    return {kind: sum(queues.values()) / device.pcie_bw_bytes_per_cycle for kind, queues in sources.items()}
+            if t.link == "pcie":
+                queues[_kind(t, "in")][t.source] = t.source_bytes
+        for t in load.writes:
+            if t.link == "pcie":
+                writes[_kind(t, "out")] += load.cores * t.bytes
+    totals = {**{kind: sum(q.values()) for kind, q in queues.items()}, **writes}
+    return {kind: total / device.pcie_bw_bytes_per_cycle for kind, total in totals.items()}
 
 
 def channel_cycles(device: DeviceSpec, loads: Sequence[OpLoad], once: bool = False,
@@ -192,13 +183,11 @@ def noc_cycles(device: DeviceSpec, loads: Sequence[OpLoad], pipes: Sequence) -> 
 
 @dataclasses.dataclass(frozen=True)
 class EpochLinks:
-    """What the epoch's ops share: per-core link bandwidths (`shared_bandwidths`), host input cycles
-    (`host_read_cycles`), DRAM channel cycles per input (`channels`) and once per epoch (`once_channels`),
-    chip-to-chip cycles per input (`ethernet`) and once per epoch (`once_ethernet`), and each op's busiest NoC
-    link (`noc`, `noc_cycles`)."""
+    """What the epoch's ops share: PCIe cycles of the host transfers (`host_cycles`), DRAM channel cycles per
+    input (`channels`) and once per epoch (`once_channels`), chip-to-chip cycles per input (`ethernet`) and once
+    per epoch (`once_ethernet`), and each op's busiest NoC link (`noc`, `noc_cycles`)."""
 
-    bandwidths: dict
-    host_reads: dict
+    host: dict
     channels: dict
     once_channels: dict
     ethernet: float = 0.0
@@ -211,14 +200,10 @@ class EpochLinks:
         its data moves."""
         moving = all(load.moving is not None for load in loads)
         pipes = epoch_pipes([load.moving for load in loads]) if moving else None
-        return cls(shared_bandwidths(device, loads), host_read_cycles(device, loads),
+        return cls(host_cycles(device, loads),
                    channel_cycles(device, loads, pipes=pipes), channel_cycles(device, loads, once=True),
                    ethernet_cycles(device, loads), ethernet_cycles(device, loads, once=True),
                    noc_cycles(device, loads, pipes) if pipes is not None else {})
-
-
-def _host_read(t: Transfer, direction: str) -> bool:
-    return t.link == "pcie" and direction == "in"
 
 
 def _kind(t: Transfer, direction: str) -> str:
@@ -226,21 +211,23 @@ def _kind(t: Transfer, direction: str) -> str:
     return f"{once}{t.link}_{direction}"
 
 
-def op_timing(load: OpLoad, links: EpochLinks) -> OpTiming:
-    """Limiter cycles of one op given what its epoch's ops share (`EpochLinks`)."""
-    bandwidths, host_reads = links.bandwidths, links.host_reads
+def op_timing(load: OpLoad, links: EpochLinks, device: DeviceSpec) -> OpTiming:
+    """Limiter cycles of one op given what its epoch's ops share (`EpochLinks`): a core reads (writes) DRAM at up
+    to half the device's per-core DRAM bandwidth, its queue's channels shared with the epoch's other transfers."""
+    core_dram_bw = device.dram_bw_bytes_per_cycle / 2
     terms: dict[str, float] = {"kernel": float(load.kernel_cycles)}
     once_cycles = {"in": 0.0, "out": 0.0}
     once_bytes = {"in": 0, "out": 0}
     once_channel = {"in": 0.0, "out": 0.0}
-    host_prologue = 0.0
+    once_host = {"in": 0.0, "out": 0.0}
     link, ends = "", ()
     if load.name in links.noc:
         terms["noc_link"], link, ends = links.noc[load.name]
     for direction, transfers in (("in", load.reads), ("out", load.writes)):
         for t in transfers:
-            host = _host_read(t, direction)
-            cycles = 0.0 if host else t.bytes / bandwidths[_kind(t, direction)]
+            kind = _kind(t, direction)
+            host = t.link == "pcie"
+            cycles = 0.0 if host else t.bytes / core_dram_bw
             if t.once:
                 once_bytes[direction] += int(t.bytes)
                 once_cycles[direction] += cycles
@@ -248,20 +235,15 @@ def op_timing(load: OpLoad, links: EpochLinks) -> OpTiming:
                 if t.remote:    # 0 without chip links
                     once_channel[direction] = max(once_channel[direction], links.once_ethernet)
                 if host:
-                    host_prologue = host_reads["prologue_pcie_in"]
+                    once_host[direction] = links.host[kind]
                 continue
-            if not host:
-                term = f"{t.link}_{direction}"
-                terms[term] = max(terms.get(term, 0.0), cycles)
+            terms[kind] = links.host[kind] if host else max(terms.get(kind, 0.0), cycles)
             if t.remote and links.ethernet:
                 terms["ethernet"] = links.ethernet
-            if host:
-                terms["pcie_in"] = host_reads["pcie_in"]
             if t.channels:
                 terms["dram_channel"] = max([terms.get("dram_channel", 0.0),
                                              *(links.channels.get(c, 0.0) for c in t.channels)])
-    once_cycles["in"] = max(once_cycles["in"], host_prologue, once_channel["in"])
-    once_cycles["out"] = max(once_cycles["out"], once_channel["out"])
+    once_cycles = {d: max(once_cycles[d], once_host[d], once_channel[d]) for d in once_cycles}
     limiter = max(LIMITERS, key=lambda name: (terms.get(name, -1.0), -LIMITERS.index(name)))
     bw = max((v for key, v in terms.items() if key != "kernel"), default=0.0)
     return OpTiming(name=load.name, kernel_cycles=load.kernel_cycles, terms=terms, limiter=limiter,
@@ -277,7 +259,7 @@ def epoch_timing(device: DeviceSpec, loads: Sequence[OpLoad], input_count: int) 
         return EpochTiming(ops=(), pipeline_cycles=0.0, fill_cycles=0.0, prologue_cycles=0.0, epilogue_cycles=0.0,
                            epoch_cycles=0.0, slowest=None)
     links = EpochLinks.of(device, loads)
-    ops = tuple(op_timing(load, links) for load in loads)
+    ops = tuple(op_timing(load, links, device) for load in loads)
     cycles = {o.name: o.limiter_cycles for o in ops}
     latency = {load.name: o.limiter_cycles / load.granules for load, o in zip(loads, ops)}
     order = _topological(loads)

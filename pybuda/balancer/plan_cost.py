@@ -71,13 +71,14 @@ class PlanCost:
 class OpContext:
     """An op under one model in one epoch context (`PlanCoster.context_cost`): its limiter cycles per input, its
     latency (limiter cycles over output granules, what it adds to the epoch's fill), the bytes per input it moves
-    through DRAM (all its cores, prologue and epilogue excluded) and over PCIe (its host inputs), and the bytes
-    its prologue reads from DRAM once per epoch (all its cores)."""
+    through DRAM (all its cores, prologue and epilogue excluded), over PCIe from the host (its host inputs) and
+    to the host (its host outputs), and the bytes its prologue reads from DRAM once per epoch (all its cores)."""
 
     cycles: float
     latency: float
     dram_bytes: float
-    host_bytes: float
+    host_in_bytes: float
+    host_out_bytes: float
     prologue_bytes: float
 
 
@@ -317,11 +318,13 @@ class PlanCoster:
             load = self.op_load(name, model, epoch_of, prologue, dram_output, spread=True)
             timing = epoch_timing(self.device, [load], self.microbatch).ops[0]
             dram = sum(load.cores * t.bytes for t in (*load.reads, *load.writes) if t.link == "dram" and not t.once)
-            host = sum(t.source_bytes for t in load.reads if t.link == "pcie" and not t.once)
+            host_in = sum(t.source_bytes for t in load.reads if t.link == "pcie" and not t.once)
+            host_out = sum(load.cores * t.bytes for t in load.writes if t.link == "pcie" and not t.once)
             prologue = sum(load.cores * t.bytes for t in load.reads if t.link == "dram" and t.once)
             cycles = max(timing.limiter_cycles,
                          dram / (self.device.dram_channels * self.device.dram_channel_bw_bytes_per_cycle))
-            cost = self._contexts[key] = OpContext(cycles, cycles / load.granules, dram, host, prologue)
+            cost = self._contexts[key] = OpContext(cycles, cycles / load.granules, dram, host_in, host_out,
+                                                          prologue)
         return cost
 
     def standalone(self, name: str, model: OpModel) -> float:

@@ -13,12 +13,13 @@ An epoch costs fill + (inputs - 1) x pipeline + prologue (+ an epoch switch betw
 - `split(bound=True)`, the lower bound: the cheapest over the grid values P_b from the first bin its ops fit in
   (the ops' cores counted along disjoint chains of producer and consumer at their fewest over the streamings that
   let each op of a chain read the one before it in the epoch, `_chained`) of: the pipeline at least the lower
-  edge of P_b's bin, the ops' DRAM bytes over all channels' bandwidth and the largest host input over PCIe; the
-  fill at least the pipeline and the longest dependency chain of the ops' least latencies (one op at its least
-  cycles); the prologue bytes over all channels' bandwidth; each op's DRAM and prologue bytes its fewest among
-  its candidates within P_b. A plan's epoch whose pipeline lies in P_b's bin has every op at a candidate within
-  P_b, so the bound is valid for any plan with contiguous epochs whose in-epoch edges are streaming-compatible:
-  it relaxes geometry, the edges between chains, channel placement and fork-join stalls.
+  edge of P_b's bin, the ops' DRAM bytes over all channels' bandwidth, the largest host input and the sum of the
+  host outputs over PCIe; the fill at least the pipeline and the longest dependency chain of the ops' least
+  latencies (one op at its least cycles); the prologue bytes over all channels' bandwidth; each op's DRAM and
+  prologue bytes its fewest among its candidates within P_b. A plan's epoch whose pipeline lies in P_b's bin has
+  every op at a candidate within P_b, so the bound is valid for any plan with contiguous epochs whose in-epoch
+  edges are streaming-compatible: it relaxes geometry, the edges between chains, channel placement and fork-join
+  stalls.
 - `split(bound=False)`, the plan: the same terms with each op at its plan candidate, at the grid value that
   makes the segment cheapest. With `chains` (the default) the ops' cores are counted along the chains too, each
   op among its candidates that move no more DRAM bytes than its fewest-core one within the grid value (whose
@@ -79,7 +80,8 @@ class _OpBins:
     prologue: np.ndarray
     least_cycles: float
     least_latency: float
-    least_host: float
+    least_host_in: float
+    least_host_out: float
     lean_dram: np.ndarray
     lean_prologue: np.ndarray
 
@@ -133,15 +135,16 @@ class SegmentTable:
         return (self._kinds[i], tuple(k for k, p in self._operand_positions[i] if p < start), out)
 
     def _context(self, i: int, start: int, out: bool) -> tuple:
-        """(cycles, latency, dram bytes, host bytes, prologue bytes) per candidate of op i in a segment starting
-        at `start`, its output read by a later epoch if `out`."""
+        """(cycles, latency, dram bytes, host input bytes, host output bytes, prologue bytes) per candidate of op i
+        in a segment starting at `start`, its output read by a later epoch if `out`."""
         key = self._context_key(i, start, out)
         if key not in self._contexts:
             name = self.schedule[i]
             dram = frozenset(self.schedule[p] for p in self.producers[i] if p < start)
             costs = [self.coster.context_cost(name, c.model, dram, out) for c in self.candidates[name]]
             self._contexts[key] = tuple(np.array([getattr(c, f) for c in costs])
-                                        for f in ("cycles", "latency", "dram_bytes", "host_bytes", "prologue_bytes"))
+                                        for f in ("cycles", "latency", "dram_bytes", "host_in_bytes", "host_out_bytes",
+                                                  "prologue_bytes"))
         return self._contexts[key]
 
     def context_cycles(self, i: int, start: int, out: bool) -> list[float]:
@@ -164,10 +167,11 @@ class SegmentTable:
                 self._bins[key] = dataclasses.replace(
                     a, cores=np.minimum(a.cores, b.cores), least_cycles=min(a.least_cycles, b.least_cycles),
                     least_latency=min(a.least_latency, b.least_latency),
+                    least_host_out=min(a.least_host_out, b.least_host_out),
                     lean_dram=np.minimum(a.lean_dram, b.lean_dram),
                     lean_prologue=np.minimum(a.lean_prologue, b.lean_prologue))
                 return self._bins[key]
-            cycles, latency, dram, host, prologue = self._context(i, start, out)
+            cycles, latency, dram, host_in, host_out, prologue = self._context(i, start, out)
             cores = np.array([c.cores for c in self.candidates[self.schedule[i]]], dtype=float)
             masked = np.where(cycles[None, :] <= self.grid[:, None], cores[None, :], UNFIT)
             index = masked.argmin(axis=1)
@@ -175,7 +179,8 @@ class SegmentTable:
             unfit = fits >= UNFIT
             pick = lambda values: np.where(unfit, UNFIT_COST, values[index])  # noqa: E731
             self._bins[key] = _OpBins(fits, np.where(unfit, -1, index), pick(cycles), pick(latency), pick(dram),
-                                      pick(prologue), float(cycles.min()), float(latency.min()), float(host.min()),
+                                      pick(prologue), float(cycles.min()), float(latency.min()), float(host_in.min()),
+                                      float(host_out.min()),
                                       self._leanest(cycles, dram), self._leanest(cycles, prologue))
         return self._bins[key]
 
@@ -291,7 +296,7 @@ class SegmentTable:
         area = np.zeros(len(self.grid))
         dram = np.zeros(len(self.grid))
         prologue = np.zeros(len(self.grid))
-        host = 0.0
+        host_in = host_out = 0.0     # bytes per input over PCIe: the largest host input, every host output
         partial: dict[int, np.ndarray | float] = {}   # dependency chains ending at an op, every op at its latency
         whole: dict[int, np.ndarray | float] = {}     # ... one op of the chain at its whole cycles
         fill = 0.0
@@ -318,7 +323,9 @@ class SegmentTable:
             if area[-1] > self.cores:
                 return
             first = int(np.argmax(area <= self.cores))
-            host = max(host, ob.least_host)
+            host_in = max(host_in, ob.least_host_in)
+            host_out += ob.least_host_out
+            host = max(host_in, host_out)
             preds = [p for p in self.producers[t] if p >= s]
             if bound:
                 dram = dram + ob.lean_dram
