@@ -248,6 +248,26 @@ def input_pipes(op: MovingOp, index: int, ops: dict) -> list[Pipe]:
     return _forwarded(op, index, pipes, ops) if inp.fork is not None else pipes
 
 
+def receive_floor(op: MovingOp, read_bytes: Sequence[float], link_bw: float) -> float:
+    """Cycles per input that one core of `op` needs at least to receive its inputs, wherever the op and its
+    producers sit (`pipe_links`): a row (column) multicast reaches every core of the row (column) but the pipe's
+    own through that core's NIU on the multicast's NoC, and a core's inputs all arrive through its two NIUs (one
+    per NoC) at `link_bw` each. Counted at a core that runs no multicast pipe (row 0, column 1 where there are
+    two columns): the row multicasts' bytes on one NIU, the column multicasts' on the other, every input's bytes
+    over both. `read_bytes`: per input, the bytes one core reads per input (`operands.tiles_read_per_core`);
+    prologued and kernel-broadcast inputs are left out (their pipes may stay in the core or move less)."""
+    geom = op.geometry
+    rows, cols = geom.grid
+    by_role = {"rows": 0.0, "cols": 0.0, "both": 0.0}
+    for k, (inp, nbytes) in enumerate(zip(op.inputs, read_bytes)):
+        if inp.prologue or geom.attrs.kernel_broadcast_tiles(k):
+            continue
+        role = _role(geom, k)
+        multicast = (role == "rows" and cols > 1) or (role == "cols" and rows > 1)
+        by_role[role if multicast else "both"] += nbytes
+    return max(by_role["rows"], by_role["cols"], sum(by_role.values()) / 2) / link_bw
+
+
 def _read_key(op: MovingOp, index: int) -> tuple | None:
     """How input `index` reads its DRAM queue, as far as two ops must agree to share the read: the queue, the
     edge's TMs, unpad, pad and tile format, the op's chip, grid, t and blocking, the input's role and the tiles

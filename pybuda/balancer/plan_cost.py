@@ -23,7 +23,7 @@ import math
 
 from ..arch.movement import (EXTENDED_OVERLAY_BYTES, CoreBudget, MovingInput, MovingOp, Overuse, QueueLayout,
                              core_streams, epoch_pipes, forked_reads, heaviest_input, overuses, phase_hungry,
-                             with_forks)
+                             receive_floor, with_forks)
 from ..arch.operands import OpGeometry, input_buffer_inputs, output_buffer_inputs, output_granules, tiles_read_per_core
 from ..arch.perf import EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles, temporal_epochs
 from ..arch.streaming import edge_tms
@@ -321,11 +321,18 @@ class PlanCoster:
             host_in = sum(t.source_bytes for t in load.reads if t.link == "pcie" and not t.once)
             host_out = sum(load.cores * t.bytes for t in load.writes if t.link == "pcie" and not t.once)
             prologue = sum(load.cores * t.bytes for t in load.reads if t.link == "dram" and t.once)
-            cycles = max(timing.limiter_cycles,
+            cycles = max(timing.limiter_cycles, self.receive_cycles(load, model),
                          dram / (self.device.dram_channels * self.device.dram_channel_bw_bytes_per_cycle))
             cost = self._contexts[key] = OpContext(cycles, cycles / load.granules, dram, host_in, host_out,
                                                           prologue)
         return cost
+
+    def receive_cycles(self, load: OpLoad, model: OpModel) -> float:
+        """The least cycles per input one core of the op of `load` (under `model`) needs to receive its inputs,
+        wherever it and its producers sit (`pybuda.arch.movement.receive_floor`): a lower bound of its NoC term
+        in any placed epoch, which `context_cost` counts where the op's producers are not placed yet."""
+        return receive_floor(load.moving, self._op_facts(load.name, model, True).read_bytes,
+                             self.device.noc_link_bytes_per_cycle)
 
     def standalone(self, name: str, model: OpModel) -> float:
         """Cycles per input of the op alone in an epoch (its producers beside it, its prologue amortised; sparse
