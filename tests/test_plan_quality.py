@@ -1,5 +1,6 @@
-"""Plan quality of the default (CP-SAT) policy, both from our simulator: the BERT-base encoder stack against the
-backend team's v3 netlist of it, and the planner's fork cuts (`planner._cut_forks`).
+"""Plan quality of the default (CP-SAT) policy, all from our simulator: the BERT-base encoder stack against the
+backend team's v3 netlist of it, the planner's fork cuts (`planner._cut_forks`) and its third split, cut where
+the lower bound's own split starts epochs.
 
 Fork cuts: where a fork-join stall that buffering cannot remove sets an epoch's pace, the split is planned again
 with an epoch ending at the fork, so the join reads the short path from a DRAM queue that holds the microbatch;
@@ -92,3 +93,49 @@ def test_a_stalled_fork_join_is_planned_again_cut_after_the_fork_and_the_cheaper
     assert kept.lower_bound_cycles is not None and kept.lower_bound_cycles <= kept.estimated_cycles
     # the estimate the planner compared is the simulator's for the netlist written
     assert estimate(compiled.netlist).total_cycles == kept.estimated_cycles
+
+
+class _Inline:
+    """`background.Background` run at once in this process, so a test sees every split the planner plans."""
+
+    def __init__(self, work):
+        self._value = work()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def result(self):
+        return self._value
+
+
+def test_the_bound_splits_epochs_are_planned_as_a_third_split_and_the_cheapest_plan_kept(monkeypatch):
+    """MobileNetV2-tiny on n150 (microbatch 4): the split along chains with epochs also starting where the lower
+    bound's own split starts them plans cheaper than both splits the estimate picks, and it is the plan kept."""
+    from pybuda.tools.zoo import compile_zoo_model
+
+    planned, bound_splits = [], []
+    plan_split, bound_split = planner._planned, planner.SegmentTable.split
+
+    def record_plan(*args):
+        planned.append(plan_split(*args))
+        return planned[-1]
+
+    def record_bound(table, bound, *args, **kwargs):
+        split = bound_split(table, bound, *args, **kwargs)
+        if bound:
+            bound_splits.append(split)
+        return split
+    monkeypatch.setattr(planner, "Background", _Inline)
+    monkeypatch.setattr(planner, "_planned", record_plan)
+    monkeypatch.setattr(planner.SegmentTable, "split", record_bound)
+    kept = compile_zoo_model("mobilenetv2_tiny", "n150", 4).placement
+    (bound,) = bound_splits
+    starts = frozenset(s.first for s in bound.segments[1:])
+    uncut = [p for p in planned if not p.cuts]
+    assert starts and sorted(p.chains for p in uncut) == [False, True]
+    third = next(p for p in planned if p.cuts == starts and p.chains)
+    assert third.placement.estimated_cycles < min(p.placement.estimated_cycles for p in uncut)
+    assert kept.policy == "CP-SAT" and kept.estimated_cycles <= third.placement.estimated_cycles

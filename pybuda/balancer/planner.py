@@ -3,8 +3,10 @@ core locations, the result checked against the greedy plan, lower bounds compute
 
 1. The schedule's cheapest split into contiguous epochs (`segments.SegmentTable.split`), twice (`SPLITS`): the
    ops' cores counted along chains of producer and consumer at streamings each can read (the choice read back
-   along the chains), and each op at its own fewest-core candidate within its epoch's pipeline cycles. Each
-   split is planned (steps 2 and 3) and the cheaper plan kept.
+   along the chains), and each op at its own fewest-core candidate within its epoch's pipeline cycles; and a
+   third time along chains with an epoch also starting wherever the lower bound's own split starts one (its
+   epochs are where a relaxation puts them, a different start the split's estimate would not pick). Each split
+   is planned (steps 2 and 3; the third in a forked process beside the second) and the cheapest plan kept.
 2. Each epoch: the split's candidates made compatible along the epoch's edges (in schedule order, an op whose
    candidate cannot read its producers' chosen streamings in the epoch takes the fewest-core one that can; where
    none can, its streamed producers move to unstreamed candidates, and failing that the epoch ends before that
@@ -69,13 +71,19 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
     # the greedy plan and the split's own bound are computed meanwhile in forked processes (deterministic both)
     with Background(lambda: greedy_plan(graph, device, schedule, candidates, coster, constraints)) as greedy, \
             Background(lambda: table.split(bound=True)) as segments_bound:
-        plan = min((_planned(graph, coster, solver, chains, frozenset()) for chains in SPLITS),
-                   key=lambda p: _rank(p.placement))
+        plans = [_planned(graph, coster, solver, SPLITS[0], frozenset())]
+        # a third split along chains, cut where the bound's own split starts an epoch, planned in a forked
+        # process beside the second (deterministic: it starts from the state the first plan left)
+        bound_split = segments_bound.result()
+        cuts = frozenset(segment.first for segment in bound_split.segments[1:])
+        with Background(lambda: _planned(graph, coster, solver, True, cuts)) as along_bound:
+            plans += [*(_planned(graph, coster, solver, chains, frozenset()) for chains in SPLITS[1:]),
+                      along_bound.result()]
+        plan = min(plans, key=lambda p: _rank(p.placement))
         plan = _cut_forks(graph, coster, solver, plan)
         other = greedy.result()
         best = min((plan.placement, other), key=_rank)
-        best.bounds = bounds(table, candidates, schedule, constraints.chips, plan.split_bound,
-                             segments_bound.result())
+        best.bounds = bounds(table, candidates, schedule, constraints.chips, plan.split_bound, bound_split)
     return best
 
 
