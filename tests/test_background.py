@@ -38,6 +38,15 @@ def test_without_fork_the_work_runs_in_a_thread(monkeypatch):
     assert work.result() == parent
 
 
+def test_without_fork_work_that_shares_the_callers_state_runs_when_its_result_is_taken(monkeypatch):
+    """Work that reads state the caller's search changes must not run beside it in a thread: it runs after."""
+    monkeypatch.delattr(os, "fork")
+    log = []
+    with Background(lambda: log.append("work") or len(log), shares_state=True) as work:
+        log.append("caller")
+        assert work.result() == 2 and log == ["caller", "work"]
+
+
 def test_a_process_whose_result_is_not_taken_is_stopped_on_exit():
     import time
     with Background(lambda: time.sleep(60)) as work:

@@ -17,7 +17,7 @@ import torch
 
 import pybuda
 from pybuda.backend_sim import estimate
-from pybuda.balancer import planner
+from pybuda.balancer import background, planner
 from pybuda.balancer.fork_join import pace
 from pybuda.netlist import load
 from pybuda.tools.models import BertEncoderStack
@@ -95,22 +95,6 @@ def test_a_stalled_fork_join_is_planned_again_cut_after_the_fork_and_the_cheaper
     assert estimate(compiled.netlist).total_cycles == kept.estimated_cycles
 
 
-class _Inline:
-    """`background.Background` run at once in this process, so a test sees every split the planner plans."""
-
-    def __init__(self, work):
-        self._value = work()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
-
-    def result(self):
-        return self._value
-
-
 def test_the_bound_splits_epochs_are_planned_as_a_third_split_and_the_cheapest_plan_kept(monkeypatch):
     """MobileNetV2-tiny on n150 (microbatch 4): the split along chains with epochs also starting where the lower
     bound's own split starts them plans cheaper than both splits the estimate picks, and it is the plan kept."""
@@ -128,7 +112,7 @@ def test_the_bound_splits_epochs_are_planned_as_a_third_split_and_the_cheapest_p
         if bound:
             bound_splits.append(split)
         return split
-    monkeypatch.setattr(planner, "Background", _Inline)
+    monkeypatch.delattr(background.os, "fork", raising=False)     # every split planned in this process, seen
     monkeypatch.setattr(planner, "_planned", record_plan)
     monkeypatch.setattr(planner.SegmentTable, "split", record_bound)
     kept = compile_zoo_model("mobilenetv2_tiny", "n150", 4).placement

@@ -14,16 +14,20 @@ from typing import Any, Callable
 class Background:
     """`work()` started now; `result()` waits for its value (or raises its exception). As a context manager, a
     process whose result was not taken (the caller failed first) is stopped on exit, not left holding a copy of
-    the compiler's memory."""
+    the compiler's memory. `shares_state`: the work reads state the caller's own search changes (not only fills
+    caches of), so without fork it runs in `result()`, after the caller's work, never beside it in a thread."""
 
-    def __init__(self, work: Callable[[], Any]):
+    def __init__(self, work: Callable[[], Any], shares_state: bool = False):
         self._process = None
+        self._deferred = None
         if hasattr(os, "fork"):
             context = multiprocessing.get_context("fork")
             self._receive, send = context.Pipe(duplex=False)
             self._process = context.Process(target=_run, args=(work, send), daemon=True)
             self._process.start()
             send.close()
+        elif shares_state:
+            self._deferred = work
         else:
             self._pool = ThreadPoolExecutor(max_workers=1)
             self._future: Future = self._pool.submit(work)
@@ -32,6 +36,8 @@ class Background:
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._deferred is not None:
+            return
         if self._process is None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         elif self._process.is_alive():
@@ -39,6 +45,8 @@ class Background:
             self._process.join()
 
     def result(self) -> Any:
+        if self._deferred is not None:
+            return self._deferred()
         if self._process is None:
             try:
                 return self._future.result()

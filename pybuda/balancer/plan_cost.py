@@ -323,8 +323,8 @@ class PlanCoster:
             prologue = sum(load.cores * t.bytes for t in load.reads if t.link == "dram" and t.once)
             cycles = max(timing.limiter_cycles, self.receive_cycles(load, model),
                          dram / (self.device.dram_channels * self.device.dram_channel_bw_bytes_per_cycle))
-            cost = self._contexts[key] = OpContext(cycles, cycles / load.granules, dram, host_in, host_out,
-                                                          prologue)
+            cost = OpContext(cycles, cycles / load.granules, dram, host_in, host_out, prologue)
+            self._contexts[key] = cost
         return cost
 
     def receive_cycles(self, load: OpLoad, model: OpModel) -> float:

@@ -73,10 +73,11 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
             Background(lambda: table.split(bound=True)) as segments_bound:
         plans = [_planned(graph, coster, solver, SPLITS[0], frozenset())]
         # a third split along chains, cut where the bound's own split starts an epoch, planned in a forked
-        # process beside the second (deterministic: it starts from the state the first plan left)
+        # process beside the second (deterministic: it starts from the state the first plan left; without fork,
+        # after the second)
         bound_split = segments_bound.result()
         cuts = frozenset(segment.first for segment in bound_split.segments[1:])
-        with Background(lambda: _planned(graph, coster, solver, True, cuts)) as along_bound:
+        with Background(lambda: _planned(graph, coster, solver, True, cuts), shares_state=True) as along_bound:
             plans += [*(_planned(graph, coster, solver, chains, frozenset()) for chains in SPLITS[1:]),
                       along_bound.result()]
         plan = min(plans, key=lambda p: _rank(p.placement))
