@@ -37,7 +37,7 @@ def _floors(model: str, device: str, microbatch: int, monkeypatch) -> list[tuple
 def test_receive_floor_is_below_what_the_placed_plan_charges(model, device, microbatch, binds, monkeypatch):
     """No op's placed NoC term is below its floor; on MobileNetV1 (depthwise convolutions: a sparse matmul's
     nine taps, and the activation it picks them from multicast down its grid columns) the floor is above the
-    kernel somewhere: the balancer planned with it."""
+    kernel somewhere (it is what the balancer counts for that op)."""
     rows = _floors(model, device, microbatch, monkeypatch)
     assert [r for r in rows if r[1] > r[2] * (1 + 1e-9)] == []
     if binds:
