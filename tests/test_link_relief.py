@@ -1,14 +1,18 @@
 """Moves against NoC link congestion once an epoch is placed (`pybuda.balancer.link_relief`): a depthwise-separable
 CNN whose solver placement routes several pipes over one link gets ops moved off it, the move lowers the epoch's
-busiest link and its exact cost, and the netlist written is the moved plan; ops the user placed stay."""
+busiest link and its exact cost, and the netlist written is the moved plan; ops the user placed stay. An epoch
+with no free core turns a square region (an op fed down one grid column becomes a row)."""
 from __future__ import annotations
 
 import torch
 
 import pybuda
-from pybuda.arch.movement import epoch_pipes, link_loads
+from pybuda.arch.movement import MovingInput, MovingOp, epoch_pipes, link_loads
+from pybuda.arch.operands import OpGeometry
 from pybuda.backend_sim import estimate
-from pybuda.balancer import background, plan
+from pybuda.balancer import background, link_relief, plan
+from pybuda.device import get_device
+from pybuda.netlist.model import Attributes
 
 
 def _separable_cnn() -> torch.nn.Module:
@@ -78,3 +82,48 @@ def test_an_op_the_user_placed_is_not_moved(tmp_path, monkeypatch):
     pybuda.override_op_placement(name, start=placed[name].loc, transpose_op=placed[name].transpose)
     compiled, _ = _compile(tmp_path / "pinned", monkeypatch)
     assert compiled.placement.placed[name].loc == placed[name].loc
+
+
+def _full_epoch_with_a_shared_column():
+    """An n150 epoch with no free core: a (2, 1) op `c` reads a (2, 1) op `p` core by core, both its pipes come
+    down grid column 3 on NOC0 and share the links above `c`; (1, 1) ops fill every other core."""
+    device = get_device("n150")
+
+    def op(name, grid, loc, inputs=()):
+        return MovingOp(name, OpGeometry("datacopy", grid, 1, (4, 4), (1, 1), Attributes()), inputs, loc=loc)
+    ops = {"p": op("p", (2, 1), (0, 0)), "c": op("c", (2, 1), (5, 3), (MovingInput("p"),))}
+    taken = {(0, 0), (1, 0), (5, 3), (6, 3)}
+    free = [(r, c) for r in range(device.grid_rows) for c in range(device.grid_cols) if (r, c) not in taken]
+    ops.update((f"f{k}", op(f"f{k}", (1, 1), loc)) for k, loc in enumerate(free))
+    return device, ops
+
+
+def _busiest(device, ops) -> float:
+    totals, _ = link_loads(device, list(ops.values()), epoch_pipes(list(ops.values())))
+    return max(totals.values())
+
+
+def test_an_epoch_with_no_free_core_turns_a_region_off_a_shared_column():
+    device, ops = _full_epoch_with_a_shared_column()
+    before = _busiest(device, ops)
+    assert link_relief._search(device, ops, 0.0, frozenset(), frozenset(), (False,)) == {}, \
+        "single moves have no free window and no op of c's footprint to swap with"
+    for phases in link_relief.STRATEGIES:
+        moved = link_relief._search(device, ops, 0.0, frozenset(), frozenset(), phases)
+        assert moved["c"].transpose and _busiest(device, {**ops, **moved}) == before / 2   # one pipe per link
+
+
+def test_a_turned_region_keeps_whole_ops_inside_the_grid_and_the_users_constraints():
+    device, ops = _full_epoch_with_a_shared_column()
+    below = next(n for n, o in ops.items() if o.loc == (7, 3))
+    fixed, transposed = frozenset({below}), frozenset({"p"})
+    free = list(link_relief._transposed_regions(device, "c", ops, frozenset(), frozenset()))
+    moves = list(link_relief._transposed_regions(device, "c", ops, fixed, transposed))
+    assert any(below in move for move in free) and any("p" in move for move in free) and moves
+    for move in moves:
+        layout = {**ops, **move}
+        cores = [(o.loc[0] + r, o.loc[1] + c) for o in layout.values()
+                 for r in range(o.geometry.grid[o.transpose]) for c in range(o.geometry.grid[not o.transpose])]
+        assert len(cores) == len(set(cores)) == device.cores
+        assert all(0 <= r < device.grid_rows and 0 <= c < device.grid_cols for r, c in cores)
+        assert below not in move and "p" not in move    # p turns in any region that holds it

@@ -5,20 +5,26 @@ its own cores), so ops whose pipes cross the same links can end up sharing one t
 depthwise convolutions' gathers down one column of the grid, say. Per epoch whose busiest link is slower than
 every other term of its ops (kernel, DRAM, PCIe, ...; the `floor`), a steepest-descent search moves the ops whose
 pipes load that link: each to every free window of its footprint (in either orientation unless the user fixed
-it) and into the place of an op of the same footprint (a swap). A move re-routes only the pipes that touch the
-ops it moves (`_Links`); the search takes the move that most lowers the busiest link (then the bytes all links
-carry beyond the floor) while one lowers either by `GAIN`, at most `ROUNDS` times and within `EVALUATIONS`
-moves tried. The epoch's moves are kept when its exact timing (`PlanCoster.epoch_timing`: fill, fork-join
-stalls, prologue included) is cheaper. Ops the user placed (`override_op_placement` start) stay; an epoch that
-runs beside epochs of other chips is left as placed. Epochs alike in shape (a transformer's layers, placed alike)
-are searched once (`_relief`): the search reads no op name (ops, windows and ties in epoch order), so its moves
-depend on the epoch's shape alone, deterministic whatever compiled before it.
+it), into the place of an op of the same footprint (a swap) and, where regions are searched, every square region
+holding it and only whole ops turned about its diagonal (`_transposed_regions`: the one move that turns an op in
+an epoch with no free window, as a column of cores fed down one grid column becomes a row fed down several). A
+move re-routes only the pipes that touch the ops it moves (`_Links`); the search takes the move that most lowers
+the busiest link (then the bytes all links carry beyond the floor) while one lowers either by `GAIN`, at most
+`ROUNDS` times and within `EVALUATIONS` moves tried per phase. Each of `STRATEGIES` is searched (single moves to
+their end then regions too; regions from the start: either can stop at a better local optimum) and the cheapest
+of their results by the epoch's exact timing (`PlanCoster.epoch_timing`: fill, fork-join stalls, prologue
+included) is kept where it is cheaper than the placement. Ops the user placed (`override_op_placement` start)
+stay; an epoch that runs beside epochs of other chips is left as placed. Epochs alike in shape (a transformer's
+layers, placed alike) are searched once (`_relief`): the search reads no op name (ops, windows and ties in epoch
+order), so its moves depend on the epoch's shape alone, deterministic whatever compiled before it.
 """
 from __future__ import annotations
 
 import collections
 import dataclasses
 from typing import Iterator
+
+import numpy as np
 
 from ..arch.movement import MovingOp, epoch_pipes, pipe_links
 from ..device import DeviceSpec
@@ -30,7 +36,7 @@ from .plan_cost import PlanCoster
 ROUNDS = 16             # moves taken per epoch at most
 GAIN = 0.005            # a move is taken when it lowers the busiest link (or the overflow) by more than this share
 EVALUATIONS = 6000      # moves tried per epoch at most
-RANKED = 64             # the busiest links kept in order (a move changes few of them)
+STRATEGIES = ((False, True), (True,))   # per search, its phases: with regions turned or not (`_search`)
 RECENT = 256            # epoch shapes whose moves are kept (`_relief`)
 
 _RECENT: collections.OrderedDict = collections.OrderedDict()
@@ -57,31 +63,36 @@ def relieve_links(coster: PlanCoster, schedule: list[str], models: dict[str, OpM
         before = coster.epoch_timing(loads)
         floor = max(max((v for k, v in o.terms.items() if k not in ("noc_link", "fork_join")), default=0.0)
                     for o in before.ops) * device.noc_link_bytes_per_cycle
-        moved = _relief(device, {load.name: load.moving for load in loads}, floor, fixed, transposed)
-        if not moved:
-            continue
-        trial = {**placed, **{n: PlacedOp(placed[n].epoch, op.loc, op.transpose) for n, op in moved.items()}}
-        after = coster.epoch_timing(coster.epoch_loads(names, models, epoch_of, prologue, dram, temporal, trial))
-        if after.epoch_cycles < before.epoch_cycles:
-            placed = trial
+        base = placed
+        for moved in _relief(device, {load.name: load.moving for load in loads}, floor, fixed, transposed):
+            trial = {**base, **{n: PlacedOp(base[n].epoch, op.loc, op.transpose) for n, op in moved.items()}}
+            after = coster.epoch_timing(coster.epoch_loads(names, models, epoch_of, prologue, dram, temporal, trial))
+            if after.epoch_cycles < before.epoch_cycles:
+                placed, before = trial, after
     return placed
 
 
 def _relief(device: DeviceSpec, ops: dict[str, MovingOp], floor: float, fixed: frozenset,
-            transposed: frozenset) -> dict[str, MovingOp]:
-    """`_search`'s moves, made once per epoch shape: epochs alike in their ops, edges, queues and locations (a
-    transformer's layers) share them (`_shape`; the last `RECENT` shapes kept)."""
+            transposed: frozenset) -> list[dict[str, MovingOp]]:
+    """The moves of each of `STRATEGIES` (those that move an op), searched once per epoch shape: epochs alike in
+    their ops, edges, queues and locations (a transformer's layers) share them (`_shape`; the last `RECENT` shapes
+    kept)."""
     names = list(ops)
     key = (device, floor, _shape(ops, fixed, transposed))
     found = _RECENT.get(key)
     if found is None:
-        moved = _search(device, ops, floor, fixed, transposed)
-        found = tuple((names.index(n), op.loc, op.transpose) for n, op in moved.items())
+        found = []
+        for phases in STRATEGIES:
+            moved = _search(device, ops, floor, fixed, transposed, phases)
+            moves = tuple((names.index(n), op.loc, op.transpose) for n, op in moved.items())
+            if moves and moves not in found:
+                found.append(moves)
         _RECENT[key] = found
         if len(_RECENT) > RECENT:
             _RECENT.popitem(last=False)
     _RECENT.move_to_end(key)
-    return {names[k]: dataclasses.replace(ops[names[k]], loc=loc, transpose=flip) for k, loc, flip in found}
+    return [{names[k]: dataclasses.replace(ops[names[k]], loc=loc, transpose=flip) for k, loc, flip in moves}
+            for moves in found]
 
 
 def _shape(ops: dict[str, MovingOp], fixed: frozenset, transposed: frozenset) -> str:
@@ -98,31 +109,33 @@ def _shape(ops: dict[str, MovingOp], fixed: frozenset, transposed: frozenset) ->
 
 
 def _search(device: DeviceSpec, ops: dict[str, MovingOp], floor: float, fixed: frozenset,
-            transposed: frozenset) -> dict[str, MovingOp]:
-    """The ops the search moves (module docstring), at their new locations."""
+            transposed: frozenset, phases: tuple) -> dict[str, MovingOp]:
+    """The ops the search moves (module docstring), at their new locations: per phase (with regions turned or
+    not) moves taken until none gains."""
     links = _Links(device, ops, floor)
-    tried = 0
-    for _ in range(ROUNDS):
-        most, link = links.busiest()
-        if most <= floor:
-            break
-        current = links.score({})
-        best, best_score = None, current
-        for name in links.through(link):
-            if name in fixed:
-                continue
-            for move in _moves(device, name, links.ops, fixed, transposed):
-                score = links.score(links.rerouted(move)[0])
-                tried += 1
-                if score < best_score:
-                    best, best_score = move, score
+    for regions in phases:
+        tried = 0
+        for _ in range(ROUNDS):
+            most, link = links.busiest()
+            if most <= floor:
+                break
+            current = links.score(np.zeros(0))
+            best, best_score = None, current
+            for name in links.through(link):
+                if name in fixed:
+                    continue
+                for move in _moves(device, name, links.ops, fixed, transposed, regions):
+                    score = links.score(links.rerouted(move)[0])
+                    tried += 1
+                    if score < best_score:
+                        best, best_score = move, score
+                if tried >= EVALUATIONS:
+                    break
+            if best is None or (best_score[0] > most * (1 - GAIN) and best_score[1] > current[1] * (1 - GAIN)):
+                break
+            links.apply(best)
             if tried >= EVALUATIONS:
                 break
-        if best is None or (best_score[0] > most * (1 - GAIN) and best_score[1] > current[1] * (1 - GAIN)):
-            break
-        links.apply(best)
-        if tried >= EVALUATIONS:
-            break
     return {n: op for n, op in links.ops.items() if (op.loc, op.transpose) != (ops[n].loc, ops[n].transpose)}
 
 
@@ -132,9 +145,10 @@ def _footprint(op: MovingOp) -> tuple[int, int]:
 
 
 def _moves(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fixed: frozenset,
-           transposed: frozenset) -> Iterator[Move]:
+           transposed: frozenset, regions: bool) -> Iterator[Move]:
     """Every move of op `name`: to each free window of its footprint (row-major, as placed first, then the other
-    orientation where the user did not fix it), then swapped with each op of the same footprint (epoch order)."""
+    orientation where the user did not fix it), then swapped with each op of the same footprint (epoch order),
+    then, with `regions`, each square region holding it turned (`_transposed_regions`)."""
     op = ops[name]
     occupied = Occupancy(device.grid_rows, device.grid_cols)
     for other in ops.values():
@@ -152,83 +166,115 @@ def _moves(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fixed: froze
     for other, partner in ops.items():
         if other != name and other not in fixed and _footprint(partner) == _footprint(op):
             yield {name: dataclasses.replace(op, loc=partner.loc), other: dataclasses.replace(partner, loc=op.loc)}
+    if regions:
+        yield from _transposed_regions(device, name, ops, fixed, transposed)
+
+
+def _transposed_regions(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fixed: frozenset,
+                        transposed: frozenset) -> Iterator[Move]:
+    """Every square region of the grid holding op `name` and only whole ops that may turn, transposed about its
+    diagonal: each op inside turns and sits at its mirrored offset (a column of cores fed from above becomes a
+    row, each core fed down its own column)."""
+    op = ops[name]
+    r0, c0 = op.loc
+    h0, w0 = _footprint(op)
+    for size in range(max(2, h0, w0), min(device.grid_rows, device.grid_cols) + 1):
+        for top in range(max(0, r0 + h0 - size), min(r0, device.grid_rows - size) + 1):
+            for left in range(max(0, c0 + w0 - size), min(c0, device.grid_cols - size) + 1):
+                move = {}
+                for other, o in ops.items():
+                    (r, c), (h, w) = o.loc, _footprint(o)
+                    if r + h <= top or r >= top + size or c + w <= left or c >= left + size:
+                        continue
+                    inside = top <= r and r + h <= top + size and left <= c and c + w <= left + size
+                    if not inside or other in fixed or (h != w and other in transposed):
+                        move = None
+                        break
+                    move[other] = dataclasses.replace(o, loc=(top + c - left, left + r - top),
+                                                      transpose=o.transpose if h == w else not o.transpose)
+                if move and any(h != w for h, w in map(_footprint, move.values())):
+                    yield move
 
 
 class _Links:
-    """An epoch's routed link loads (bytes per input; `pybuda.arch.movement.pipe_links`) kept per pipe, so that a
-    move re-routes only the pipes that touch the ops it moves and is scored on the links it changes: (the busiest
-    link's bytes, the bytes all links carry beyond `floor`)."""
+    """An epoch's routed link loads (bytes per input; `pybuda.arch.movement.pipe_links`) kept per pipe as arrays
+    over link ids, so that a move re-routes only the pipes that touch the ops it moves (each pipe's route kept per
+    placement of its ends) and is scored on the whole epoch at once: (the busiest link's bytes, the bytes all links
+    carry beyond `floor`)."""
 
     def __init__(self, device: DeviceSpec, ops: dict[str, MovingOp], floor: float):
         self.device, self.ops, self.floor = device, dict(ops), floor
         self.pipes = epoch_pipes(list(ops.values()))
         self.queues = {q.name: q for o in ops.values()
                        for q in (*o.writes, *(i.queue for i in o.inputs if i.queue is not None))}
-        self.loads = [pipe_links(device, pipe, self.ops, self.queues) for pipe in self.pipes]
-        self.totals: dict = {}
+        self.links: list = []                   # link by id
+        self._ids: dict = {}
+        self._memo: dict = {}
+        self.ends = [sorted(self._ends(pipe) & set(ops)) for pipe in self.pipes]
+        self.loads = [self._routed(k, self.ops) for k in range(len(self.pipes))]
         self.touching: dict[str, list[int]] = {}
-        for k, (pipe, loads) in enumerate(zip(self.pipes, self.loads)):
-            for link, nbytes in loads.items():
-                self.totals[link] = self.totals.get(link, 0.0) + nbytes
-            for name in self._ends(pipe):
+        for k, names in enumerate(self.ends):
+            for name in names:
                 self.touching.setdefault(name, []).append(k)
-        self._rank()
-
-    def _rank(self) -> None:
-        """The busiest links, in order, and the bytes beyond the floor (after each move made)."""
-        self.ranked = sorted(self.totals.items(), key=lambda item: (-item[1], repr(item[0])))[:RANKED]
-        self.overflow = sum(b - self.floor for b in self.totals.values() if b > self.floor)
+        self.totals = self._sum([(ids, nbytes) for ids, nbytes in self.loads])
 
     @staticmethod
     def _ends(pipe) -> set:
         """The ops whose location a pipe's route depends on: its consumer and the ops whose cores it reads."""
         return {pipe.consumer, *pipe.producers}
 
+    def _routed(self, k: int, ops: dict[str, MovingOp]) -> tuple[np.ndarray, np.ndarray]:
+        """Pipe k's (link ids, bytes per input) with its ends where `ops` puts them."""
+        key = (k, *((ops[n].loc, ops[n].transpose) for n in self.ends[k]))
+        routed = self._memo.get(key)
+        if routed is None:
+            loads = pipe_links(self.device, self.pipes[k], ops, self.queues)
+            ids = np.array([self._ids.setdefault(link, len(self._ids)) for link in loads], dtype=np.int64)
+            self.links.extend(link for link in loads if self._ids[link] >= len(self.links))
+            routed = self._memo[key] = (ids, np.fromiter(loads.values(), dtype=float, count=len(loads)))
+        return routed
+
+    def _sum(self, loads: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """Bytes per link id of `loads` (signed), over every link seen so far."""
+        if not loads:
+            return np.zeros(len(self.links))
+        return np.bincount(np.concatenate([ids for ids, _ in loads]), np.concatenate([b for _, b in loads]),
+                           minlength=len(self.links))
+
     def busiest(self) -> tuple[float, tuple | None]:
         """(bytes per input, link) of the busiest link (ties: the first in repr order)."""
-        return (self.ranked[0][1], self.ranked[0][0]) if self.ranked else (0.0, None)
+        if not len(self.totals):
+            return 0.0, None
+        most = self.totals.max()
+        return float(most), min((self.links[i] for i in np.flatnonzero(self.totals == most)), key=repr)
 
     def through(self, link: tuple) -> list[str]:
         """The ops whose pipes load `link`, in epoch order."""
-        names: set = set()
-        for pipe, loads in zip(self.pipes, self.loads):
-            if link in loads:
-                names |= self._ends(pipe)
+        lid = self._ids[link]
+        names = {n for k, (ids, _) in enumerate(self.loads) if (ids == lid).any() for n in self.ends[k]}
         return [n for n in self.ops if n in names]
 
-    def rerouted(self, move: Move) -> tuple[dict, list[tuple[int, dict]]]:
+    def rerouted(self, move: Move) -> tuple[np.ndarray, list[tuple[int, tuple]]]:
         """(the change of each link's bytes `move` makes, the new loads of the pipes it re-routes)."""
         ops = {**self.ops, **move}
-        delta: dict = {}
-        new = []
-        for k in sorted({k for name in move for k in self.touching.get(name, ())}):
-            for link, nbytes in self.loads[k].items():
-                delta[link] = delta.get(link, 0.0) - nbytes
-            loads = pipe_links(self.device, self.pipes[k], ops, self.queues)
-            for link, nbytes in loads.items():
-                delta[link] = delta.get(link, 0.0) + nbytes
-            new.append((k, loads))
-        return delta, new
+        new = [(k, self._routed(k, ops)) for k in sorted({k for name in move for k in self.touching.get(name, ())})]
+        changes = [(self.loads[k][0], -self.loads[k][1]) for k, _ in new] + [loads for _, loads in new]
+        return self._sum(changes), new
 
-    def score(self, delta: dict) -> tuple[float, float]:
+    def _after(self, delta: np.ndarray) -> np.ndarray:
+        """Every link's bytes changed by `delta` (links first seen in `delta` start at zero)."""
+        size = max(len(self.totals), len(delta))
+        return np.pad(self.totals, (0, size - len(self.totals))) + np.pad(delta, (0, size - len(delta)))
+
+    def score(self, delta: np.ndarray) -> tuple[float, float]:
         """(the busiest link's bytes, the bytes beyond the floor) with each link changed by `delta`."""
-        most = next((b for link, b in self.ranked if link not in delta), None)
-        if most is None:        # every ranked link changes: the busiest of the others
-            most = max((b for link, b in self.totals.items() if link not in delta), default=0.0)
-        overflow = self.overflow
-        for link, change in delta.items():
-            old = self.totals.get(link, 0.0)
-            new = old + change
-            most = max(most, new)
-            overflow += max(0.0, new - self.floor) - max(0.0, old - self.floor)
-        return most, overflow
+        after = self._after(delta)
+        return float(after.max(initial=0.0)), float(np.maximum(after - self.floor, 0.0).sum())
 
     def apply(self, move: Move) -> None:
         """Make `move`."""
         delta, new = self.rerouted(move)
-        for link, change in delta.items():
-            self.totals[link] = self.totals.get(link, 0.0) + change
+        self.totals = self._after(delta)
         for k, loads in new:
             self.loads[k] = loads
         self.ops.update(move)
-        self._rank()
