@@ -1,7 +1,7 @@
 """Moves against NoC link congestion once an epoch is placed (`pybuda.balancer.link_relief`): a depthwise-separable
 CNN whose solver placement routes several pipes over one link gets ops moved off it, the move lowers the epoch's
 busiest link and its exact cost, and the netlist written is the moved plan; ops the user placed stay. An epoch
-with no free core turns a square region (an op fed down one grid column becomes a row)."""
+with no free core turns a square region (transposed: an op fed down one grid column becomes a row; or mirrored)."""
 from __future__ import annotations
 
 import torch
@@ -106,19 +106,24 @@ def _busiest(device, ops) -> float:
 def test_an_epoch_with_no_free_core_turns_a_region_off_a_shared_column():
     device, ops = _full_epoch_with_a_shared_column()
     before = _busiest(device, ops)
-    assert link_relief._search(device, ops, 0.0, frozenset(), frozenset(), (False,)) == {}, \
+    assert link_relief._search(device, ops, 0.0, frozenset(), frozenset(), (False,)) == ({}, before), \
         "single moves have no free window and no op of c's footprint to swap with"
     for phases in link_relief.STRATEGIES:
-        moved = link_relief._search(device, ops, 0.0, frozenset(), frozenset(), phases)
-        assert moved["c"].transpose and _busiest(device, {**ops, **moved}) == before / 2   # one pipe per link
+        moved, busiest = link_relief._search(device, ops, 0.0, frozenset(), frozenset(), phases)
+        assert "c" in moved and _busiest(device, {**ops, **moved}) == busiest == before / 2   # one pipe per link
+    turns = list(link_relief._turned_regions(device, "c", ops, frozenset(), frozenset()))
+    assert any(m["c"].transpose and _busiest(device, {**ops, **m}) == before / 2 for m in turns), \
+        "c turned into a row takes its two pipes down two columns"
+    assert any(not m["c"].transpose and m["c"].loc[0] < 5 and _busiest(device, {**ops, **m}) == before / 2
+               for m in turns), "c mirrored up to p's rows takes each pipe along its own row"
 
 
 def test_a_turned_region_keeps_whole_ops_inside_the_grid_and_the_users_constraints():
     device, ops = _full_epoch_with_a_shared_column()
     below = next(n for n, o in ops.items() if o.loc == (7, 3))
     fixed, transposed = frozenset({below}), frozenset({"p"})
-    free = list(link_relief._transposed_regions(device, "c", ops, frozenset(), frozenset()))
-    moves = list(link_relief._transposed_regions(device, "c", ops, fixed, transposed))
+    free = list(link_relief._turned_regions(device, "c", ops, frozenset(), frozenset()))
+    moves = list(link_relief._turned_regions(device, "c", ops, fixed, transposed))
     assert any(below in move for move in free) and any("p" in move for move in free) and moves
     for move in moves:
         layout = {**ops, **move}
@@ -126,4 +131,4 @@ def test_a_turned_region_keeps_whole_ops_inside_the_grid_and_the_users_constrain
                  for r in range(o.geometry.grid[o.transpose]) for c in range(o.geometry.grid[not o.transpose])]
         assert len(cores) == len(set(cores)) == device.cores
         assert all(0 <= r < device.grid_rows and 0 <= c < device.grid_cols for r, c in cores)
-        assert below not in move and "p" not in move    # p turns in any region that holds it
+        assert below not in move and ("p" not in move or not move["p"].transpose)   # p may move, not turn

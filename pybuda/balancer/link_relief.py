@@ -6,17 +6,18 @@ depthwise convolutions' gathers down one column of the grid, say. Per epoch whos
 every other term of its ops (kernel, DRAM, PCIe, ...; the `floor`), a steepest-descent search moves the ops whose
 pipes load that link: each to every free window of its footprint (in either orientation unless the user fixed
 it), into the place of an op of the same footprint (a swap) and, where regions are searched, every square region
-holding it and only whole ops turned about its diagonal (`_transposed_regions`: the one move that turns an op in
-an epoch with no free window, as a column of cores fed down one grid column becomes a row fed down several). A
-move re-routes only the pipes that touch the ops it moves (`_Links`); the search takes the move that most lowers
-the busiest link (then the bytes all links carry beyond the floor) while one lowers either by `GAIN`, at most
-`ROUNDS` times and within `EVALUATIONS` moves tried per phase. Each of `STRATEGIES` is searched (single moves to
-their end then regions too; regions from the start: either can stop at a better local optimum) and the cheapest
-of their results by the epoch's exact timing (`PlanCoster.epoch_timing`: fill, fork-join stalls, prologue
-included) is kept where it is cheaper than the placement. Ops the user placed (`override_op_placement` start)
-stay; an epoch that runs beside epochs of other chips is left as placed. Epochs alike in shape (a transformer's
-layers, placed alike) are searched once (`_relief`): the search reads no op name (ops, windows and ties in epoch
-order), so its moves depend on the epoch's shape alone, deterministic whatever compiled before it.
+holding it and only whole ops, turned (`_turned_regions`: transposed about its diagonal or mirrored, the moves
+that reach an epoch with no free window: a column of cores fed down one grid column becomes a row fed down
+several). A move re-routes only the pipes that touch the ops it moves (`_Links`, routes kept per placement in
+`_Routes`); the search takes the move that most lowers the busiest link (then the bytes all links carry beyond
+the floor) while one lowers either by `GAIN`, at most `ROUNDS` times and within `EVALUATIONS` moves tried per
+phase. Each of `STRATEGIES` is searched (single moves to their end then regions too; regions from the start:
+either can stop at a better local optimum; the next only while a link still sets the pace) and the cheapest of
+their results by the epoch's exact timing (`PlanCoster.epoch_timing`: fill, fork-join stalls, prologue included)
+is kept where it is cheaper than the placement. Ops the user placed (`override_op_placement` start) stay; an
+epoch that runs beside epochs of other chips is left as placed. Epochs alike in shape (a transformer's layers,
+placed alike) are searched once (`_relief`): the search reads no op name (ops, windows and ties in epoch order),
+so its moves depend on the epoch's shape alone, deterministic whatever compiled before it.
 """
 from __future__ import annotations
 
@@ -33,9 +34,9 @@ from .op_model import OpModel
 from .placer import Occupancy, PlacedOp
 from .plan_cost import PlanCoster
 
-ROUNDS = 16             # moves taken per epoch at most
+ROUNDS = 16             # moves taken per phase of a search at most
 GAIN = 0.005            # a move is taken when it lowers the busiest link (or the overflow) by more than this share
-EVALUATIONS = 6000      # moves tried per epoch at most
+EVALUATIONS = 6000      # moves tried per phase of a search at most
 STRATEGIES = ((False, True), (True,))   # per search, its phases: with regions turned or not (`_search`)
 RECENT = 256            # epoch shapes whose moves are kept (`_relief`)
 
@@ -82,11 +83,14 @@ def _relief(device: DeviceSpec, ops: dict[str, MovingOp], floor: float, fixed: f
     found = _RECENT.get(key)
     if found is None:
         found = []
+        routes = _Routes(device, ops)
         for phases in STRATEGIES:
-            moved = _search(device, ops, floor, fixed, transposed, phases)
+            moved, busiest = _search(device, ops, floor, fixed, transposed, phases, routes)
             moves = tuple((names.index(n), op.loc, op.transpose) for n, op in moved.items())
             if moves and moves not in found:
                 found.append(moves)
+            if busiest <= floor:
+                break       # no link sets the pace any more: another strategy cannot do better on links
         _RECENT[key] = found
         if len(_RECENT) > RECENT:
             _RECENT.popitem(last=False)
@@ -109,10 +113,10 @@ def _shape(ops: dict[str, MovingOp], fixed: frozenset, transposed: frozenset) ->
 
 
 def _search(device: DeviceSpec, ops: dict[str, MovingOp], floor: float, fixed: frozenset,
-            transposed: frozenset, phases: tuple) -> dict[str, MovingOp]:
-    """The ops the search moves (module docstring), at their new locations: per phase (with regions turned or
-    not) moves taken until none gains."""
-    links = _Links(device, ops, floor)
+            transposed: frozenset, phases: tuple, routes: _Routes | None = None) -> tuple[dict[str, MovingOp], float]:
+    """The ops the search moves (module docstring), at their new locations, and the busiest link's bytes then:
+    per phase (with regions turned or not) moves taken until none gains."""
+    links = _Links(routes or _Routes(device, ops), ops, floor)
     for regions in phases:
         tried = 0
         for _ in range(ROUNDS):
@@ -121,10 +125,15 @@ def _search(device: DeviceSpec, ops: dict[str, MovingOp], floor: float, fixed: f
                 break
             current = links.score(np.zeros(0))
             best, best_score = None, current
+            seen: set = set()       # a swap or a region reached from several of its ops is scored once
             for name in links.through(link):
                 if name in fixed:
                     continue
                 for move in _moves(device, name, links.ops, fixed, transposed, regions):
+                    key = tuple((n, op.loc, op.transpose) for n, op in move.items())
+                    if len(move) > 1 and key in seen:
+                        continue
+                    seen.add(key)
                     score = links.score(links.rerouted(move)[0])
                     tried += 1
                     if score < best_score:
@@ -136,7 +145,8 @@ def _search(device: DeviceSpec, ops: dict[str, MovingOp], floor: float, fixed: f
             links.apply(best)
             if tried >= EVALUATIONS:
                 break
-    return {n: op for n, op in links.ops.items() if (op.loc, op.transpose) != (ops[n].loc, ops[n].transpose)}
+    moved = {n: op for n, op in links.ops.items() if (op.loc, op.transpose) != (ops[n].loc, ops[n].transpose)}
+    return moved, links.busiest()[0]
 
 
 def _footprint(op: MovingOp) -> tuple[int, int]:
@@ -148,7 +158,7 @@ def _moves(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fixed: froze
            transposed: frozenset, regions: bool) -> Iterator[Move]:
     """Every move of op `name`: to each free window of its footprint (row-major, as placed first, then the other
     orientation where the user did not fix it), then swapped with each op of the same footprint (epoch order),
-    then, with `regions`, each square region holding it turned (`_transposed_regions`)."""
+    then, with `regions`, each square region holding it turned (`_turned_regions`)."""
     op = ops[name]
     occupied = Occupancy(device.grid_rows, device.grid_cols)
     for other in ops.values():
@@ -167,65 +177,69 @@ def _moves(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fixed: froze
         if other != name and other not in fixed and _footprint(partner) == _footprint(op):
             yield {name: dataclasses.replace(op, loc=partner.loc), other: dataclasses.replace(partner, loc=op.loc)}
     if regions:
-        yield from _transposed_regions(device, name, ops, fixed, transposed)
+        yield from _turned_regions(device, name, ops, fixed, transposed)
 
 
-def _transposed_regions(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fixed: frozenset,
-                        transposed: frozenset) -> Iterator[Move]:
-    """Every square region of the grid holding op `name` and only whole ops that may turn, transposed about its
-    diagonal: each op inside turns and sits at its mirrored offset (a column of cores fed from above becomes a
-    row, each core fed down its own column)."""
+def _turned_regions(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fixed: frozenset,
+                    transposed: frozenset) -> Iterator[Move]:
+    """Every square region of the grid holding op `name` and only whole ops the user did not place, turned:
+    transposed about its diagonal where every op inside may turn (each op turns and sits at its mirrored offset: a
+    column of cores fed from above becomes a row, each core fed down its own column), and mirrored top to bottom
+    and left to right (no op turns)."""
     op = ops[name]
     r0, c0 = op.loc
     h0, w0 = _footprint(op)
     for size in range(max(2, h0, w0), min(device.grid_rows, device.grid_cols) + 1):
         for top in range(max(0, r0 + h0 - size), min(r0, device.grid_rows - size) + 1):
             for left in range(max(0, c0 + w0 - size), min(c0, device.grid_cols - size) + 1):
-                move = {}
-                for other, o in ops.items():
-                    (r, c), (h, w) = o.loc, _footprint(o)
-                    if r + h <= top or r >= top + size or c + w <= left or c >= left + size:
-                        continue
-                    inside = top <= r and r + h <= top + size and left <= c and c + w <= left + size
-                    if not inside or other in fixed or (h != w and other in transposed):
-                        move = None
-                        break
-                    move[other] = dataclasses.replace(o, loc=(top + c - left, left + r - top),
-                                                      transpose=o.transpose if h == w else not o.transpose)
-                if move and any(h != w for h, w in map(_footprint, move.values())):
-                    yield move
+                inside = _region(ops, fixed, top, left, size)
+                if not inside or len(inside) < 2:
+                    continue
+                if any(h != w for h, w in map(_footprint, inside.values())) and not any(
+                        n in transposed and _footprint(o)[0] != _footprint(o)[1] for n, o in inside.items()):
+                    yield {n: dataclasses.replace(o, loc=(top + o.loc[1] - left, left + o.loc[0] - top),
+                                                  transpose=o.transpose if _footprint(o)[0] == _footprint(o)[1]
+                                                  else not o.transpose) for n, o in inside.items()}
+                yield {n: dataclasses.replace(o, loc=(2 * top + size - o.loc[0] - _footprint(o)[0], o.loc[1]))
+                       for n, o in inside.items()}
+                yield {n: dataclasses.replace(o, loc=(o.loc[0], 2 * left + size - o.loc[1] - _footprint(o)[1]))
+                       for n, o in inside.items()}
 
 
-class _Links:
-    """An epoch's routed link loads (bytes per input; `pybuda.arch.movement.pipe_links`) kept per pipe as arrays
-    over link ids, so that a move re-routes only the pipes that touch the ops it moves (each pipe's route kept per
-    placement of its ends) and is scored on the whole epoch at once: (the busiest link's bytes, the bytes all links
-    carry beyond `floor`)."""
+def _region(ops: dict[str, MovingOp], fixed: frozenset, top: int, left: int, size: int) -> dict[str, MovingOp] | None:
+    """The ops in a square region, None where one lies across its edge or was placed by the user."""
+    inside = {}
+    for other, o in ops.items():
+        (r, c), (h, w) = o.loc, _footprint(o)
+        if r + h <= top or r >= top + size or c + w <= left or c >= left + size:
+            continue
+        if other in fixed or not (top <= r and r + h <= top + size and left <= c and c + w <= left + size):
+            return None
+        inside[other] = o
+    return inside
 
-    def __init__(self, device: DeviceSpec, ops: dict[str, MovingOp], floor: float):
-        self.device, self.ops, self.floor = device, dict(ops), floor
+
+class _Routes:
+    """An epoch's pipes and their routes (`pybuda.arch.movement.pipe_links`) as arrays over link ids, each pipe's
+    kept per placement of its ends: shared by the searches of one epoch."""
+
+    def __init__(self, device: DeviceSpec, ops: dict[str, MovingOp]):
+        self.device = device
         self.pipes = epoch_pipes(list(ops.values()))
         self.queues = {q.name: q for o in ops.values()
                        for q in (*o.writes, *(i.queue for i in o.inputs if i.queue is not None))}
         self.links: list = []                   # link by id
         self._ids: dict = {}
         self._memo: dict = {}
-        self.ends = [sorted(self._ends(pipe) & set(ops)) for pipe in self.pipes]
-        self.loads = [self._routed(k, self.ops) for k in range(len(self.pipes))]
+        self.ends = [sorted(({pipe.consumer} | pipe.producers) & set(ops)) for pipe in self.pipes]
         self.touching: dict[str, list[int]] = {}
         for k, names in enumerate(self.ends):
             for name in names:
                 self.touching.setdefault(name, []).append(k)
-        self.totals = self._sum([(ids, nbytes) for ids, nbytes in self.loads])
 
-    @staticmethod
-    def _ends(pipe) -> set:
-        """The ops whose location a pipe's route depends on: its consumer and the ops whose cores it reads."""
-        return {pipe.consumer, *pipe.producers}
-
-    def _routed(self, k: int, ops: dict[str, MovingOp]) -> tuple[np.ndarray, np.ndarray]:
+    def routed(self, k: int, ops: dict[str, MovingOp]) -> tuple[np.ndarray, np.ndarray]:
         """Pipe k's (link ids, bytes per input) with its ends where `ops` puts them."""
-        key = (k, *((ops[n].loc, ops[n].transpose) for n in self.ends[k]))
+        key = (k, *[(ops[n].loc, ops[n].transpose) for n in self.ends[k]])
         routed = self._memo.get(key)
         if routed is None:
             loads = pipe_links(self.device, self.pipes[k], ops, self.queues)
@@ -234,30 +248,42 @@ class _Links:
             routed = self._memo[key] = (ids, np.fromiter(loads.values(), dtype=float, count=len(loads)))
         return routed
 
+
+class _Links:
+    """An epoch's routed link loads (bytes per input) kept per pipe (`_Routes`), so that a move re-routes only the
+    pipes that touch the ops it moves and is scored on the whole epoch at once: (the busiest link's bytes, the
+    bytes all links carry beyond `floor`)."""
+
+    def __init__(self, routes: _Routes, ops: dict[str, MovingOp], floor: float):
+        self.routes, self.ops, self.floor = routes, dict(ops), floor
+        self.loads = [routes.routed(k, self.ops) for k in range(len(routes.pipes))]
+        self.totals = self._sum(self.loads)
+
     def _sum(self, loads: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         """Bytes per link id of `loads` (signed), over every link seen so far."""
         if not loads:
-            return np.zeros(len(self.links))
+            return np.zeros(len(self.routes.links))
         return np.bincount(np.concatenate([ids for ids, _ in loads]), np.concatenate([b for _, b in loads]),
-                           minlength=len(self.links))
+                           minlength=len(self.routes.links))
 
     def busiest(self) -> tuple[float, tuple | None]:
         """(bytes per input, link) of the busiest link (ties: the first in repr order)."""
         if not len(self.totals):
             return 0.0, None
         most = self.totals.max()
-        return float(most), min((self.links[i] for i in np.flatnonzero(self.totals == most)), key=repr)
+        return float(most), min((self.routes.links[i] for i in np.flatnonzero(self.totals == most)), key=repr)
 
     def through(self, link: tuple) -> list[str]:
         """The ops whose pipes load `link`, in epoch order."""
-        lid = self._ids[link]
-        names = {n for k, (ids, _) in enumerate(self.loads) if (ids == lid).any() for n in self.ends[k]}
+        lid = self.routes._ids[link]
+        names = {n for k, (ids, _) in enumerate(self.loads) if (ids == lid).any() for n in self.routes.ends[k]}
         return [n for n in self.ops if n in names]
 
     def rerouted(self, move: Move) -> tuple[np.ndarray, list[tuple[int, tuple]]]:
         """(the change of each link's bytes `move` makes, the new loads of the pipes it re-routes)."""
         ops = {**self.ops, **move}
-        new = [(k, self._routed(k, ops)) for k in sorted({k for name in move for k in self.touching.get(name, ())})]
+        touching = self.routes.touching
+        new = [(k, self.routes.routed(k, ops)) for k in sorted({k for name in move for k in touching.get(name, ())})]
         changes = [(self.loads[k][0], -self.loads[k][1]) for k, _ in new] + [loads for _, loads in new]
         return self._sum(changes), new
 
