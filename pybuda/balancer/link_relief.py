@@ -195,14 +195,14 @@ def _turned_regions(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fix
                 inside = _region(ops, fixed, top, left, size)
                 if not inside or len(inside) < 2:
                     continue
-                if any(h != w for h, w in map(_footprint, inside.values())) and not any(
-                        n in transposed and _footprint(o)[0] != _footprint(o)[1] for n, o in inside.items()):
+                shapes = {n: _footprint(o) for n, o in inside.items()}
+                oblong = {n for n, (h, w) in shapes.items() if h != w}    # the ops a transposition turns
+                if oblong and not oblong & transposed:
                     yield {n: dataclasses.replace(o, loc=(top + o.loc[1] - left, left + o.loc[0] - top),
-                                                  transpose=o.transpose if _footprint(o)[0] == _footprint(o)[1]
-                                                  else not o.transpose) for n, o in inside.items()}
-                yield {n: dataclasses.replace(o, loc=(2 * top + size - o.loc[0] - _footprint(o)[0], o.loc[1]))
+                                                  transpose=o.transpose != (n in oblong)) for n, o in inside.items()}
+                yield {n: dataclasses.replace(o, loc=(2 * top + size - o.loc[0] - shapes[n][0], o.loc[1]))
                        for n, o in inside.items()}
-                yield {n: dataclasses.replace(o, loc=(o.loc[0], 2 * left + size - o.loc[1] - _footprint(o)[1]))
+                yield {n: dataclasses.replace(o, loc=(o.loc[0], 2 * left + size - o.loc[1] - shapes[n][1]))
                        for n, o in inside.items()}
 
 
@@ -229,7 +229,7 @@ class _Routes:
         self.queues = {q.name: q for o in ops.values()
                        for q in (*o.writes, *(i.queue for i in o.inputs if i.queue is not None))}
         self.links: list = []                   # link by id
-        self._ids: dict = {}
+        self.ids: dict = {}                     # id by link
         self._memo: dict = {}
         self.ends = [sorted(({pipe.consumer} | pipe.producers) & set(ops)) for pipe in self.pipes]
         self.touching: dict[str, list[int]] = {}
@@ -243,8 +243,8 @@ class _Routes:
         routed = self._memo.get(key)
         if routed is None:
             loads = pipe_links(self.device, self.pipes[k], ops, self.queues)
-            ids = np.array([self._ids.setdefault(link, len(self._ids)) for link in loads], dtype=np.int64)
-            self.links.extend(link for link in loads if self._ids[link] >= len(self.links))
+            ids = np.array([self.ids.setdefault(link, len(self.ids)) for link in loads], dtype=np.int64)
+            self.links.extend(link for link in loads if self.ids[link] >= len(self.links))
             routed = self._memo[key] = (ids, np.fromiter(loads.values(), dtype=float, count=len(loads)))
         return routed
 
@@ -275,7 +275,7 @@ class _Links:
 
     def through(self, link: tuple) -> list[str]:
         """The ops whose pipes load `link`, in epoch order."""
-        lid = self.routes._ids[link]
+        lid = self.routes.ids[link]
         names = {n for k, (ids, _) in enumerate(self.loads) if (ids == lid).any() for n in self.routes.ends[k]}
         return [n for n in self.ops if n in names]
 
