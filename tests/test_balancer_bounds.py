@@ -316,3 +316,41 @@ def test_segment_bound_counts_each_ops_fewest_bytes_within_the_pipeline(monkeypa
             fits = bins.lean_prologue < UNFIT_COST
             dearer += bins.lean_prologue[fits][0] > bins.lean_prologue[-1]
     assert dearer
+
+
+def test_segment_bound_fill_leaves_each_op_the_room_the_others_leave(monkeypatch, tmp_path):
+    """The segment bound's fill and slowest op of a producer and its consumer in one epoch
+    (`SegmentTable._room_fill`) are, per grid value, at most those of every pair of their candidates within it
+    that fits the grid's cores and that the consumer can read (brute force over the pairs, with the fill of
+    `pybuda.arch.perf`: one op whole, the other at its latency); and somewhere above the fill of the ops' least
+    latencies, so the room is exercised; the tightened split's bound is no lower than the untightened one's."""
+    import itertools
+
+    import numpy as np
+
+    from pybuda.balancer.streaming import edge_problem
+
+    schedule, candidates, coster, table = chain_net_table(monkeypatch, tmp_path)
+    p, c = 0, 1
+    assert table.producers[c] == [p]
+    rows = list(itertools.islice(table._costs(p, True, True, frozenset()), 2))
+    first = rows[1][1]
+    fill, slowest = table._room_fill(p, c, first, rows[1][5])
+    least = [[np.minimum(table._context(i, p, True)[n], table._context(i, p, False)[n]) for n in (0, 1)]
+             for i in (p, c)]
+    (cyc_p, lat_p), (cyc_c, lat_c) = least
+    cores_p, cores_c = (np.array([x.cores for x in candidates[schedule[i]]]) for i in (p, c))
+    readable = np.array([[edge_problem(coster.graph, schedule[c], 0, a.model.t_stream, d.model.t_stream) is None
+                          for d in candidates[schedule[c]]] for a in candidates[schedule[p]]])
+    pair_fill = np.maximum(cyc_p[:, None], np.maximum(cyc_c[None, :] + lat_p[:, None],
+                                                      lat_c[None, :] + cyc_p[:, None]))
+    pair_slowest = np.maximum(cyc_p[:, None], cyc_c[None, :])
+    fits = readable & (cores_p[:, None] + cores_c[None, :] <= coster.device.cores)
+    tighter = 0
+    for b in range(first, len(table.grid)):
+        ok = fits & (cyc_p[:, None] <= table.grid[b]) & (cyc_c[None, :] <= table.grid[b])
+        if ok.any():
+            assert fill[b - first] <= pair_fill[ok].min() and slowest[b - first] <= pair_slowest[ok].min(), b
+        tighter += fill[b - first] > rows[1][4]
+    assert tighter
+    assert table.split(bound=True).cycles >= table.split(bound=True, tighten=False).cycles

@@ -97,7 +97,8 @@ def test_a_stalled_fork_join_is_planned_again_cut_after_the_fork_and_the_cheaper
 
 def test_the_bound_splits_epochs_are_planned_as_a_third_split_and_the_cheapest_plan_kept(monkeypatch):
     """MobileNetV2-tiny on n150 (microbatch 4): the split along chains with epochs also starting where the lower
-    bound's own split starts them plans cheaper than both splits the estimate picks, and it is the plan kept."""
+    bound's own split (before its fill is tightened) starts them plans cheaper than both splits the estimate picks,
+    and it is the plan kept."""
     from pybuda.tools.zoo import compile_zoo_model
 
     planned, bound_splits = [], []
@@ -109,7 +110,7 @@ def test_the_bound_splits_epochs_are_planned_as_a_third_split_and_the_cheapest_p
 
     def record_bound(table, bound, *args, **kwargs):
         split = bound_split(table, bound, *args, **kwargs)
-        if bound:
+        if bound and not kwargs.get("tighten", True):
             bound_splits.append(split)
         return split
     monkeypatch.delattr(background.os, "fork", raising=False)     # every split planned in this process, seen

@@ -4,8 +4,9 @@ core locations, the result checked against the greedy plan, lower bounds compute
 1. The schedule's cheapest split into contiguous epochs (`segments.SegmentTable.split`), twice (`SPLITS`): the
    ops' cores counted along chains of producer and consumer at streamings each can read (the choice read back
    along the chains), and each op at its own fewest-core candidate within its epoch's pipeline cycles; and a
-   third time along chains with an epoch also starting wherever the lower bound's own split starts one (its
-   epochs are where a relaxation puts them, a different start the split's estimate would not pick). Each split
+   third time along chains with an epoch also starting wherever the lower bound's own split, before its fill is
+   tightened, starts one (its epochs are where a relaxation puts them, a different start the split's estimate
+   would not pick). Each split
    is planned (steps 2 and 3; the third in a forked process beside the second) and the cheapest plan kept.
 2. Each epoch: the split's candidates made compatible along the epoch's edges (in schedule order, an op whose
    candidate cannot read its producers' chosen streamings in the epoch takes the fewest-core one that can; where
@@ -28,8 +29,8 @@ core locations, the result checked against the greedy plan, lower bounds compute
    process meanwhile, `background.Background`) is finished too, and the cheapest one is kept: the default policy
    is never worse than the greedy. A plan within the cores' stream limits beats one beyond them.
 4. Lower bounds (`plan.Bounds`): the work over all cores and the slowest op at their best, the cheapest split's
-   own bound (`SegmentTable.split(bound=True)`) and, for this split, the epochs' pipeline bounds (the solver's
-   where it ran).
+   own bound with its fill tightened (`SegmentTable.split(bound=True)`) and, for this split, the epochs' pipeline
+   bounds (the solver's where it ran).
 """
 from __future__ import annotations
 
@@ -72,13 +73,13 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
     solver = _EpochSolver(graph, device, table, candidates, constraints)
     # the greedy plan and the split's own bound are computed meanwhile in forked processes (deterministic both)
     with Background(lambda: greedy_plan(graph, device, schedule, candidates, coster, constraints)) as greedy, \
-            Background(lambda: table.split(bound=True)) as segments_bound:
+            Background(lambda: (table.split(bound=True, tighten=False), table.split(bound=True))) as segments_bound:
         plans = [_planned(graph, coster, solver, SPLITS[0], frozenset())]
-        # a third split along chains, cut where the bound's own split starts an epoch, planned in a forked
-        # process beside the second (deterministic: it starts from the state the first plan left; without fork,
-        # after the second)
-        bound_split = segments_bound.result()
-        cuts = frozenset(segment.first for segment in bound_split.segments[1:])
+        # a third split along chains, cut where the bound's own split (before its fill is tightened) starts an
+        # epoch, planned in a forked process beside the second (deterministic: it starts from the state the first
+        # plan left; without fork, after the second)
+        loose_split, bound_split = segments_bound.result()
+        cuts = frozenset(segment.first for segment in loose_split.segments[1:])
         with Background(lambda: _planned(graph, coster, solver, True, cuts), shares_state=True) as along_bound:
             plans += [*(_planned(graph, coster, solver, chains, frozenset()) for chains in SPLITS[1:]),
                       along_bound.result()]

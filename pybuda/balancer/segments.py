@@ -19,7 +19,11 @@ An epoch costs fill + (inputs - 1) x pipeline + prologue (+ an epoch switch betw
   prologue bytes its fewest among its candidates within P_b. A plan's epoch whose pipeline lies in P_b's bin has
   every op at a candidate within P_b, so the bound is valid for any plan with contiguous epochs whose in-epoch
   edges are streaming-compatible: it relaxes geometry, the edges between chains, channel placement and fork-join
-  stalls.
+  stalls. The segments of the cheapest split are then tightened (`_room_fill`; the split made again until it
+  keeps its segments or `TIGHT_OPS` ops' worth are): each op's latency and cycles the least of its candidates
+  within P_b that fit the room the segment's other ops leave it at their fewest cores, which also raises the
+  pipeline to the slowest such op. A split of partly tightened segments still bounds every plan (a segment's
+  untightened cost is below its tightened one).
 - `split(bound=False)`, the plan: the same terms with each op at its plan candidate, at the grid value that
   makes the segment cheapest. With `chains` (the default) the ops' cores are counted along the chains too, each
   op among its candidates that move no more DRAM bytes than its fewest-core one within the grid value (whose
@@ -30,6 +34,7 @@ An epoch costs fill + (inputs - 1) x pipeline + prologue (+ an epoch switch betw
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -44,6 +49,7 @@ from .streaming import edge_problem
 RATIO = 1.02
 UNFIT = 1e9          # "cores" of an op that cannot reach a grid value (finite, so sums stay exact)
 UNFIT_COST = 1e30    # its cycles and bytes there (finite, so differences stay defined)
+TIGHT_OPS = 10000    # the bound's tightening (`SegmentTable._tightened`) stops after this many ops' worth
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +129,7 @@ class SegmentTable:
         self._streams: dict[tuple, tuple] = {}
         self._links: dict[tuple, np.ndarray] = {}
         self._windows: dict[tuple, list] = {}
+        self._from: dict[tuple, list] = {}      # `_segments_from` per (bound, chains, breaks, start)
         lo = min(self._context(i, -1, False)[0].min() for i in range(n))
         hi = max(self._context(i, n, True)[0].max() for i in range(n))
         lo, hi = max(lo, 1.0), max(hi, lo * RATIO)
@@ -281,16 +288,76 @@ class SegmentTable:
         """For every end t >= s while the ops could fit one grid and no position of `breaks` starts an epoch
         within: (t, grid value index, cost, pipeline) of the cheapest grid value for segment s..t (the bound's or
         the plan's terms, module docstring); computed once per window (`_window`)."""
-        key = (bound, chains, self._window(s, breaks))
-        found = self._windows.get(key)
-        if found is None:
-            found = self._windows[key] = [(t - s, b, cost, pipeline)
-                                          for t, b, cost, pipeline in self._costs(s, bound, chains, breaks)]
-        return [(s + dt, b, cost, pipeline) for dt, b, cost, pipeline in found]
+        at = (bound, chains, breaks, s)
+        if at not in self._from:
+            key = (bound, chains, self._window(s, breaks))
+            found = self._windows.get(key)
+            if found is None:
+                costs = self._bound_costs(s, breaks) if bound else self._costs(s, False, chains, breaks)
+                found = self._windows[key] = [(t - s, b, cost, pipeline) for t, b, cost, pipeline in costs]
+            self._from[at] = [(s + dt, b, cost, pipeline) for dt, b, cost, pipeline in found]
+        return self._from[at]
+
+    def _bound_costs(self, s: int, breaks: frozenset):
+        """`_segments_from` for the bound, from `_costs`' terms."""
+        mb = self.inputs[s]
+        for t, first, pipeline, prologue, fill, _ in self._costs(s, True, True, breaks):
+            cost = (mb - 1) * pipeline + np.maximum(pipeline, fill) + prologue
+            b = int(np.argmin(cost))
+            yield t, first + b, float(cost[b]), float(pipeline[b])
+
+    def _tightened(self, s: int, t: int, breaks: frozenset) -> tuple[int, float, float]:
+        """The bound's (grid value index, cost, pipeline) of segment s..t with its fill and pipeline at least
+        `_room_fill`'s."""
+        *_, (_, first, pipeline, prologue, fill, area) = itertools.islice(self._costs(s, True, True, breaks),
+                                                                          t - s + 1)
+        room_fill, slowest = self._room_fill(s, t, first, area)
+        pipeline = np.maximum(pipeline, slowest)
+        cost = (self.inputs[s] - 1) * pipeline + np.maximum(pipeline, np.maximum(fill, room_fill)) + prologue
+        b = int(np.argmin(cost))
+        return first + b, float(cost[b]), float(pipeline[b])
+
+    def _room_fill(self, s: int, t: int, lo: int, area: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per grid value from `lo` on (segment s..t's first that fits; `area`: its fewest cores along chains
+        there, `_costs`), the fill's lower bound and the slowest op's cycles with each op at a candidate within
+        the grid value and within the room the segment's other ops leave it. Op i's room: the grid's cores less
+        the others' fewest (all ops at their fewest, `_op_bins`), at most the grid's less the segment's fewest
+        along chains plus i's fewest of the streaming it takes, at most its largest over its streamings. Valid
+        for any plan's epoch s..t whose pipeline lies in that grid value's bin: its ops' cores sum to at most
+        the grid's, and its streamings are one of the chains' choices."""
+        grid = self.grid[lo:]
+        own = np.array([self._op_bins(i, s, None).cores[lo:] for i in range(s, t + 1)])
+        free = self.cores - own.sum(axis=0)
+        partial: dict[int, np.ndarray] = {}
+        whole: dict[int, np.ndarray] = {}
+        fill = np.zeros(len(grid))
+        slowest = np.zeros(len(grid))
+        for k, i in enumerate(range(s, t + 1)):
+            streams = self._stream_cores(i, s)[1][lo:]
+            largest = np.where(np.isfinite(streams), streams, -math.inf).max(axis=1)
+            room = np.minimum(own[k] + free, self.cores - area + largest)
+            cands = self.candidates[self.schedule[i]]
+            (cyc_a, lat_a), (cyc_b, lat_b) = (self._context(i, s, out)[:2] for out in (True, False))
+            cycles, latency = np.minimum(cyc_a, cyc_b), np.minimum(lat_a, lat_b)
+            ok = (cycles[:, None] <= grid[None, :]) & \
+                (np.array([c.cores for c in cands])[:, None] <= room[None, :])
+            lat = np.where(ok, latency[:, None], math.inf).min(axis=0)
+            cyc = np.where(ok, cycles[:, None], math.inf).min(axis=0)
+            slowest = np.maximum(slowest, cyc)
+            preds = [p for p in self.producers[i] if p >= s]
+            before = _max_of([partial[p] for p in preds], len(grid))
+            partial[i] = lat + before
+            whole[i] = cyc + before
+            if preds:
+                whole[i] = np.maximum(whole[i], lat + _max_of([whole[p] for p in preds], len(grid)))
+            fill = np.maximum(fill, whole[i])
+        return fill, slowest
 
     def _costs(self, s: int, bound: bool, chains: bool, breaks: frozenset):
         """`_segments_from`, computed: the ops' cores counted along streaming chains (the bound always), or
-        each op at its own fewest."""
+        each op at its own fewest. The bound's as its terms per segment s..t: (t, the first grid value it fits,
+        from there on its pipeline and prologue cycles, its fill from the ops' least latencies, from there on its
+        cores along chains: a view, valid until the generator resumes)."""
         n = len(self.schedule)
         mb = self.inputs[s]
         area = np.zeros(len(self.grid))
@@ -337,9 +404,7 @@ class SegmentTable:
                 fill = max(fill, whole[t])
                 pipeline = np.maximum(self._edges[first:], np.maximum(dram[first:] / self.dram_bw,
                                                                        host / self.device.pcie_bw_bytes_per_cycle))
-                cost = (mb - 1) * pipeline + np.maximum(pipeline, fill) + prologue[first:] / self.dram_bw
-                b = int(np.argmin(cost))
-                yield t, first + b, float(cost[b]), float(pipeline[b])
+                yield t, first, pipeline, prologue[first:] / self.dram_bw, fill, area[first:]   # area: until resumed
             else:
                 dram = dram + ob.dram
                 prologue = prologue + ob.prologue
@@ -355,12 +420,37 @@ class SegmentTable:
                 b = int(np.argmin(cost))
                 yield t, b, float(cost[b]), float(pipeline[b])
 
-    def split(self, bound: bool, chains: bool = True, cuts: frozenset = frozenset()) -> Split:
+    def split(self, bound: bool, chains: bool = True, cuts: frozenset = frozenset(), tighten: bool = True) -> Split:
         """The cheapest split into contiguous segments (the lower bound's or the plan's, module docstring); the
         plan's with its ops' cores counted along streaming chains (`chains`) or each op at its own fewest. Every
-        user break starts a segment, and so does every position in `cuts` (the planner's own)."""
-        n = len(self.schedule)
+        user break starts a segment, and so does every position in `cuts` (the planner's own). The bound's
+        segments are tightened (`_tightened`; the split made again with its segments tightened until it keeps
+        them or `TIGHT_OPS` ops' worth of segments are) unless not `tighten`."""
         breaks = frozenset(self.breaks | cuts)
+        tight: dict[tuple[int, int], tuple] = {}
+        budget = TIGHT_OPS if bound and tighten else 0
+        while True:
+            back, total = self._cheapest(bound, chains, breaks, tight)
+            loose = [(s, t) for s, t in _segments(back) if (s, t) not in tight]
+            if not loose or budget <= 0:
+                break
+            for s, t in loose:
+                tight[s, t] = self._tightened(s, t, breaks)
+                budget -= t - s + 1
+        segments, t = [], len(self.schedule)
+        while t > 0:
+            s, b, pipeline, cycles = back[t]
+            choice = () if bound else self._chain_choice(s, t - 1, b) if chains else \
+                tuple(int(self._op_bins(i, s, self.last_user[i] > t - 1).index[b]) for i in range(s, t))
+            segments.append(Segment(s, t - 1, pipeline, cycles, choice))
+            t = s
+        return Split(tuple(reversed(segments)), total)
+
+    def _cheapest(self, bound: bool, chains: bool, breaks: frozenset, tight: dict) -> tuple[list, float]:
+        """The split's dynamic program: per end position, (start, grid value, pipeline, cycles) of its cheapest
+        last segment, and the split's cycles; the segments (s, t) of `tight` at its (grid value, cycles,
+        pipeline)."""
+        n = len(self.schedule)
         switch = self.device.epoch_switch_cycles
         best = [math.inf] * (n + 1)
         back: list = [None] * (n + 1)
@@ -370,19 +460,14 @@ class SegmentTable:
                 continue
             paid = best[s] + (switch if s and s not in self.program_start else 0)
             for t, b, cycles, pipeline in self._segments_from(s, bound, chains or bound, breaks):
+                if (s, t) in tight:
+                    b, cycles, pipeline = tight[s, t]
                 if paid + cycles < best[t + 1]:
                     best[t + 1] = paid + cycles
                     back[t + 1] = (s, b, pipeline, cycles)
         if not math.isfinite(best[n]):
             raise BalancerError("no split of the schedule fits the device (an op fits no epoch alone)")
-        segments, t = [], n
-        while t > 0:
-            s, b, pipeline, cycles = back[t]
-            choice = () if bound else self._chain_choice(s, t - 1, b) if chains else \
-                tuple(int(self._op_bins(i, s, self.last_user[i] > t - 1).index[b]) for i in range(s, t))
-            segments.append(Segment(s, t - 1, pipeline, cycles, choice))
-            t = s
-        return Split(tuple(reversed(segments)), best[n])
+        return back, best[n]
 
     def _chain_choice(self, s: int, t: int, b: int) -> tuple:
         """The candidates of segment s..t at grid value b: the chains of `_costs` at their fewest cores, each
@@ -423,6 +508,15 @@ class SegmentTable:
                    and dram[j] <= lean]
             choice.append(min(fit, key=lambda j: (cands[j].cores, j != costed[u], dram[j], cycles[j])))
         return tuple(choice)
+
+
+def _segments(back: list) -> list[tuple[int, int]]:
+    """The segments (first, last) of the split a dynamic program's `back` pointers describe."""
+    segments, t = [], len(back) - 1
+    while t > 0:
+        segments.append((back[t][0], t - 1))
+        t = back[t][0]
+    return segments
 
 
 def _least(cores: np.ndarray) -> np.ndarray:
