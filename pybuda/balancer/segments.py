@@ -154,6 +154,11 @@ class SegmentTable:
                                                   "prologue_bytes"))
         return self._contexts[key]
 
+    def _either(self, i: int, start: int, field: int) -> np.ndarray:
+        """Per candidate of op i, the least of `_context` term `field` (0: cycles, 1: latency) over both output
+        contexts of an epoch starting at `start`."""
+        return np.minimum(self._context(i, start, True)[field], self._context(i, start, False)[field])
+
     def context_cycles(self, i: int, start: int, out: bool) -> list[float]:
         """Limiter cycles of each candidate of op i in an epoch starting at `start`, its output read by a later
         epoch if `out`."""
@@ -206,7 +211,7 @@ class SegmentTable:
         within the grid value (`_op_bins`, whose bytes the plan's split counts)."""
         key = (self._context_key(i, start, False), plan)
         if key not in self._streams:
-            cycles = np.minimum(self._context(i, start, True)[0], self._context(i, start, False)[0])
+            cycles = self._either(i, start, 0)
             within = cycles[None, :] <= self.grid[:, None]
             if plan:
                 dram = self._context(i, start, False)[2]
@@ -287,7 +292,7 @@ class SegmentTable:
                        breaks: frozenset) -> list[tuple[int, int, float, float]]:
         """For every end t >= s while the ops could fit one grid and no position of `breaks` starts an epoch
         within: (t, grid value index, cost, pipeline) of the cheapest grid value for segment s..t (the bound's or
-        the plan's terms, module docstring); computed once per window (`_window`)."""
+        the plan's terms, module docstring); computed once per window (`_window`), kept per start."""
         at = (bound, chains, breaks, s)
         if at not in self._from:
             key = (bound, chains, self._window(s, breaks))
@@ -337,8 +342,7 @@ class SegmentTable:
             largest = np.where(np.isfinite(streams), streams, -math.inf).max(axis=1)
             room = np.minimum(own[k] + free, self.cores - area + largest)
             cands = self.candidates[self.schedule[i]]
-            (cyc_a, lat_a), (cyc_b, lat_b) = (self._context(i, s, out)[:2] for out in (True, False))
-            cycles, latency = np.minimum(cyc_a, cyc_b), np.minimum(lat_a, lat_b)
+            cycles, latency = self._either(i, s, 0), self._either(i, s, 1)
             ok = (cycles[:, None] <= grid[None, :]) & \
                 (np.array([c.cores for c in cands])[:, None] <= room[None, :])
             lat = np.where(ok, latency[:, None], math.inf).min(axis=0)
@@ -501,7 +505,7 @@ class SegmentTable:
         for u in range(s, t + 1):
             wanted = self._stream_cores(u, s)[0][stream[u]]
             cands = self.candidates[self.schedule[u]]
-            cycles = np.minimum(self._context(u, s, True)[0], self._context(u, s, False)[0])
+            cycles = self._either(u, s, 0)
             dram = self._context(u, s, False)[2]
             lean = self._op_bins(u, s, False).dram[b]
             fit = [j for j, c in enumerate(cands) if c.model.t_stream == wanted and cycles[j] <= self.grid[b]
