@@ -71,14 +71,16 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
     """The CP-SAT policy's plan (module docstring), with its bounds."""
     table = SegmentTable(schedule, candidates, coster, device, microbatch, constraints.breaks, constraints.overridden)
     solver = _EpochSolver(graph, device, table, candidates, constraints)
-    # the greedy plan and the split's own bound are computed meanwhile in forked processes (deterministic both)
-    with Background(lambda: greedy_plan(graph, device, schedule, candidates, coster, constraints)) as greedy, \
-            Background(lambda: (table.split(bound=True, tighten=False), table.split(bound=True))) as segments_bound:
-        plans = [_planned(graph, coster, solver, SPLITS[0], frozenset())]
+    # the greedy plan and the split's own bound are computed meanwhile in forked processes (deterministic both);
+    # the bound's is forked after the first split, whose per-op context costs it then shares
+    with Background(lambda: greedy_plan(graph, device, schedule, candidates, coster, constraints)) as greedy:
+        first_split = table.split(bound=False, chains=SPLITS[0])
+        with Background(lambda: (table.split(bound=True, tighten=False), table.split(bound=True))) as segments_bound:
+            plans = [_planned(graph, coster, solver, SPLITS[0], frozenset(), first_split)]
+            loose_split, bound_split = segments_bound.result()
         # a third split along chains, cut where the bound's own split (before its fill is tightened) starts an
         # epoch, planned in a forked process beside the second (deterministic: it starts from the state the first
         # plan left; without fork, after the second)
-        loose_split, bound_split = segments_bound.result()
         cuts = frozenset(segment.first for segment in loose_split.segments[1:])
         with Background(lambda: _planned(graph, coster, solver, True, cuts), shares_state=True) as along_bound:
             plans += [*(_planned(graph, coster, solver, chains, frozenset()) for chains in SPLITS[1:]),
@@ -134,11 +136,13 @@ class _Plan(NamedTuple):
     cuts: frozenset
 
 
-def _planned(graph: Graph, coster: PlanCoster, solver: _EpochSolver, chains: bool, cuts: frozenset) -> _Plan:
-    """The split's plan (steps 2 and 3 of the module docstring), epochs also starting at `cuts`."""
+def _planned(graph: Graph, coster: PlanCoster, solver: _EpochSolver, chains: bool, cuts: frozenset,
+             split: Split | None = None) -> _Plan:
+    """The split's plan (steps 2 and 3 of the module docstring), epochs also starting at `cuts` (`split`: that
+    split, already made)."""
     table = solver.table
-    models, placed, split_bound = _split_plan(table, solver, table.split(bound=False, chains=chains, cuts=cuts),
-                                              solver.candidates, solver.constraints)
+    split = split or table.split(bound=False, chains=chains, cuts=cuts)
+    models, placed, split_bound = _split_plan(table, solver, split, solver.candidates, solver.constraints)
     placement = finish(graph, coster, table.schedule, models, placed, "CP-SAT", solver.constraints)
     return _Plan(placement, split_bound, chains, cuts)
 
