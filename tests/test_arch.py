@@ -191,6 +191,20 @@ def test_host_writers_share_the_pcie_link():
     assert epoch_timing(e150, [once, big], 1).epilogue_cycles == pytest.approx(2400 / e150.pcie_bw_bytes_per_cycle)
 
 
+def test_a_weight_broadcast_over_t_and_kept_raw_is_loaded_once_not_once_per_t():
+    """A matmul at t = 98 reading an 18 x 2-tile weight through a z broadcast: the post-TM tiles (98 copies) do
+    not fit its input buffer, so the backend keeps the queue raw and re-streams it from L1 every input (§2.6): the
+    prologue loads the 36 raw tiles, not what the core reads per input; a weight that fits transformed loads
+    what the core reads."""
+    from pybuda.arch.movement import MovingInput, QueueLayout, prologue_bytes
+    streamed = op("matmul", t=98, ublock=(1, 2), u_kt=18, m_k=1)
+    weight = MovingInput("w", (("broadcast", "z", 98),), QueueLayout("w", (1, 18, 2), (1, 1)), tile_bytes=2080,
+                         prologue=True)
+    assert prologue_bytes(streamed, 1, weight, 98 * 36 * 2080) == 36 * 2080
+    small = MovingInput("w", (), QueueLayout("w", (1, 2, 2), (1, 1)), tile_bytes=2080, prologue=True)
+    assert prologue_bytes(op("matmul", ublock=(1, 2), u_kt=2, m_k=1), 1, small, 4 * 2080) == 4 * 2080
+
+
 def test_epoch_cost_is_fill_pipeline_prologue_epilogue():
     e150 = get_device("e150")
     a = OpLoad("a", 1, 100, (Transfer(4000.0, "dram", once=True),))

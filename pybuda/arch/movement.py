@@ -196,6 +196,18 @@ def prologue_layout(op: OpGeometry, index: int, queue_shape: tuple, queue_grid: 
     return False, max(_held_tiles(queue_shape, queue_grid, op.grid).values(), default=0)
 
 
+def prologue_bytes(op: OpGeometry, index: int, inp: MovingInput, read_bytes: float) -> float:
+    """Bytes one core of `op` loads from DRAM before its epoch for prologued input `index` (§2.6): what it reads
+    per input (`read_bytes`) where the backend keeps the queue transformed, else the raw tiles the busiest core
+    holds, which the edge's TM pipes re-stream from L1 every input (a weight broadcast over t is loaded once, not
+    once per t)."""
+    if inp.queue is None or in_place(op, index):
+        return read_bytes
+    post_tm, raw = prologue_layout(op, index, inp.queue.shape, inp.queue.grid, inp.tms, inp.unpad, inp.pad,
+                                   inp.tile_bytes, inp.min_buffer_tiles)
+    return read_bytes if post_tm else raw * inp.tile_bytes
+
+
 def _held_tiles(queue_shape: tuple, queue_grid: tuple, grid: tuple) -> dict:
     """Raw tiles each core of a grid holds of a pre-TM prologued queue: buffer (r, c) on core (r mod rows,
     c mod cols)."""

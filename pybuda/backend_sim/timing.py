@@ -15,6 +15,7 @@ import dataclasses
 from typing import Any, Mapping
 
 from pybuda.arch.cycles import fused_op_cycles, ideal_math_cycles, kernel_cycles
+from pybuda.arch.movement import prologue_bytes
 from pybuda.arch.operands import input_buffer_inputs, output_buffer_inputs, output_granules, tiles_read_per_core
 from pybuda.arch.perf import LIMITERS, EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles, temporal_epochs
 from pybuda.arch.tms import TMError, tm_shape
@@ -333,6 +334,7 @@ def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, writte
     fidelity = op.math_fidelity or MathFidelity.HiFi4
     kernel = (fused_op_cycles(arch, fused.steps(op), op.out_df, fidelity) if fused is not None
               else kernel_cycles(arch, geom, op.out_df, fidelity))
+    moving = moving_op(nl, graph, op, geom, spec, lambda queue: flag(queue, "prologue"), written.get(op.name, []))
     reads, preds, in_buffers = [], [], []
     min_tiles = op.input_buf_min_size_tiles or ()
     for k, src in enumerate(op.inputs):
@@ -350,8 +352,9 @@ def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, writte
             reads.append(Transfer(nbytes, "pcie", once=flag(src, "prologue"), source=src,
                                   source_bytes=t * rt * ct * q.df.tile_bytes, remote=_remote(q, graph, spec)))
         else:
-            reads.append(Transfer(nbytes, "dram", once=flag(src, "prologue"), channels=_channels(q, spec),
-                                  remote=_remote(q, graph, spec)))
+            once = flag(src, "prologue")
+            reads.append(Transfer(prologue_bytes(geom, k, moving.inputs[k], nbytes) if once else nbytes, "dram",
+                                  once=once, channels=_channels(q, spec), remote=_remote(q, graph, spec)))
             if writer_of.get(src, op.name) != op.name and not q.is_ram:   # a ram is read before it is written back
                 preds.append(writer_of[src])
                 in_buffers.append(float(q.entries))
@@ -359,7 +362,6 @@ def _op_load(nl: nm.Netlist, graph: nm.Graph, op: nm.Op, arch: str, flag, writte
                        "pcie" if nl.queues[qn].loc == "host" else "dram", once=flag(qn, "epilogue"),
                        channels=_channels(nl.queues[qn], spec), remote=_remote(nl.queues[qn], graph, spec))
               for qn in written.get(op.name, [])]
-    moving = moving_op(nl, graph, op, geom, spec, lambda queue: flag(queue, "prologue"), written.get(op.name, []))
     return OpLoad(op.name, geom.cores, kernel, tuple(reads), tuple(writes), tuple(preds),
                   out_buffer=output_buffer_inputs(geom, op.buf_size_mb), in_buffers=tuple(in_buffers),
                   granules=output_granules(geom), moving=moving)

@@ -23,7 +23,7 @@ import math
 
 from ..arch.movement import (EXTENDED_OVERLAY_BYTES, CoreBudget, MovingInput, MovingOp, Overuse, QueueLayout,
                              core_streams, epoch_pipes, forked_reads, heaviest_input, overuses, phase_hungry,
-                             receive_floor, with_forks)
+                             prologue_bytes, receive_floor, with_forks)
 from ..arch.operands import OpGeometry, input_buffer_inputs, output_buffer_inputs, output_granules, tiles_read_per_core
 from ..arch.perf import EpochTiming, OpLoad, Transfer, epoch_timing, program_cycles, temporal_epochs
 from ..arch.streaming import edge_tms
@@ -186,6 +186,11 @@ class PlanCoster:
         for k, (inp, nbytes, local, producer, buffer) in enumerate(zip(facts.inputs, facts.read_bytes, context,
                                                                        producers, facts.in_buffers)):
             layout = self._queue_layout(name, model, k, inp, local, producer, chip, channels_of)
+            once = local is True and inp.kind in ("parameter", "constant", "sparse")
+            moving.append(MovingInput(layout.name if layout.grid else inp.src, self._edge_tms(name, model, k, inp,
+                                                                                              producer),
+                                      layout if layout.grid else None, tile_bytes=inp.df.tile_bytes, prologue=once,
+                                      min_buffer_tiles=model.input_buf_min[k] if k < len(model.input_buf_min) else 0))
             if inp.kind == "op" and local is True:
                 preds.append(inp.src)
                 in_buffers.append(buffer)
@@ -199,14 +204,8 @@ class PlanCoster:
                 reads.append(Transfer(nbytes, "pcie", source=inp.src, source_bytes=t * rt * ct * inp.df.tile_bytes,
                                       remote=chip != self.device.mmio_chip))
             else:
-                once = local is True and inp.kind in ("parameter", "constant", "sparse")
-                reads.append(Transfer(nbytes, "dram", once=once, channels=layout.channels,
-                                      remote=layout.chip != chip))
-            moving.append(MovingInput(layout.name if layout.grid else inp.src, self._edge_tms(name, model, k, inp,
-                                                                                              producer),
-                                      layout if layout.grid else None, tile_bytes=inp.df.tile_bytes,
-                                      prologue=local is True and inp.kind in ("parameter", "constant", "sparse"),
-                                      min_buffer_tiles=model.input_buf_min[k] if k < len(model.input_buf_min) else 0))
+                reads.append(Transfer(prologue_bytes(facts.geometry, k, moving[-1], nbytes) if once else nbytes,
+                                      "dram", once=once, channels=layout.channels, remote=layout.chip != chip))
         writes, written = [], []
         for out in facts.outputs:
             host = self.links.outputs == "pcie" and out in self.graph.output_names
