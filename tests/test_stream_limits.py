@@ -154,8 +154,8 @@ def test_an_overuse_rules_out_the_pair_of_candidates_where_the_reader_sets_it(tm
                                                                               paired):
     """A producer core's stream phases count the runs of tiles each reader takes, so an overuse of them rules out
     the pair of producer and consumer candidates (the producer keeps its candidate for other readers), as a
-    consumer core's resources do, and the producer's candidate once it overused with a second reader candidate in
-    the epoch; a producer core's fan-out rules out the producer's candidate."""
+    consumer core's resources do, and the producer's candidate once it overused with `READER_TRIES` reader
+    candidates in the epoch; a producer core's fan-out rules out the producer's candidate."""
     solvers = []
     init = planner._EpochSolver.__init__
 
@@ -180,9 +180,12 @@ def test_an_overuse_rules_out_the_pair_of_candidates_where_the_reader_sets_it(tm
     assert solver._avoid_overuse(first, last, choice)
     assert solver._forbidden == ({(producer, 1, consumer, 1)} if paired else set())
     assert solver._banned == ({} if paired else {(first, last): {(producer, 1)}})
-    again = tuple(2 if k == last - first else c for k, c in enumerate(choice))   # another reader candidate
-    assert solver._avoid_overuse(first, last, again)
+    tries = planner.READER_TRIES
+    for reader in range(2, tries + 2):      # other reader candidates, the same producer candidate
+        assert solver._avoid_overuse(first, last, tuple(reader if k == last - first else c
+                                                        for k, c in enumerate(choice)))
     if resource == "producer_phases":
+        assert solver._forbidden == {(producer, 1, consumer, r) for r in range(1, tries + 1)}
         assert solver._banned == {(first, last): {(producer, 1)}}
     elif paired:
-        assert solver._forbidden == {(producer, 1, consumer, 1), (producer, 1, consumer, 2)} and not solver._banned
+        assert solver._forbidden == {(producer, 1, consumer, r) for r in range(1, tries + 2)} and not solver._banned

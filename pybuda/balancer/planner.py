@@ -63,6 +63,7 @@ SPLIT = 1.25       # an epoch that packs this much slower than its split's pipel
 SPLITS = (True, False)   # the splits planned: ops' cores along streaming chains, and each op at its own fewest
 FORK_CUT_ROUNDS = 2      # re-plannings with epochs cut after the forks of fork-join stalls (`_cut_forks`)
 BY_READER = frozenset({"producer_phases"})   # producer-core resources set by how the consumer in the epoch reads
+READER_TRIES = 2         # reader candidates a producer candidate's phase overuse is paired with before it is ruled out
 RECENT_EPOCH_MODELS = 4  # `_EpochSolver._epoch_models` results kept (each holds a model per op of the schedule)
 
 
@@ -249,7 +250,7 @@ class _EpochSolver:
         # epoch shares (what a core's output feeds depends on the epoch's other ops)
         self._forbidden: set[tuple] = set()
         self._banned: dict[tuple[int, int], set[tuple[str, int]]] = {}
-        self._paired: dict[tuple[int, int], set[tuple[str, int]]] = {}   # per epoch, producers already paired
+        self._paired: dict[tuple[int, int], collections.Counter] = {}   # per epoch, pairs ruled out per producer
         # ops outside an epoch, as its stall check sees them (only their DRAM queues' buffer counts matter there)
         self._outside = {n: candidates[n][0].model for n in table.schedule}
         # the last few `_epoch_models` results: the stall check and the stream check of one choice follow each other
@@ -314,9 +315,9 @@ class _EpochSolver:
         """Whether the choice overuses a core's stream resources (`PlanCoster.overuse`); if so, what uses it is
         ruled out: a consumer core's, or a producer core's stream phases (they count the runs of tiles each reader
         takes, `BY_READER`), by the pair of candidates of producer and consumer in the epoch whose pipes use most
-        of it (the producer's phases, once per producer candidate and epoch: again, by its candidate); any other
-        producer core's (fan-out, DRAM writers) by the op's candidate (another spreads its output over more
-        cores); else by the op's candidate."""
+        of it (the producer's phases, READER_TRIES times per producer candidate and epoch: then by its
+        candidate); any other producer core's (fan-out, DRAM writers) by the op's candidate (another spreads its
+        output over more cores); else by the op's candidate."""
         names = self.table.schedule[first:last + 1]
         models, epoch_of, prologue = self._epoch_models(first, last, list(choice))
         found = self.table.coster.overuse(names, models, epoch_of, prologue)
@@ -324,11 +325,11 @@ class _EpochSolver:
             return False
         overuse, producer, consumer = found
         at = dict(zip(names, choice))
-        paired = self._paired.setdefault((first, last), set())
+        paired = self._paired.setdefault((first, last), collections.Counter())
         if producer is not None and (not LIMIT_OF[overuse.resource].producer_side or (
-                overuse.resource in BY_READER and (producer, at[producer]) not in paired)):
+                overuse.resource in BY_READER and paired[producer, at[producer]] < READER_TRIES)):
             self._forbidden.add((producer, at[producer], consumer, at[consumer]))
-            paired.add((producer, at[producer]))
+            paired[producer, at[producer]] += 1
         else:
             self._banned.setdefault((first, last), set()).add((overuse.op, at[overuse.op]))
         return True
