@@ -142,7 +142,8 @@ def _planned(graph: Graph, coster: PlanCoster, solver: _EpochSolver, chains: boo
     """The split's plan (steps 2 and 3 of the module docstring), epochs also starting at `cuts` (`split`: that
     split, already made)."""
     table = solver.table
-    split = split or table.split(bound=False, chains=chains, cuts=cuts)
+    if split is None:
+        split = table.split(bound=False, chains=chains, cuts=cuts)
     models, placed, split_bound = _split_plan(table, solver, split, solver.candidates, solver.constraints)
     placement = finish(graph, coster, table.schedule, models, placed, "CP-SAT", solver.constraints)
     return _Plan(placement, split_bound, chains, cuts)
