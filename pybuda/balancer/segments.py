@@ -349,12 +349,7 @@ class SegmentTable:
             cyc = np.where(ok, cycles[:, None], math.inf).min(axis=0)
             slowest = np.maximum(slowest, cyc)
             preds = [p for p in self.producers[i] if p >= s]
-            before = _max_of([partial[p] for p in preds], len(grid))
-            partial[i] = lat + before
-            whole[i] = cyc + before
-            if preds:
-                whole[i] = np.maximum(whole[i], lat + _max_of([whole[p] for p in preds], len(grid)))
-            fill = np.maximum(fill, whole[i])
+            fill = np.maximum(fill, _fill_step(partial, whole, i, preds, lat, cyc, len(grid)))
         return fill, slowest
 
     def _costs(self, s: int, bound: bool, chains: bool, breaks: frozenset):
@@ -412,11 +407,7 @@ class SegmentTable:
             else:
                 dram = dram + ob.dram
                 prologue = prologue + ob.prologue
-                before = _max_of([partial[p] for p in preds], len(self.grid))
-                partial[t] = ob.latency + before
-                whole[t] = np.maximum(ob.cycles + before,
-                                      ob.latency + _max_of([whole[p] for p in preds], len(self.grid), -math.inf))
-                fill = np.maximum(fill, whole[t])
+                fill = np.maximum(fill, _fill_step(partial, whole, t, preds, ob.latency, ob.cycles, len(self.grid)))
                 pipeline = np.maximum(self.grid, np.maximum(dram / self.dram_bw,
                                                             host / self.device.pcie_bw_bytes_per_cycle))
                 cost = np.where(area <= self.cores,
@@ -441,14 +432,13 @@ class SegmentTable:
             for s, t in loose:
                 tight[s, t] = self._tightened(s, t, breaks)
                 budget -= t - s + 1
-        segments, t = [], len(self.schedule)
-        while t > 0:
-            s, b, pipeline, cycles = back[t]
-            choice = () if bound else self._chain_choice(s, t - 1, b) if chains else \
-                tuple(int(self._op_bins(i, s, self.last_user[i] > t - 1).index[b]) for i in range(s, t))
-            segments.append(Segment(s, t - 1, pipeline, cycles, choice))
-            t = s
-        return Split(tuple(reversed(segments)), total)
+        segments = []
+        for s, t in reversed(_segments(back)):
+            _, b, pipeline, cycles = back[t + 1]
+            choice = () if bound else self._chain_choice(s, t, b) if chains else \
+                tuple(int(self._op_bins(i, s, self.last_user[i] > t).index[b]) for i in range(s, t + 1))
+            segments.append(Segment(s, t, pipeline, cycles, choice))
+        return Split(tuple(segments), total)
 
     def _cheapest(self, bound: bool, chains: bool, breaks: frozenset, tight: dict) -> tuple[list, float]:
         """The split's dynamic program: per end position, (start, grid value, pipeline, cycles) of its cheapest
@@ -526,6 +516,17 @@ def _segments(back: list) -> list[tuple[int, int]]:
 def _least(cores: np.ndarray) -> np.ndarray:
     """Per grid value, the fewest cores over the streamings (UNFIT where there are none)."""
     return np.minimum(cores.min(axis=1), UNFIT)
+
+
+def _fill_step(partial: dict, whole: dict, i: int, preds: list[int], latency: np.ndarray, cycles: np.ndarray,
+               size: int) -> np.ndarray:
+    """Op i's step of the fill per grid value: the dependency chains ending at it with every op at its latency
+    (`partial[i]`), and with one op of the chain at its whole cycles (`whole[i]`, returned); `preds`: its
+    producers in the segment. (A latency no candidate reaches is inf: fmax keeps inf - inf out.)"""
+    before = _max_of([partial[p] for p in preds], size)
+    partial[i] = latency + before
+    whole[i] = np.fmax(cycles + before, latency + _max_of([whole[p] for p in preds], size, -math.inf))
+    return whole[i]
 
 
 def _max_of(arrays: list, size: int, empty: float = 0.0) -> np.ndarray:
