@@ -354,3 +354,31 @@ def test_segment_bound_fill_leaves_each_op_the_room_the_others_leave(monkeypatch
         tighter += fill[b - first] > rows[1][4]
     assert tighter
     assert table.split(bound=True).cycles >= table.split(bound=True, tighten=False).cycles
+
+
+def test_plan_split_holds_ops_to_their_dram_context_only_when_cuttable(monkeypatch, tmp_path):
+    """The plan's split costs each op in the context it joins its segment in (`SegmentTable.split(cuttable=)`):
+    cuttable (the default), every op reaches the segment's pipeline writing its output to DRAM wherever a later
+    op reads it; not cuttable, only the ops whose readers stay outside the segment must, so that split is never
+    dearer, and on MobileNetV2-tiny (e150, microbatch 4) it is cheaper."""
+    from pybuda.tools.zoo import ZOO
+
+    from pybuda.balancer.segments import SegmentTable
+
+    model = ZOO["mobilenetv2_tiny"]
+    (x,) = model.inputs(4)
+    got = balancer_inputs(model.build(), x, "e150", monkeypatch, tmp_path)
+    coster = got["coster"]
+    table = SegmentTable(got["schedule"], got["candidates"], coster, coster.device, got["microbatch"])
+    cheaper = 0
+    for chains in (True, False):
+        cautious, reach = (table.split(bound=False, chains=chains, cuttable=c) for c in (True, False))
+        assert reach.cycles <= cautious.cycles
+        cheaper += reach.cycles < cautious.cycles
+        for split, cuttable in ((cautious, True), (reach, False)):
+            for segment in split.segments:
+                for i in range(segment.first, segment.last + 1):
+                    writes = table.last_user[i] > (i if cuttable else segment.last)
+                    if writes:
+                        assert min(table.context_cycles(i, segment.first, True)) <= segment.pipeline, (i, cuttable)
+    assert cheaper == 2

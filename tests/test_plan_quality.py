@@ -64,8 +64,8 @@ def test_a_stalled_fork_join_is_planned_again_cut_after_the_fork_and_the_cheaper
 
     planned = []
 
-    def record(*args):
-        plan = planned_split(*args)
+    def record(*args, **kwargs):
+        plan = planned_split(*args, **kwargs)
         planned.append(plan)
         return plan
     planned_split = planner._planned
@@ -96,8 +96,8 @@ def test_the_bound_splits_epochs_are_planned_as_a_third_split_and_the_cheapest_p
     planned, bound_splits = [], []
     plan_split, bound_split = planner._planned, planner.SegmentTable.split
 
-    def record_plan(*args):
-        planned.append(plan_split(*args))
+    def record_plan(*args, **kwargs):
+        planned.append(plan_split(*args, **kwargs))
         return planned[-1]
 
     def record_bound(table, bound, *args, **kwargs):
@@ -114,5 +114,6 @@ def test_the_bound_splits_epochs_are_planned_as_a_third_split_and_the_cheapest_p
     uncut = [p for p in planned if not p.cuts]
     assert starts and sorted(p.chains for p in uncut) == [False, True]
     third = next(p for p in planned if p.cuts == starts and p.chains)
+    assert [p.cuttable for p in uncut] == [True, True] and not third.cuttable
     assert third.placement.estimated_cycles < min(p.placement.estimated_cycles for p in uncut)
     assert kept.policy == "CP-SAT" and kept.estimated_cycles <= third.placement.estimated_cycles

@@ -6,7 +6,8 @@ core locations, the result checked against the greedy plan, lower bounds compute
    along the chains), and each op at its own fewest-core candidate within its epoch's pipeline cycles; and a
    third time along chains with an epoch also starting wherever the lower bound's own split, before its fill is
    tightened, starts one (its epochs are where a relaxation puts them, a different start the split's estimate
-   would not pick). Each split
+   would not pick), its ops not held to the context they join their epoch in (`cuttable`: the first two are,
+   and keep grids small; the third reaches paces only ops read on chip reach). Each split
    is planned (steps 2 and 3; the third in a forked process beside the second) and the cheapest plan kept.
 2. Each epoch: the split's candidates made compatible along the epoch's edges (in schedule order, an op whose
    candidate cannot read its producers' chosen streamings in the epoch takes the fewest-core one that can; where
@@ -83,7 +84,8 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
         # epoch, planned in a forked process beside the second (deterministic: it starts from the state the first
         # plan left; without fork, after the second)
         cuts = frozenset(segment.first for segment in loose_split.segments[1:])
-        with Background(lambda: _planned(graph, coster, solver, True, cuts), shares_state=True) as along_bound:
+        with Background(lambda: _planned(graph, coster, solver, True, cuts, cuttable=False),
+                        shares_state=True) as along_bound:
             plans += [*(_planned(graph, coster, solver, chains, frozenset()) for chains in SPLITS[1:]),
                       along_bound.result()]
         plan = min(plans, key=lambda p: _rank(p.placement))
@@ -135,18 +137,19 @@ class _Plan(NamedTuple):
     split_bound: float
     chains: bool
     cuts: frozenset
+    cuttable: bool
 
 
 def _planned(graph: Graph, coster: PlanCoster, solver: _EpochSolver, chains: bool, cuts: frozenset,
-             split: Split | None = None) -> _Plan:
+             split: Split | None = None, cuttable: bool = True) -> _Plan:
     """The split's plan (steps 2 and 3 of the module docstring), epochs also starting at `cuts` (`split`: that
     split, already made)."""
     table = solver.table
     if split is None:
-        split = table.split(bound=False, chains=chains, cuts=cuts)
+        split = table.split(bound=False, chains=chains, cuts=cuts, cuttable=cuttable)
     models, placed, split_bound = _split_plan(table, solver, split, solver.candidates, solver.constraints)
     placement = finish(graph, coster, table.schedule, models, placed, "CP-SAT", solver.constraints)
-    return _Plan(placement, split_bound, chains, cuts)
+    return _Plan(placement, split_bound, chains, cuts, cuttable)
 
 
 def _cut_forks(graph: Graph, coster: PlanCoster, solver: _EpochSolver, plan: _Plan) -> _Plan:
@@ -158,7 +161,7 @@ def _cut_forks(graph: Graph, coster: PlanCoster, solver: _EpochSolver, plan: _Pl
         cuts = plan.cuts | _stalled_forks(solver.table, plan.placement)
         if cuts == plan.cuts:
             break
-        tried = _planned(graph, coster, solver, plan.chains, cuts)
+        tried = _planned(graph, coster, solver, plan.chains, cuts, cuttable=plan.cuttable)
         if _rank(tried.placement) >= _rank(plan.placement):
             break
         plan = tried

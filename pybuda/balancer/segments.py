@@ -29,7 +29,12 @@ An epoch costs fill + (inputs - 1) x pipeline + prologue (+ an epoch switch betw
   op among its candidates that move no more DRAM bytes than its fewest-core one within the grid value (whose
   bytes the split counts), and the choice of candidates is read back along the chains (`_chain_choice`), so
   that each op can read its chain's producer in the epoch; without, each op is at its own fewest cores. Its
-  choice of candidates is the balancer's starting plan.
+  choice of candidates is the balancer's starting plan. Each op is costed in its context as it joins the
+  segment: one whose readers all come later writes its output to DRAM there. `cuttable` (the default) holds it
+  to that context: it must reach the segment's pipeline writing to DRAM, and the fill keeps its cycles there, so
+  the segment could be cut after any op without a DRAM write setting a slower pace (a cautious split: it keeps
+  grids small, and the split does not see the stream-phase limits large grids run into). Without it, an op
+  whose last reader joins is on chip: where it reaches a grid value only so, the fill takes its on-chip cycles.
 """
 from __future__ import annotations
 
@@ -129,7 +134,7 @@ class SegmentTable:
         self._streams: dict[tuple, tuple] = {}
         self._links: dict[tuple, np.ndarray] = {}
         self._windows: dict[tuple, list] = {}
-        self._from: dict[tuple, list] = {}      # `_segments_from` per (bound, chains, breaks, start)
+        self._from: dict[tuple, list] = {}      # `_segments_from` per (bound, chains, cuttable, breaks, start)
         lo = min(self._context(i, -1, False)[0].min() for i in range(n))
         hi = max(self._context(i, n, True)[0].max() for i in range(n))
         lo, hi = max(lo, 1.0), max(hi, lo * RATIO)
@@ -288,17 +293,17 @@ class SegmentTable:
             (self._context_key(t, s, False), tuple((k, p - s) for k, p in self._operand_positions[t] if s <= p < n),
              self._queued[t], min(self.last_user[t], end) - s, t in breaks and t > s) for t in range(s, end)))
 
-    def _segments_from(self, s: int, bound: bool, chains: bool,
+    def _segments_from(self, s: int, bound: bool, chains: bool, cuttable: bool,
                        breaks: frozenset) -> list[tuple[int, int, float, float]]:
         """For every end t >= s while the ops could fit one grid and no position of `breaks` starts an epoch
         within: (t, grid value index, cost, pipeline) of the cheapest grid value for segment s..t (the bound's or
         the plan's terms, module docstring); computed once per window (`_window`), kept per start."""
-        at = (bound, chains, breaks, s)
+        at = (bound, chains, cuttable, breaks, s)
         if at not in self._from:
-            key = (bound, chains, self._window(s, breaks))
+            key = (bound, chains, cuttable, self._window(s, breaks))
             found = self._windows.get(key)
             if found is None:
-                costs = self._bound_costs(s, breaks) if bound else self._costs(s, False, chains, breaks)
+                costs = self._bound_costs(s, breaks) if bound else self._costs(s, False, chains, breaks, cuttable)
                 found = self._windows[key] = [(t - s, b, cost, pipeline) for t, b, cost, pipeline in costs]
             self._from[at] = [(s + dt, b, cost, pipeline) for dt, b, cost, pipeline in found]
         return self._from[at]
@@ -352,11 +357,12 @@ class SegmentTable:
             fill = np.maximum(fill, _fill_step(partial, whole, i, preds, lat, cyc, len(grid)))
         return fill, slowest
 
-    def _costs(self, s: int, bound: bool, chains: bool, breaks: frozenset):
+    def _costs(self, s: int, bound: bool, chains: bool, breaks: frozenset, cuttable: bool = True):
         """`_segments_from`, computed: the ops' cores counted along streaming chains (the bound always), or
-        each op at its own fewest. The bound's as its terms per segment s..t: (t, the first grid value it fits,
-        from there on its pipeline and prologue cycles, its fill from the ops' least latencies, from there on its
-        cores along chains: a view, valid until the generator resumes)."""
+        each op at its own fewest; the plan's ops held to the context they join in (`cuttable`) or not. The
+        bound's as its terms per segment s..t: (t, the first grid value it fits, from there on its pipeline and
+        prologue cycles, its fill from the ops' least latencies, from there on its cores along chains: a view,
+        valid until the generator resumes)."""
         n = len(self.schedule)
         mb = self.inputs[s]
         area = np.zeros(len(self.grid))
@@ -367,6 +373,7 @@ class SegmentTable:
         whole: dict[int, np.ndarray | float] = {}     # ... one op of the chain at its whole cycles
         fill = 0.0
         flips: dict[int, list[int]] = {}
+        unfit = np.zeros(len(self.grid))    # the plan's ops, in their context, with no candidate within a grid value
         tails: dict[int, np.ndarray] = {}   # the chains: last op -> fewest cores per grid value and streaming
         first = 0                           # the first grid value the segment fits (it only grows)
         for t in range(s, min(n, s + self.cores)):
@@ -375,8 +382,9 @@ class SegmentTable:
             for i in flips.pop(t, []):      # op i's last reader is now inside: its output stays on chip
                 was, now = self._op_bins(i, s, True), self._op_bins(i, s, False)
                 area = area if chains else area + now.cores - was.cores
-                dram = dram + now.dram - was.dram
-                prologue = prologue + now.prologue - was.prologue
+                dram = dram + _fit(now, now.dram) - _fit(was, was.dram)
+                prologue = prologue + _fit(now, now.prologue) - _fit(was, was.prologue)
+                unfit = unfit + (now.cores >= UNFIT) - (0 if cuttable else was.cores >= UNFIT)
             out = self.last_user[t] > t
             ob = self._op_bins(t, s, None if bound else out)   # the bound: the op's least over both contexts
             if out and not bound:
@@ -405,19 +413,27 @@ class SegmentTable:
                                                                        host / self.device.pcie_bw_bytes_per_cycle))
                 yield t, first, pipeline, prologue[first:] / self.dram_bw, fill, area[first:]   # area: until resumed
             else:
-                dram = dram + ob.dram
-                prologue = prologue + ob.prologue
-                fill = np.maximum(fill, _fill_step(partial, whole, t, preds, ob.latency, ob.cycles, len(self.grid)))
+                dram = dram + _fit(ob, ob.dram)
+                prologue = prologue + _fit(ob, ob.prologue)
+                unfit = unfit + (ob.cores >= UNFIT)
+                latency, cycles = ob.latency, ob.cycles
+                if out and not cuttable:    # where no candidate writes its output to DRAM within a grid value,
+                    inside = self._op_bins(t, s, False)    # its reader must join to fit there: its on-chip context's
+                    latency = np.where(ob.cores < UNFIT, latency, inside.latency)
+                    cycles = np.where(ob.cores < UNFIT, cycles, inside.cycles)
+                fill = np.maximum(fill, _fill_step(partial, whole, t, preds, latency, cycles, len(self.grid)))
                 pipeline = np.maximum(self.grid, np.maximum(dram / self.dram_bw,
                                                             host / self.device.pcie_bw_bytes_per_cycle))
-                cost = np.where(area <= self.cores,
+                cost = np.where((area <= self.cores) & (unfit == 0),
                                 (mb - 1) * pipeline + np.maximum(pipeline, fill) + prologue / self.dram_bw, np.inf)
                 b = int(np.argmin(cost))
                 yield t, b, float(cost[b]), float(pipeline[b])
 
-    def split(self, bound: bool, chains: bool = True, cuts: frozenset = frozenset(), tighten: bool = True) -> Split:
+    def split(self, bound: bool, chains: bool = True, cuts: frozenset = frozenset(), tighten: bool = True,
+              cuttable: bool = True) -> Split:
         """The cheapest split into contiguous segments (the lower bound's or the plan's, module docstring); the
-        plan's with its ops' cores counted along streaming chains (`chains`) or each op at its own fewest. Every
+        plan's with its ops' cores counted along streaming chains (`chains`) or each op at its own fewest, and each
+        op held to the context it joins its segment in (`cuttable`) or not. Every
         user break starts a segment, and so does every position in `cuts` (the planner's own). The bound's
         segments are tightened (`_tightened`; the split made again with its segments tightened until it keeps
         them or `TIGHT_OPS` ops' worth of segments are) unless not `tighten`."""
@@ -425,7 +441,7 @@ class SegmentTable:
         tight: dict[tuple[int, int], tuple] = {}
         budget = TIGHT_OPS if bound and tighten else 0
         while True:
-            back, total = self._cheapest(bound, chains, breaks, tight)
+            back, total = self._cheapest(bound, chains, cuttable, breaks, tight)
             loose = [(s, t) for s, t in _segments(back) if (s, t) not in tight]
             if not loose or budget <= 0:
                 break
@@ -440,7 +456,8 @@ class SegmentTable:
             segments.append(Segment(s, t, pipeline, cycles, choice))
         return Split(tuple(segments), total)
 
-    def _cheapest(self, bound: bool, chains: bool, breaks: frozenset, tight: dict) -> tuple[list, float]:
+    def _cheapest(self, bound: bool, chains: bool, cuttable: bool, breaks: frozenset,
+                  tight: dict) -> tuple[list, float]:
         """The split's dynamic program: per end position, (start, grid value, pipeline, cycles) of its cheapest
         last segment, and the split's cycles; the segments (s, t) of `tight` at its (grid value, cycles,
         pipeline)."""
@@ -453,7 +470,7 @@ class SegmentTable:
             if not math.isfinite(best[s]):
                 continue
             paid = best[s] + (switch if s and s not in self.program_start else 0)
-            for t, b, cycles, pipeline in self._segments_from(s, bound, chains or bound, breaks):
+            for t, b, cycles, pipeline in self._segments_from(s, bound, chains or bound, cuttable, breaks):
                 if (s, t) in tight:
                     b, cycles, pipeline = tight[s, t]
                 if paid + cycles < best[t + 1]:
@@ -527,6 +544,12 @@ def _fill_step(partial: dict, whole: dict, i: int, preds: list[int], latency: np
     partial[i] = latency + before
     whole[i] = np.fmax(cycles + before, latency + _max_of([whole[p] for p in preds], size, -math.inf))
     return whole[i]
+
+
+def _fit(bins: _OpBins, values: np.ndarray) -> np.ndarray:
+    """An op's per-grid-value `values` where it has a candidate within the grid value, else 0 (its unfitness
+    counted apart: an `UNFIT_COST` in a running sum would swamp the others' bytes)."""
+    return np.where(bins.cores < UNFIT, values, 0.0)
 
 
 def _max_of(arrays: list, size: int, empty: float = 0.0) -> np.ndarray:
