@@ -382,3 +382,50 @@ def test_plan_split_holds_ops_to_their_dram_context_only_when_cuttable(monkeypat
                     if writes:
                         assert min(table.context_cycles(i, segment.first, True)) <= segment.pipeline, (i, cuttable)
     assert cheaper == 2
+
+
+def test_an_epochs_slowest_op_grows_into_free_cores_its_neighbours_can_still_read(monkeypatch, tmp_path):
+    """`_EpochSolver._grown`: the chain net's first epoch of its split, packed with one op moved to its
+    fewest-core candidate, moves its slowest op, while that lowers the pipeline, to a faster candidate whose edges
+    stay compatible, into cores the other ops leave free; the others keep their places, nothing overlaps; with
+    every op's start fixed (an override) nothing moves."""
+    import pybuda.balancer.planner as planner
+    from pybuda.balancer.epoch_solver import EpochSolution
+    from pybuda.balancer.placer import Occupancy, pack_epoch
+
+    schedule, candidates, coster, table = chain_net_table(monkeypatch, tmp_path)
+    device = coster.device
+    solver = planner._EpochSolver(coster.graph, device, table, candidates,
+                                  planner.Constraints({}, {}, frozenset(), frozenset()))
+    split = table.split(bound=False)
+    segment = split.segments[0]
+    epoch = solver._epoch_data(segment.first, segment.last)
+    names = epoch.names
+    choice = list(segment.choice)
+
+    def readable(k: int, j: int) -> bool:
+        return all(ok(choice[p], j) if c == k else ok(j, choice[c]) for p, c, ok in epoch.edges if k in (p, c))
+    # one op moved to its fewest-core candidate its neighbours can read: the slowest such move
+    k, j = max(((k, min((j for j in range(len(epoch.cycles[k])) if readable(k, j)),
+                        key=lambda j: (candidates[names[k]][j].cores, j))) for k in range(len(names))),
+               key=lambda kj: epoch.cycles[kj[0]][kj[1]])
+    choice[k] = j
+    grids = [candidates[n][j].model.grid for n, j in zip(names, choice)]
+    packed = pack_epoch(grids, device.grid_rows, device.grid_cols, epoch.starts, epoch.forced)
+    start = EpochSolution(tuple(choice), tuple(t for _, t in packed), tuple(loc for loc, _ in packed),
+                          planner._pipeline(epoch.cycles, epoch.dram, choice), 0.0, False)
+    grown = solver._grown(epoch, start, set())
+    assert grown.pipeline < start.pipeline
+    assert grown.pipeline == planner._pipeline(epoch.cycles, epoch.dram, list(grown.choice))
+    occupancy = Occupancy(device.grid_rows, device.grid_cols)
+    for k, (name, j) in enumerate(zip(names, grown.choice)):
+        if j == choice[k]:
+            assert grown.locations[k] == start.locations[k]
+        grid = candidates[name][j].model.grid
+        h, w = grid[::-1] if grown.transposed[k] else grid
+        assert occupancy.free(*grown.locations[k], h, w)
+        occupancy.take(*grown.locations[k], h, w)
+    for p, c, compatible in epoch.edges:
+        assert compatible(grown.choice[p], grown.choice[c])
+    full = solver._grown(epoch._replace(starts=[(0, 0)] * len(names)), start, set())   # every op fixed in place
+    assert full is start

@@ -111,6 +111,16 @@ def pack_epoch(grids: list[tuple], rows: int, cols: int, starts: list[tuple | No
     return None
 
 
+def place_beside(placed: list[tuple[tuple, tuple, bool]], rows: int, cols: int, grid: tuple,
+                 transposed: bool | None) -> tuple[tuple, bool] | None:
+    """(top-left core, transposed) of the first free window, row-major, for `grid` on a rows x cols core grid
+    where the `placed` grids (top-left core, grid, transposed) stay; None if there is none."""
+    occ = Occupancy(rows, cols)
+    for loc, placed_grid, flip in placed:
+        occ.take(*loc, *(placed_grid[::-1] if flip else placed_grid))
+    return _take_first_fit(occ, rows, cols, grid, transposed)
+
+
 def _take_first_fit(occ: Occupancy, rows: int, cols: int, grid: tuple,
                     transposed: bool | None) -> tuple[tuple, bool] | None:
     """Take the first free window, row-major, for `grid` (as is, else transposed, unless `transposed` forces

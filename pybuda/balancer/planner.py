@@ -17,7 +17,10 @@ core locations, the result checked against the greedy plan, lower bounds compute
    packed first-fit (`placer.pack_epoch`); an epoch whose fewest cores do not pack is split in two. An epoch
    whose pipeline could come down towards the relaxation's bound is a CP-SAT model (`epoch_solver.solve_epoch`:
    candidates, orientations and locations with NoOverlap2D, streaming compatibility, DRAM bandwidth, the user's
-   starts and transposes) warm-started with that plan. An epoch whose plan overuses a core's stream resources
+   starts and transposes) warm-started with that plan; then its slowest op, while that lowers the pipeline, takes
+   its fewest-core faster candidate that its neighbours can read and that fits the cores the others leave
+   (`_grown`: the solver's deterministic time limit can leave that undone on an epoch of many ops). An epoch
+   whose plan overuses a core's stream resources
    (`PlanCoster.overuse`: fan-out, multicast, extra, DRAM streams, phases) is planned again without the pair of
    producer and consumer candidates whose pipes use most of it (or, for a queue's, the op's candidate), until
    none is overused. An epoch that packs more than SPLIT times slower than
@@ -51,7 +54,7 @@ from .fork_join import buffer_fork_joins, pace
 from .greedy import greedy_plan
 from .op_model import BalancerError
 from .plan import Bounds, Constraints, Placement, finish, prologue_choice
-from .placer import PlacedOp, pack_epoch
+from .placer import PlacedOp, pack_epoch, place_beside
 from .plan_cost import PlanCoster
 from .segments import SegmentTable, Split
 from .streaming import edge_problem
@@ -234,6 +237,16 @@ def bounds(table: SegmentTable, candidates: dict[str, list[Candidate]], schedule
                   solver=split)
 
 
+def _neighbours(edges: list) -> dict[int, list]:
+    """Per op of an epoch (its `edges`: producer, consumer, compatible), its neighbours and ok(neighbour's
+    candidate, own candidate): whether the two can share the epoch."""
+    neighbours: dict[int, list] = {}
+    for p, c, compatible in edges:
+        neighbours.setdefault(c, []).append((p, compatible))
+        neighbours.setdefault(p, []).append((c, lambda theirs, own, f=compatible: f(own, theirs)))
+    return neighbours
+
+
 def _pipeline(cycles: list[list[float]], dram: list[list[float]], choice) -> float:
     """An epoch's pipeline cycles under a choice: its slowest op, or its DRAM bytes over all channels."""
     return max(max(c[k] for c, k in zip(cycles, choice)), sum(d[k] for d, k in zip(dram, choice)))
@@ -406,7 +419,41 @@ class _EpochSolver:
             if best is None or _pipeline(cycles, dram, solved) < pipeline:
                 best = EpochSolution(solved, solution.transposed, solution.locations, _pipeline(cycles, dram, solved),
                                      max(lower, solution.bound), solution.optimal)
-        return self._checked(first, last, best)
+        return self._checked(first, last, best and self._grown(epoch, best, banned))
+
+    def _grown(self, epoch: _Epoch, solution: EpochSolution, banned: set) -> EpochSolution:
+        """The solution with its slowest op, while that lowers the epoch's pipeline, at its fewest-core faster
+        candidate (not `banned`) that its neighbours' candidates can read and be read by and that fits where the
+        other ops leave room (they stay where they are, an op with a start override too): the solver's
+        deterministic time limit can leave such a move undone on an epoch of many ops."""
+        names, cycles, dram = epoch.names, epoch.cycles, epoch.dram
+        choice, locations, turned = list(solution.choice), list(solution.locations), list(solution.transposed)
+        neighbours = _neighbours(epoch.edges)
+        pipeline = _pipeline(cycles, dram, choice)
+        while True:
+            k = max(range(len(names)), key=lambda i: (cycles[i][choice[i]], -i))
+            now = cycles[k][choice[k]]
+            if now < pipeline or epoch.starts[k] is not None:     # the DRAM bytes or a fixed op set the pace
+                break
+            cands = self.candidates[names[k]]
+            faster = sorted((j for j, c in enumerate(cycles[k]) if c < now and (names[k], j) not in banned
+                             and all(ok(choice[n], j) for n, ok in neighbours.get(k, ()))),
+                            key=lambda j: (cands[j].cores, cycles[k][j], j))
+            others = [(locations[i], self.candidates[names[i]][choice[i]].model.grid, turned[i])
+                      for i in range(len(names)) if i != k]
+            for j in faster:
+                spot = place_beside(others, self.device.grid_rows, self.device.grid_cols, cands[j].model.grid,
+                                    epoch.forced[k])
+                grown = [*choice[:k], j, *choice[k + 1:]]
+                if spot is not None and _pipeline(cycles, dram, grown) < pipeline:
+                    choice, pipeline = grown, _pipeline(cycles, dram, grown)
+                    locations[k], turned[k] = spot
+                    break
+            else:
+                break
+        if choice == list(solution.choice):
+            return solution
+        return EpochSolution(tuple(choice), tuple(turned), tuple(locations), pipeline, solution.bound, False)
 
     def _checked(self, first: int, last: int, solution: EpochSolution | None) -> EpochSolution | Cut:
         """The epoch's solution, or where to cut the epoch instead: in the middle when it does not pack; before a
@@ -429,10 +476,7 @@ class _EpochSolver:
         """The choice made to pack: while it does not, the op move to a candidate with fewer cores (still
         compatible with its neighbours' choices, not `banned`) that raises the epoch's pipeline cycles least.
         Returns the choice and its packing (None: no move left)."""
-        neighbours: dict[int, list] = {}
-        for p, c, compatible in edges:
-            neighbours.setdefault(c, []).append((p, compatible))        # ok(neighbour's candidate, own)
-            neighbours.setdefault(p, []).append((c, lambda theirs, own, f=compatible: f(own, theirs)))
+        neighbours = _neighbours(edges)
         choice = list(choice)
         while True:
             grids = [self.candidates[n][k].model.grid for n, k in zip(names, choice)]
