@@ -361,9 +361,8 @@ def test_plan_split_holds_ops_to_their_dram_context_only_when_cuttable(monkeypat
     cuttable (the default), every op reaches the segment's pipeline writing its output to DRAM wherever a later
     op reads it; not cuttable, only the ops whose readers stay outside the segment must, so that split is never
     dearer, and on MobileNetV2-tiny (e150, microbatch 4) it is cheaper."""
-    from pybuda.tools.zoo import ZOO
-
     from pybuda.balancer.segments import SegmentTable
+    from pybuda.tools.zoo import ZOO
 
     model = ZOO["mobilenetv2_tiny"]
     (x,) = model.inputs(4)
