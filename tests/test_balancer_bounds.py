@@ -267,9 +267,9 @@ def test_segment_bound_counts_chains_at_their_fewest_compatible_cores(monkeypatc
                              for d, cd in zip(candidates[name], least[1])
                              if ca <= grid and cd <= grid and d.model.t_stream == stream
                              and edge_problem(coster.graph, name, k, a.model.t_stream, d.model.t_stream) is None]
-                    assert chained[b, j] == (min(pairs) if pairs else np.inf), (schedule[p], name, b, stream)
+                    assert chained[j, b] == (min(pairs) if pairs else np.inf), (schedule[p], name, b, stream)
             apart = table._op_bins(p, start, None).cores + table._op_bins(c, start, None).cores
-            constrained += int(np.any(np.minimum(chained.min(axis=1), 1e9) > np.minimum(apart, 1e9)))
+            constrained += int(np.any(np.minimum(chained.min(axis=0), 1e9) > np.minimum(apart, 1e9)))
     assert constrained > 0
 
 

@@ -189,3 +189,35 @@ def test_an_overuse_rules_out_the_pair_of_candidates_where_the_reader_sets_it(tm
         assert solver._banned == {(first, last): {(producer, 1)}}
     elif paired:
         assert solver._forbidden == {(producer, 1, consumer, r) for r in range(1, tries + 2)} and not solver._banned
+
+
+def test_a_producer_candidate_no_reader_candidate_may_pair_with_is_replaced_not_cut(tmp_path, monkeypatch):
+    """Where overuses ruled out every pair of a producer's chosen candidate with its reader's candidates, the
+    epoch's compatible choice moves the producer to a candidate the reader can pair with (`_repartnered`); the
+    walk used to cut the epoch there (an unstreamed producer had nowhere to move)."""
+    solvers = []
+    init = planner._EpochSolver.__init__
+
+    def record(self, *args):
+        init(self, *args)
+        solvers.append(self)
+    monkeypatch.setattr(planner._EpochSolver, "__init__", record)
+    torch.manual_seed(0)
+    _compile(ManyReaders(2).eval(), torch.randn(2, 128, 64), tmp_path)
+    solver = solvers[-1]
+    schedule = solver.table.schedule
+    consumer = next(n for n in schedule if any(o.src in schedule for o in solver.graph.operands(n)))
+    producer = next(o.src for o in solver.graph.operands(consumer) if o.src in schedule)
+    first, last = schedule.index(producer), schedule.index(consumer)
+    epoch = solver._epoch_data(first, last)
+    hint = tuple(next(j for j, c in enumerate(solver.candidates[n]) if not c.model.t_stream) for n in epoch.names)
+    solver._forbidden.clear()
+
+    def choose():
+        return solver._compatible_choice(epoch.names, epoch.cycles, hint, epoch.edges, set())
+    assert choose()[0] == hint[0]
+    solver._forbidden.update((producer, hint[0], consumer, k) for k in range(len(solver.candidates[consumer])))
+    choice = choose()
+    assert isinstance(choice, list) and choice[0] != hint[0]
+    reads = [compatible for p, c, compatible in epoch.edges if (p, c) == (0, last - first)]
+    assert reads and all(compatible(choice[0], choice[-1]) for compatible in reads)

@@ -11,7 +11,8 @@ core locations, the result checked against the greedy plan, lower bounds compute
    is planned (steps 2 and 3; the third in a forked process beside the second) and the cheapest plan kept.
 2. Each epoch: the split's candidates made compatible along the epoch's edges (in schedule order, an op whose
    candidate cannot read its producers' chosen streamings in the epoch takes the fewest-core one that can; where
-   none can, its streamed producers move to unstreamed candidates, and failing that the epoch ends before that
+   none can, a producer whose candidate a stream overuse left no reader candidate to pair with moves to one that
+   has, else its streamed producers move to unstreamed candidates, and failing that the epoch ends before that
    op; it also ends before an op a fork-join stall would make STALL times slower than the epoch's slowest
    unstalled op, also after fork-join buffering and again under the final choice), shrunk until they pack, then
    packed first-fit (`placer.pack_epoch`); an epoch whose fewest cores do not pack is split in two. An epoch
@@ -67,7 +68,7 @@ SPLIT = 1.25       # an epoch that packs this much slower than its split's pipel
 SPLITS = (True, False)   # the splits planned: ops' cores along streaming chains, and each op at its own fewest
 FORK_CUT_ROUNDS = 2      # re-plannings with epochs cut after the forks of fork-join stalls (`_cut_forks`)
 BY_READER = frozenset({"producer_phases"})   # producer-core resources set by how the consumer in the epoch reads
-READER_TRIES = 2         # reader candidates a producer candidate's phase overuse is paired with before it is ruled out
+READER_TRIES = 3         # reader candidates a producer candidate's phase overuse is paired with before it is ruled out
 RECENT_EPOCH_MODELS = 4  # `_EpochSolver._epoch_models` results kept (each holds a model per op of the schedule)
 
 
@@ -539,9 +540,10 @@ class _EpochSolver:
                            edges: list, banned: set) -> list[int] | Cut:
         """The hint made compatible along the epoch's edges, in schedule order: an op that cannot read its
         producers' chosen streamings takes its fewest-core candidate that can (the fastest one if none is within
-        the hint's pipeline); where it has none, its streamed producers take their fewest-core unstreamed
-        candidates (an unstreamed output can be read in any streaming) and the walk resumes from the first of
-        them; `banned` candidates are not taken. Returns a cut before the first op that still has none (in the
+        the hint's pipeline); where it has none, a producer whose candidate overuses ruled out with every one
+        takes another (`_repartnered`), else its streamed producers take their fewest-core unstreamed candidates
+        (an unstreamed output can be read in any streaming), and the walk resumes from the first producer moved;
+        `banned` candidates are not taken. Returns a cut before the first op that still has none (in the
         middle if it is the first)."""
         choice = list(hint)
         pipeline = max(c[k] for c, k in zip(cycles, choice))
@@ -556,21 +558,25 @@ class _EpochSolver:
                 min(allowed, key=lambda j: cycles[k][j])
 
         pinned: set[int] = set()       # ops moved to unstreamed candidates; each moves once, so the walk ends
+        dropped: set[tuple[int, int]] = set()   # (op, candidate) that no reader candidate can pair with
+
+        def allowed_of(i: int) -> list[int]:
+            return [j for j, c in enumerate(self.candidates[names[i]]) if (i not in pinned or not c.model.t_stream)
+                    and (names[i], j) not in banned and (i, j) not in dropped]
+
         k = 0
         while k < len(names):
-            cands = self.candidates[names[k]]
-            allowed = [j for j, c in enumerate(cands) if (k not in pinned or not c.model.t_stream) and
-                       (names[k], j) not in banned]
+            allowed = allowed_of(k)
             ok = [j for j in allowed if all(compatible(choice[p], j) for p, compatible in preds.get(k, ()))]
             if ok:
                 if choice[k] not in ok:
                     choice[k] = best(k, ok)
                 k += 1
                 continue
-            moved = []
-            for p, _ in preds.get(k, ()):
+            moved = self._repartnered(names, k, allowed, preds.get(k, ()), choice, dropped, allowed_of, best)
+            for p, _ in [] if moved else preds.get(k, ()):
                 producer = self.candidates[names[p]]
-                unstreamed = [j for j, c in enumerate(producer) if not c.model.t_stream]
+                unstreamed = [j for j in allowed_of(p) if not producer[j].model.t_stream]
                 if p not in pinned and producer[choice[p]].model.t_stream and unstreamed:
                     choice[p] = best(p, unstreamed)
                     pinned.add(p)
@@ -579,6 +585,25 @@ class _EpochSolver:
                 return Cut(k or None)
             k = min(moved)
         return choice
+
+    def _repartnered(self, names: list[str], k: int, allowed: list[int], preds: list, choice: list[int],
+                     dropped: set, allowed_of: Callable[[int], list[int]],
+                     best: Callable[[int, list[int]], int]) -> list[int]:
+        """Op k's producers (in the epoch) whose chosen candidate pairs with none of k's `allowed` candidates
+        because a stream overuse ruled out every pair the streamings allow (`_avoid_overuse`): each such candidate
+        is `dropped` and the producer takes its best candidate (`best`) of those it may take (`allowed_of`) that
+        some allowed candidate of k can read. Returns the producers moved."""
+        moved = []
+        for p, compatible in preds:
+            ruled_out = any((names[p], choice[p], names[k], j) in self._forbidden for j in allowed)
+            if not ruled_out or any(compatible(choice[p], j) for j in allowed):
+                continue
+            dropped.add((p, choice[p]))
+            partnered = [i for i in allowed_of(p) if any(compatible(i, j) for j in allowed)]
+            if partnered:
+                choice[p] = best(p, partnered)
+                moved.append(p)
+        return moved
 
     def _area_bound(self, names: list[str], cycles: list[list[float]]) -> float:
         """The least pipeline cycles at which the ops' fewest cores fit the grid (geometry relaxed)."""

@@ -210,8 +210,9 @@ class SegmentTable:
         return np.where(last >= 0, least[np.maximum(last, 0)], UNFIT_COST)
 
     def _stream_cores(self, i: int, start: int, plan: bool = False) -> tuple[tuple, np.ndarray]:
-        """Op i's output streamings and, per grid value and streaming, the fewest cores of its candidates that
-        stream so within that grid value in an epoch starting at `start` (either output context; inf: none).
+        """Op i's output streamings and, per streaming and grid value (rows: streamings, so that the least over
+        them is a fast reduction), the fewest cores of its candidates that stream so within that grid value in an
+        epoch starting at `start` (either output context; inf: none).
         `plan`: only candidates that move no more DRAM bytes per input than the op's fewest-core candidate
         within the grid value (`_op_bins`, whose bytes the plan's split counts)."""
         key = (self._context_key(i, start, False), plan)
@@ -223,38 +224,39 @@ class SegmentTable:
                 within &= dram[None, :] <= self._op_bins(i, start, False).dram[:, None]
             cands = self.candidates[self.schedule[i]]
             streams = tuple(sorted({c.model.t_stream for c in cands}))
-            cores = np.full((len(self.grid), len(streams)), np.inf)
+            cores = np.full((len(streams), len(self.grid)), np.inf)
             for j, c in enumerate(cands):
                 k = streams.index(c.model.t_stream)
-                cores[:, k] = np.where(within[:, j], np.minimum(cores[:, k], c.cores), cores[:, k])
+                cores[k] = np.where(within[:, j], np.minimum(cores[k], c.cores), cores[k])
             self._streams[key] = (streams, cores)
         return self._streams[key]
 
     def _link(self, p: int, c: int, start: int) -> tuple[np.ndarray, tuple]:
         """Which output streamings of producer p consumer c can read in an epoch starting at `start`
-        (`streaming.edge_problem`): per streaming of p and of c, 0 where it can, else inf; and per streaming of c,
-        the indices of the streamings of p it can read."""
+        (`streaming.edge_problem`): per streaming of p and of c, 0 where it can, else inf; and the streamings of c
+        grouped by the streamings of p they can read: ((those of p, those of c), ...)."""
         reads = tuple(k for k, q in self._operand_positions[c] if q == p)
         key = (self._context_key(p, start, False), self._context_key(c, start, False), reads)
         if key not in self._links:
             sp, sc = self._stream_cores(p, start)[0], self._stream_cores(c, start)[0]
-            link = np.array([[0.0 if all(self._reads(c, k, a, b) for k in reads) else np.inf for b in sc] for a in sp])
-            self._links[key] = (link, tuple(np.flatnonzero(link[:, b] == 0.0) for b in range(len(sc))))
+            link = np.array([[0.0 if all(self._reads(c, k, a, b) for k in reads) else np.inf for b in sc]
+                             for a in sp])
+            groups: dict[tuple, list[int]] = {}
+            for b in range(len(sc)):
+                groups.setdefault(tuple(np.flatnonzero(link[:, b] == 0.0)), []).append(b)
+            self._links[key] = (link, tuple((np.array(a), np.array(b)) for a, b in groups.items() if a))
         return self._links[key]
 
     def _chained(self, p: int, c: int, start: int, tail: np.ndarray, lo: int, plan: bool = False) -> np.ndarray:
-        """A chain of ops ending at producer p (`tail`: its fewest cores per grid value and streaming of p)
-        extended by consumer c: the fewest cores per grid value and streaming of c (`_stream_cores`), each op
+        """A chain of ops ending at producer p (`tail`: its fewest cores per streaming of p and grid value)
+        extended by consumer c: the fewest cores per streaming of c and grid value (`_stream_cores`), each op
         streaming so that the next can read it in the epoch (`_link`); inf below grid value `lo` (the segment
         does not fit there anyway)."""
         own = self._stream_cores(c, start, plan)[1]
         chained = np.full(own.shape, np.inf)
-        rows = tail[lo:]
-        for b, readable in enumerate(self._link(p, c, start)[1]):
-            if len(readable) == 1:
-                chained[lo:, b] = own[lo:, b] + rows[:, readable[0]]
-            elif len(readable):
-                chained[lo:, b] = own[lo:, b] + rows[:, readable].min(axis=1)
+        for readable, readers in self._link(p, c, start)[1]:
+            least = tail[readable[0], lo:] if len(readable) == 1 else tail[readable, lo:].min(axis=0)
+            chained[readers, lo:] = own[readers, lo:] + least
         return chained
 
     def _reads(self, c: int, k: int, producer_stream: tuple, consumer_stream: tuple) -> bool:
@@ -273,7 +275,7 @@ class SegmentTable:
 
     def _extend_chain(self, t: int, s: int, tails: dict, lo: int, plan: bool) -> tuple[int | None, np.ndarray | None]:
         """Op t joins the chains of a segment starting at s (`tails`: each chain's last op -> its fewest cores per
-        grid value and streaming, updated): it extends the chain of producer p (`_chain_of`) or starts one.
+        streaming and grid value, updated): it extends the chain of producer p (`_chain_of`) or starts one.
         Returns p and the chain's cores before (None, None: a new chain)."""
         p = self._chain_of(t, s, tails)
         if p is None:
@@ -343,8 +345,8 @@ class SegmentTable:
         fill = np.zeros(len(grid))
         slowest = np.zeros(len(grid))
         for k, i in enumerate(range(s, t + 1)):
-            streams = self._stream_cores(i, s)[1][lo:]
-            largest = np.where(np.isfinite(streams), streams, -math.inf).max(axis=1)
+            streams = self._stream_cores(i, s)[1][:, lo:]
+            largest = np.where(np.isfinite(streams), streams, -math.inf).max(axis=0)
             room = np.minimum(own[k] + free, self.cores - area + largest)
             cands = self.candidates[self.schedule[i]]
             cycles, latency = self._either(i, s, 0), self._either(i, s, 1)
@@ -374,7 +376,7 @@ class SegmentTable:
         fill = 0.0
         flips: dict[int, list[int]] = {}
         unfit = np.zeros(len(self.grid))    # the plan's ops, in their context, with no candidate within a grid value
-        tails: dict[int, np.ndarray] = {}   # the chains: last op -> fewest cores per grid value and streaming
+        tails: dict[int, np.ndarray] = {}   # the chains: last op -> fewest cores per streaming and grid value
         first = 0                           # the first grid value the segment fits (it only grows)
         for t in range(s, min(n, s + self.cores)):
             if t in breaks and t > s:
@@ -393,7 +395,7 @@ class SegmentTable:
                 area = area + ob.cores
             else:       # the chain's fewest cores replace its tail's (rows below `first` never fit again)
                 _, tail = self._extend_chain(t, s, tails, first, not bound)
-                area[first:] += _least(tails[t][first:]) - (0.0 if tail is None else _least(tail[first:]))
+                area[first:] += _least(tails[t][:, first:]) - (0.0 if tail is None else _least(tail[:, first:]))
             if area[-1] > self.cores:
                 return
             first = int(np.argmax(area <= self.cores))
@@ -504,10 +506,10 @@ class SegmentTable:
         stream: dict[int, int] = {}
         for u in range(t, s - 1, -1):       # a successor before its chain's producer (schedule order)
             if u not in stream:
-                stream[u] = int(np.argmin(cores[u][b] + tie_break(u)))
+                stream[u] = int(np.argmin(cores[u][:, b] + tie_break(u)))
             if u in parent:
                 p = parent[u]
-                stream[p] = int(np.argmin(cores[p][b] + self._link(p, u, s)[0][:, stream[u]] + tie_break(p)))
+                stream[p] = int(np.argmin(cores[p][:, b] + self._link(p, u, s)[0][:, stream[u]] + tie_break(p)))
         choice = []
         for u in range(s, t + 1):
             wanted = self._stream_cores(u, s)[0][stream[u]]
@@ -531,8 +533,8 @@ def _segments(back: list) -> list[tuple[int, int]]:
 
 
 def _least(cores: np.ndarray) -> np.ndarray:
-    """Per grid value, the fewest cores over the streamings (UNFIT where there are none)."""
-    return np.minimum(cores.min(axis=1), UNFIT)
+    """Per grid value, the fewest cores over the streamings (`cores`' rows; UNFIT where there are none)."""
+    return np.minimum(cores.min(axis=0), UNFIT)
 
 
 def _fill_step(partial: dict, whole: dict, i: int, preds: list[int], latency: np.ndarray, cycles: np.ndarray,
