@@ -68,8 +68,8 @@ def test_a_stalled_fork_join_is_planned_again_cut_after_the_fork_and_the_cheaper
         plan = planned_split(*args, **kwargs)
         planned.append(plan)
         return plan
-    planned_split = planner._planned
-    monkeypatch.setattr(planner, "_planned", record)
+    planned_split = planner._finished      # every plan of a split is finished through it
+    monkeypatch.setattr(planner, "_finished", record)
     compiled = compile_zoo_model("resnet50", "e150", 64, "Float16_b", "HiFi3")
     uncut = min((p for p in planned if not p.cuts), key=lambda p: p.placement.estimated_cycles)
     stalls = _stalls(uncut.placement)
@@ -94,7 +94,7 @@ def test_the_bound_splits_epochs_are_planned_as_a_third_split_and_the_cheapest_p
     from pybuda.tools.zoo import compile_zoo_model
 
     planned, bound_splits = [], []
-    plan_split, bound_split = planner._planned, planner.SegmentTable.split
+    plan_split, bound_split = planner._finished, planner.SegmentTable.split   # every split's plan is finished
 
     def record_plan(*args, **kwargs):
         planned.append(plan_split(*args, **kwargs))
@@ -106,7 +106,7 @@ def test_the_bound_splits_epochs_are_planned_as_a_third_split_and_the_cheapest_p
             bound_splits.append(split)
         return split
     monkeypatch.delattr(background.os, "fork", raising=False)     # every split planned in this process, seen
-    monkeypatch.setattr(planner, "_planned", record_plan)
+    monkeypatch.setattr(planner, "_finished", record_plan)
     monkeypatch.setattr(planner.SegmentTable, "split", record_bound)
     kept = compile_zoo_model("mobilenetv2_tiny", "n150", 4).placement
     (bound,) = bound_splits
@@ -117,3 +117,48 @@ def test_the_bound_splits_epochs_are_planned_as_a_third_split_and_the_cheapest_p
     assert [p.cuttable for p in uncut] == [True, True] and not third.cuttable
     assert third.placement.estimated_cycles < min(p.placement.estimated_cycles for p in uncut)
     assert kept.policy == "CP-SAT" and kept.estimated_cycles <= third.placement.estimated_cycles
+
+
+def test_epochs_of_different_plans_that_meet_end_to_start_are_spliced_into_one_plan(monkeypatch):
+    """`_spliced` chains the cheapest epochs of several plans where one ends right before another starts: priced
+    so that one plan's epochs are cheap before position a and another's from a on, the spliced plan is exactly
+    those epochs, each op at the model and epoch its source plan gave it, finished into an exact estimate; a chain
+    whose epochs all come from one plan is not spliced."""
+    import dataclasses
+
+    from pybuda.tools.zoo import compile_zoo_model
+
+    solvers = []
+    init = planner._EpochSolver.__init__
+
+    def record(self, *args):
+        init(self, *args)
+        solvers.append(self)
+    monkeypatch.setattr(planner._EpochSolver, "__init__", record)
+    compile_zoo_model("mobilenetv2_tiny", "n150", 4)
+    solver = solvers[-1]
+    graph, coster, n = solver.graph, solver.table.coster, len(solver.table.schedule)
+    a = n // 2
+    early = planner._planned(graph, coster, solver, True, frozenset({a}))
+    late = planner._planned(graph, coster, solver, True, frozenset({a, (a + n) // 2}))
+
+    def priced(plan, cheap) -> planner._Plan:
+        timings = list(plan.placement.epoch_timings)
+        for (first, last), (epoch, _, _) in plan.epochs.items():
+            timings[epoch] = dataclasses.replace(timings[epoch], epoch_cycles=1e3 if cheap(first, last) else 1e9)
+        return plan._replace(placement=dataclasses.replace(plan.placement, epoch_timings=tuple(timings),
+                                                           estimated_cycles=int(sum(t.epoch_cycles
+                                                                                    for t in timings))))
+    before = priced(early, lambda first, last: last < a)
+    after = priced(late, lambda first, last: first >= a)
+    spliced = planner._spliced(graph, coster, solver, [before, after])
+    wanted = sorted([e for e in early.epochs if e[1] < a] + [e for e in late.epochs if e[0] >= a])
+    assert spliced is not None and sorted(spliced.epochs) == wanted
+    schedule = solver.table.schedule
+    for index, (first, last) in enumerate(wanted):
+        source = early if last < a else late
+        for name in schedule[first:last + 1]:
+            assert spliced.placement.placed[name].epoch == index
+            assert spliced.placement.models[name].grid == source.placement.models[name].grid
+    assert 0 < spliced.placement.estimated_cycles < 1e9
+    assert planner._spliced(graph, coster, solver, [before, before]) is None

@@ -27,6 +27,7 @@ When the device's DRAM cannot hold the model, `DramFullError` says by how much.
 from __future__ import annotations
 
 import bisect
+import collections
 
 import dataclasses
 import zlib
@@ -116,12 +117,17 @@ def _aligned(n: int) -> int:
 class _Space:
     """Per channel the blocks allocated, by start address: (start, end, first epoch, last epoch); static blocks
     live always. `floor[ch]`: the end of the run of static blocks from the bottom of the channel (nothing fits
-    below it, and every block that starts below it ends there), where a fit starts looking."""
+    below it, and every block that starts below it ends there), where a fit starts looking. A queue that lives
+    some epochs only meets the static blocks above the floor (`above[ch]`) and the blocks alive in those epochs
+    (`alive[ch][epoch]`)."""
 
     def __init__(self, device: DeviceSpec):
         self.device = device
         self.blocks: list[list[tuple]] = [[] for _ in range(device.dram_channels)]
         self.floor = [DRAM_BASE] * device.dram_channels
+        self.above: list[list[tuple]] = [[] for _ in range(device.dram_channels)]
+        self.alive: list[dict[int, list[tuple]]] = [collections.defaultdict(list)
+                                                    for _ in range(device.dram_channels)]
 
     def free_bytes(self, ch: int) -> int:
         used = max((end for _, end, _, _ in self.blocks[ch]), default=DRAM_BASE)
@@ -136,23 +142,32 @@ class _Space:
         channels = self.device.dram_channels
         order = list(dict.fromkeys([*preferred, *((start + i) % channels for i in range(channels))]))
         for ch in order:
-            addr = self._fit(ch, size, first, last)
+            addr = self._fit(ch, size, q.lifetime)
             if addr is not None:
-                bisect.insort(self.blocks[ch], (addr, addr + size, first, last))
+                block = (addr, addr + size, first, last)
+                bisect.insort(self.blocks[ch], block)
                 if q.lifetime is None and addr <= self.floor[ch]:
                     self.floor[ch] = max(self.floor[ch], _aligned(addr + size))
+                elif q.lifetime is None:
+                    bisect.insort(self.above[ch], block)
+                else:
+                    for epoch in range(first, last + 1):
+                        self.alive[ch][epoch].append(block)
                 return (ch, addr)
         raise DramFullError(f"queue {q.name!r}: no DRAM channel of {self.device.name} has {size:,} free bytes for "
                             f"one of its {q.buffers} buffers (largest free: {max(map(self.free_bytes, order)):,} "
                             "bytes); a smaller microbatch shrinks the queues")
 
-    def _fit(self, ch: int, size: int, first: int, last: int) -> int | None:
-        """The lowest address of channel `ch` with `size` bytes free during epochs first..last (None: none)."""
-        addr, blocks = self.floor[ch], self.blocks[ch]
-        for k in range(bisect.bisect_left(blocks, (addr,)), len(blocks)):
-            s, e, f, l = blocks[k]
-            if f > last or l < first:
-                continue
+    def _fit(self, ch: int, size: int, lifetime: tuple[int, int] | None) -> int | None:
+        """The lowest address of channel `ch` with `size` bytes free during `lifetime` (first and last epoch; None:
+        always), None if there is none."""
+        addr = self.floor[ch]
+        if lifetime is None:
+            blocks = self.blocks[ch][bisect.bisect_left(self.blocks[ch], (addr,)):]
+        else:
+            met = {b for epoch in range(lifetime[0], lifetime[1] + 1) for b in self.alive[ch].get(epoch, ())}
+            blocks = sorted(met.union(self.above[ch]))
+        for s, e, _, _ in blocks:
             if addr + size <= s:
                 break
             addr = max(addr, _aligned(e))

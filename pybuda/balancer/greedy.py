@@ -42,13 +42,16 @@ def greedy_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidate
         placed = place(schedule, {n: chosen[n].grid for n in schedule}, device, starts=constraints.starts,
                        transposed=constraints.transposed, breaks=constraints.breaks | cuts)
         epoch_of = {n: p.epoch for n, p in placed.items()}
-        cost = coster.cost(schedule, chosen, epoch_of, prologue_choice(graph, schedule, chosen),
-                           limit=best[0] - 1 if best else math.inf)
+        prologue = prologue_choice(graph, schedule, chosen)
+        overuses = coster.overuse(schedule, chosen, epoch_of, prologue) is not None
+        if overuses and overusing is not None:     # only the first overusing plan is kept: no need to cost it
+            continue
+        cost = coster.cost(schedule, chosen, epoch_of, prologue, limit=best[0] - 1 if best else math.inf)
         if cost is None or (best is not None and cost.cycles >= best[0]):
             continue
-        if coster.overuse(schedule, chosen, epoch_of, prologue_choice(graph, schedule, chosen)) is None:
+        if not overuses:
             best = (cost.cycles, chosen, placed)
-        elif overusing is None:
+        else:
             overusing = (cost.cycles, chosen, placed)
     _, chosen, placed = best or overusing     # none within the stream limits: finish names what it overuses
     return finish(graph, coster, schedule, chosen, placed, "Greedy", constraints)

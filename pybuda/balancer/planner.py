@@ -8,7 +8,8 @@ core locations, the result checked against the greedy plan, lower bounds compute
    tightened, starts one (its epochs are where a relaxation puts them, a different start the split's estimate
    would not pick), its ops not held to the context they join their epoch in (`cuttable`: the first two are,
    and keep grids small; the third reaches paces only ops read on chip reach). Each split
-   is planned (steps 2 and 3; the third in a forked process beside the second) and the cheapest plan kept.
+   is planned (steps 2 and 3; the third in a forked process beside the first's finish and the second) and the
+   cheapest plan kept.
 2. Each epoch: the split's candidates made compatible along the epoch's edges (in schedule order, an op whose
    candidate cannot read its producers' chosen streamings in the epoch takes the fewest-core one that can; where
    none can, a producer whose candidate a stream overuse left no reader candidate to pair with moves to one that
@@ -30,7 +31,9 @@ core locations, the result checked against the greedy plan, lower bounds compute
 3. Each plan gets its queues, their DRAM placement, ops moved off congested NoC links (`link_relief.py`) and its
    exact cost (`plan.finish`). Where the cheaper one
    still has a fork-join stall that sets an epoch's pace, its split is planned again with an epoch ending at each
-   such fork, and kept when cheaper (`_cut_forks`). The greedy policy's plan (`greedy.py`, computed in a forked
+   such fork, and kept when cheaper (`_cut_forks`). The cheapest chain of the plans' epochs that meet end to
+   start, each at its exact cost in its plan, is finished too and kept when cheaper (`_spliced`). The greedy
+   policy's plan (`greedy.py`, computed in a forked
    process meanwhile, `background.Background`) is finished too, and the cheapest one is kept: the default policy
    is never worse than the greedy. A plan within the cores' stream limits beats one beyond them.
 4. Lower bounds (`plan.Bounds`): the work over all cores and the slowest op at their best, the cheapest split's
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -67,6 +71,7 @@ STALL = 2.0        # an op a fork-join stall makes this much slower than the epo
 SPLIT = 1.25       # an epoch that packs this much slower than its split's pipeline is also tried as two halves
 SPLITS = (True, False)   # the splits planned: ops' cores along streaming chains, and each op at its own fewest
 FORK_CUT_ROUNDS = 2      # re-plannings with epochs cut after the forks of fork-join stalls (`_cut_forks`)
+SPLICE_GAIN = 0.005      # a chain of the plans' epochs is finished when it gains more than this (`_spliced`)
 BY_READER = frozenset({"producer_phases"})   # producer-core resources set by how the consumer in the epoch reads
 READER_TRIES = 3         # reader candidates a producer candidate's phase overuse is paired with before it is ruled out
 RECENT_EPOCH_MODELS = 4  # `_EpochSolver._epoch_models` results kept (each holds a model per op of the schedule)
@@ -82,18 +87,22 @@ def cpsat_plan(graph: Graph, device: DeviceSpec, schedule: list[str], candidates
     with Background(lambda: greedy_plan(graph, device, schedule, candidates, coster, constraints)) as greedy:
         first_split = table.split(bound=False, chains=SPLITS[0])
         with Background(lambda: (table.split(bound=True, tighten=False), table.split(bound=True))) as segments_bound:
-            plans = [_planned(graph, coster, solver, SPLITS[0], frozenset(), first_split)]
+            first = _split_plan(table, solver, first_split, candidates, constraints)
             loose_split, bound_split = segments_bound.result()
         # a third split along chains, cut where the bound's own split (before its fill is tightened) starts an
-        # epoch, planned in a forked process beside the second (deterministic: it starts from the state the first
-        # plan left; without fork, after the second)
+        # epoch, planned in a forked process beside the first plan's finish and the second (deterministic: it
+        # starts from the state the first plan's epochs left; without fork, after the second)
         cuts = frozenset(segment.first for segment in loose_split.segments[1:])
         with Background(lambda: _planned(graph, coster, solver, True, cuts, cuttable=False),
                         shares_state=True) as along_bound:
-            plans += [*(_planned(graph, coster, solver, chains, frozenset()) for chains in SPLITS[1:]),
-                      along_bound.result()]
+            plans = [_finished(graph, coster, solver, first, SPLITS[0], frozenset(), True),
+                     *(_planned(graph, coster, solver, chains, frozenset()) for chains in SPLITS[1:]),
+                     along_bound.result()]
         plan = min(plans, key=lambda p: _rank(p.placement))
         plan = _cut_forks(graph, coster, solver, plan)
+        spliced = _spliced(graph, coster, solver, [*plans, plan])
+        if spliced is not None and _rank(spliced.placement) < _rank(plan.placement):
+            plan = spliced
         other = greedy.result()
         best = min((plan.placement, other), key=_rank)
         best.bounds = bounds(table, candidates, schedule, constraints.chips, plan.split_bound, bound_split)
@@ -134,14 +143,16 @@ class _Epoch(NamedTuple):
 
 
 class _Plan(NamedTuple):
-    """A finished plan of the segment split (`chains`: which of SPLITS, `cuts`: the planner's own epoch starts)
-    and its epochs' solver bound."""
+    """A finished plan of the segment split (`chains`: which of SPLITS, `cuts`: the planner's own epoch starts),
+    its epochs' solver bound, and per epoch (first, last) its index, its solver bound and its ops' models before
+    `finish` (`_spliced` reuses them)."""
 
     placement: Placement
     split_bound: float
     chains: bool
     cuts: frozenset
     cuttable: bool
+    epochs: dict
 
 
 def _planned(graph: Graph, coster: PlanCoster, solver: _EpochSolver, chains: bool, cuts: frozenset,
@@ -151,9 +162,64 @@ def _planned(graph: Graph, coster: PlanCoster, solver: _EpochSolver, chains: boo
     table = solver.table
     if split is None:
         split = table.split(bound=False, chains=chains, cuts=cuts, cuttable=cuttable)
-    models, placed, split_bound = _split_plan(table, solver, split, solver.candidates, solver.constraints)
+    return _finished(graph, coster, solver, _split_plan(table, solver, split, solver.candidates, solver.constraints),
+                     chains, cuts, cuttable)
+
+
+def _finished(graph: Graph, coster: PlanCoster, solver: _EpochSolver, planned: tuple, chains: bool, cuts: frozenset,
+              cuttable: bool) -> _Plan:
+    """The plan of a split's planned epochs (`_split_plan`'s result), finished (`plan.finish`)."""
+    models, placed, split_bound, epochs = planned
+    placement = finish(graph, coster, solver.table.schedule, models, placed, "CP-SAT", solver.constraints)
+    return _Plan(placement, split_bound, chains, cuts, cuttable, epochs)
+
+
+def _spliced(graph: Graph, coster: PlanCoster, solver: _EpochSolver, plans: list[_Plan]) -> _Plan | None:
+    """The cheapest chain of the plans' epochs, finished: an epoch's solution depends only on its first and last
+    op (`_EpochSolver._key`), so epochs of different plans that meet end to start chain into a plan, each costed
+    as in its own plan (`EpochTiming.epoch_cycles`). None where that chain's epochs all come from one plan, it is
+    no cheaper than the cheapest plan by SPLICE_GAIN, or the plans run epochs on several chips."""
+    table = solver.table
+    if any(solver.constraints.chips.values()) or any(len(group) != 1 for p in plans for group in p.placement.temporal):
+        return None
+    offered: dict[tuple[int, int], tuple[float, _Plan]] = {}
+    for plan in plans:
+        for (first, last), (epoch, _, _) in plan.epochs.items():
+            cycles = plan.placement.timing_of(epoch).epoch_cycles
+            if cycles < offered.get((first, last), (math.inf, None))[0]:
+                offered[first, last] = (cycles, plan)
+    by_first = collections.defaultdict(list)
+    for first, last in offered:
+        by_first[first].append(last)
+    n, switch = len(table.schedule), table.device.epoch_switch_cycles
+    best, back = [0.0] + [math.inf] * n, [0] * (n + 1)
+    for first in range(n):
+        paid = best[first] + (switch if first and first not in table.program_start else 0)
+        for last in by_first[first]:
+            if paid + offered[first, last][0] < best[last + 1]:
+                best[last + 1], back[last + 1] = paid + offered[first, last][0], first
+    cheapest = min(p.placement.estimated_cycles for p in plans)
+    if best[n] >= cheapest * (1 - SPLICE_GAIN):
+        return None
+    chain, end = [], n
+    while end:
+        chain.append((back[end], end - 1))
+        end = back[end]
+    chain.reverse()
+    if len({id(offered[epoch][1]) for epoch in chain}) == 1:
+        return None
+    models, placed, epochs = {}, {}, {}
+    for index, (first, last) in enumerate(chain):     # the ops where the source's finish left them
+        source = offered[first, last][1]
+        _, bound, ops = source.epochs[first, last]
+        for name, model in ops.items():
+            models[name] = model
+            placed[name] = dataclasses.replace(source.placement.placed[name], epoch=index)
+        epochs[first, last] = (index, bound, ops)
+    split_bound = sum(bound for _, bound, _ in epochs.values()) + \
+        switch * sum(first not in table.program_start for first, _ in chain[1:])
     placement = finish(graph, coster, table.schedule, models, placed, "CP-SAT", solver.constraints)
-    return _Plan(placement, split_bound, chains, cuts, cuttable)
+    return _Plan(placement, split_bound, True, frozenset(first for first, _ in chain[1:]), False, epochs)
 
 
 def _cut_forks(graph: Graph, coster: PlanCoster, solver: _EpochSolver, plan: _Plan) -> _Plan:
@@ -185,22 +251,25 @@ def _stalled_forks(table: SegmentTable, placement: Placement) -> frozenset:
 
 
 def _split_plan(table: SegmentTable, solver: _EpochSolver, split: Split, candidates: dict[str, list[Candidate]],
-                constraints: Constraints) -> tuple[dict, dict, float]:
-    """The models and locations of each epoch of `split` (`_EpochSolver.solve`), and the epochs' solver bounds
-    (each chip's sum, the largest)."""
+                constraints: Constraints) -> tuple[dict, dict, float, dict]:
+    """The models and locations of each epoch of `split` (`_EpochSolver.solve`), the epochs' solver bounds
+    (each chip's sum, the largest), and per epoch (first, last): (its index, its solver bound over its inputs,
+    {op: model})."""
     schedule, device = table.schedule, table.device
-    models, placed, split_bound, epoch = {}, {}, {}, 0
+    models, placed, split_bound, epochs = {}, {}, {}, {}
     for segment in split.segments:
         for first, last, solution in solver.solve(segment.first, segment.last, segment.choice):
+            ops = {}
             for offset, name in enumerate(schedule[first:last + 1]):
                 models[name] = candidates[name][solution.choice[offset]].model
-                placed[name] = PlacedOp(epoch, solution.locations[offset], solution.transposed[offset])
+                placed[name] = PlacedOp(len(epochs), solution.locations[offset], solution.transposed[offset])
+                ops[name] = models[name]
             chip = constraints.chips.get(schedule[first], 0)
             switch = chip in split_bound and first not in table.program_start
             split_bound[chip] = split_bound.get(chip, 0.0) + table.inputs[first] * solution.bound + (
                 device.epoch_switch_cycles if switch else 0)
-            epoch += 1
-    return models, placed, max(split_bound.values(), default=0.0)
+            epochs[first, last] = (len(epochs), table.inputs[first] * solution.bound, ops)
+    return models, placed, max(split_bound.values(), default=0.0), epochs
 
 
 def greedy_bounds(schedule: list[str], candidates: dict[str, list[Candidate]], coster: PlanCoster,
