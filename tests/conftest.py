@@ -15,3 +15,18 @@ def _fresh_global_config():
     pybuda.config.reset_ineffective_warnings()
     yield
     pybuda.reset_configuration()
+
+
+@pytest.fixture
+def epoch_solvers(monkeypatch):
+    """The CP-SAT planner's epoch solvers (`planner._EpochSolver`) the test's compiles make, in order."""
+    from pybuda.balancer import planner
+
+    solvers = []
+    init = planner._EpochSolver.__init__
+
+    def record(self, *args):
+        init(self, *args)
+        solvers.append(self)
+    monkeypatch.setattr(planner._EpochSolver, "__init__", record)
+    return solvers

@@ -119,7 +119,7 @@ def test_the_bound_splits_epochs_are_planned_as_a_third_split_and_the_cheapest_p
     assert kept.policy == "CP-SAT" and kept.estimated_cycles <= third.placement.estimated_cycles
 
 
-def test_epochs_of_different_plans_that_meet_end_to_start_are_spliced_into_one_plan(monkeypatch):
+def test_epochs_of_different_plans_that_meet_end_to_start_are_spliced_into_one_plan(epoch_solvers):
     """`_spliced` chains the cheapest epochs of several plans where one ends right before another starts: priced
     so that one plan's epochs are cheap before position a and another's from a on, the spliced plan is exactly
     those epochs, each op at the model and epoch its source plan gave it, finished into an exact estimate; a chain
@@ -128,15 +128,8 @@ def test_epochs_of_different_plans_that_meet_end_to_start_are_spliced_into_one_p
 
     from pybuda.tools.zoo import compile_zoo_model
 
-    solvers = []
-    init = planner._EpochSolver.__init__
-
-    def record(self, *args):
-        init(self, *args)
-        solvers.append(self)
-    monkeypatch.setattr(planner._EpochSolver, "__init__", record)
     compile_zoo_model("mobilenetv2_tiny", "n150", 4)
-    solver = solvers[-1]
+    solver = epoch_solvers[-1]
     graph, coster, n = solver.graph, solver.table.coster, len(solver.table.schedule)
     a = n // 2
     early = planner._planned(graph, coster, solver, True, frozenset({a}))

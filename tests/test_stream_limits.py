@@ -41,6 +41,18 @@ def _compile(model, x, tmp_path, device="e150"):
     return pybuda.compile(model, x, device=device, config=pybuda.CompilerConfig(), output_dir=tmp_path)
 
 
+def _read_edge(tmp_path, epoch_solvers: list) -> tuple:
+    """ManyReaders(2) compiled on e150: its planner's solver and the schedule's first edge inside the device, as
+    (solver, producer, consumer, producer's position, consumer's position)."""
+    torch.manual_seed(0)
+    _compile(ManyReaders(2).eval(), torch.randn(2, 128, 64), tmp_path)
+    solver = epoch_solvers[-1]
+    schedule = solver.table.schedule
+    consumer = next(n for n in schedule if any(o.src in schedule for o in solver.graph.operands(n)))
+    producer = next(o.src for o in solver.graph.operands(consumer) if o.src in schedule)
+    return solver, producer, consumer, schedule.index(producer), schedule.index(consumer)
+
+
 def test_an_op_with_more_users_than_the_backend_allows_feeds_some_through_a_nop(tmp_path):
     torch.manual_seed(0)
     model, x = ManyReaders(10).eval(), torch.randn(2, 32, 64)
@@ -150,26 +162,13 @@ def test_the_extended_overlay_blob_is_counted_in_l1_and_refused_without_room():
 
 @pytest.mark.parametrize("resource, paired", [("producer_phases", True), ("fan_out", False),
                                               ("consumer_phases", True)])
-def test_an_overuse_rules_out_the_pair_of_candidates_where_the_reader_sets_it(tmp_path, monkeypatch, resource,
-                                                                              paired):
+def test_an_overuse_rules_out_the_pair_of_candidates_where_the_reader_sets_it(tmp_path, monkeypatch, epoch_solvers,
+                                                                              resource, paired):
     """A producer core's stream phases count the runs of tiles each reader takes, so an overuse of them rules out
     the pair of producer and consumer candidates (the producer keeps its candidate for other readers), as a
     consumer core's resources do, and the producer's candidate once it overused with `READER_TRIES` reader
     candidates in the epoch; a producer core's fan-out rules out the producer's candidate."""
-    solvers = []
-    init = planner._EpochSolver.__init__
-
-    def record(self, *args):
-        init(self, *args)
-        solvers.append(self)
-    monkeypatch.setattr(planner._EpochSolver, "__init__", record)
-    torch.manual_seed(0)
-    _compile(ManyReaders(2).eval(), torch.randn(2, 128, 64), tmp_path)
-    solver = solvers[-1]
-    schedule = solver.table.schedule
-    consumer = next(n for n in schedule if any(o.src in schedule for o in solver.graph.operands(n)))
-    producer = next(o.src for o in solver.graph.operands(consumer) if o.src in schedule)
-    first, last = schedule.index(producer), schedule.index(consumer)
+    solver, producer, consumer, first, last = _read_edge(tmp_path, epoch_solvers)
     choice = tuple(1 if k in (0, last - first) else 0 for k in range(last - first + 1))
     overusing = consumer if resource.startswith("consumer") else producer
     found = Overuse(overusing, (0, 0), resource, 900, 862)
@@ -191,24 +190,11 @@ def test_an_overuse_rules_out_the_pair_of_candidates_where_the_reader_sets_it(tm
         assert solver._forbidden == {(producer, 1, consumer, r) for r in range(1, tries + 2)} and not solver._banned
 
 
-def test_a_producer_candidate_no_reader_candidate_may_pair_with_is_replaced_not_cut(tmp_path, monkeypatch):
+def test_a_producer_candidate_no_reader_candidate_may_pair_with_is_replaced_not_cut(tmp_path, epoch_solvers):
     """Where overuses ruled out every pair of a producer's chosen candidate with its reader's candidates, the
     epoch's compatible choice moves the producer to a candidate the reader can pair with (`_repartnered`); the
     walk used to cut the epoch there (an unstreamed producer had nowhere to move)."""
-    solvers = []
-    init = planner._EpochSolver.__init__
-
-    def record(self, *args):
-        init(self, *args)
-        solvers.append(self)
-    monkeypatch.setattr(planner._EpochSolver, "__init__", record)
-    torch.manual_seed(0)
-    _compile(ManyReaders(2).eval(), torch.randn(2, 128, 64), tmp_path)
-    solver = solvers[-1]
-    schedule = solver.table.schedule
-    consumer = next(n for n in schedule if any(o.src in schedule for o in solver.graph.operands(n)))
-    producer = next(o.src for o in solver.graph.operands(consumer) if o.src in schedule)
-    first, last = schedule.index(producer), schedule.index(consumer)
+    solver, producer, consumer, first, last = _read_edge(tmp_path, epoch_solvers)
     epoch = solver._epoch_data(first, last)
     hint = tuple(next(j for j, c in enumerate(solver.candidates[n]) if not c.model.t_stream) for n in epoch.names)
     solver._forbidden.clear()
