@@ -80,8 +80,10 @@ class Split:
 @dataclasses.dataclass(frozen=True)
 class _OpBins:
     """One op in one context: per grid value its plan candidate's cores (UNFIT: none), index, cycles, latency,
-    DRAM and prologue bytes; the least of each over all its candidates; and per grid value the fewest DRAM and
-    prologue bytes of its candidates within it (`UNFIT_COST`: none)."""
+    DRAM and prologue bytes; the least of each over all its candidates; per grid value the fewest DRAM and
+    prologue bytes of its candidates within it (`UNFIT_COST`: none); and its plan candidate's DRAM and prologue
+    bytes where it has one, else 0 (`fit_dram`, `fit_prologue`: its unfitness is counted apart, an `UNFIT_COST`
+    in a running sum would swamp the others' bytes)."""
 
     cores: np.ndarray
     index: np.ndarray
@@ -95,6 +97,12 @@ class _OpBins:
     least_host_out: float
     lean_dram: np.ndarray
     lean_prologue: np.ndarray
+    fit_dram: np.ndarray = dataclasses.field(init=False)
+    fit_prologue: np.ndarray = dataclasses.field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "fit_dram", np.where(self.cores < UNFIT, self.dram, 0.0))
+        object.__setattr__(self, "fit_prologue", np.where(self.cores < UNFIT, self.prologue, 0.0))
 
 
 class SegmentTable:
@@ -130,10 +138,13 @@ class SegmentTable:
         # operands read through a DRAM queue in the epoch (`insert_queues`): no streaming constraint between them
         self._queued = [tuple(k for k, o in enumerate(graph.operands(name)) if (o.src, name, k) in coster.queued)
                         for name in schedule]
-        self._bins: dict[tuple, _OpBins] = {}
+        self._bins: dict[tuple, _OpBins] = {}             # per op context (`_context_key`) and output context
+        self._bins_at: dict[tuple, _OpBins] = {}          # the same per (op, epoch start, output context)
         self._streams: dict[tuple, tuple] = {}
         self._links: dict[tuple, np.ndarray] = {}
         self._windows: dict[tuple, list] = {}
+        self._window_of: dict[tuple, tuple] = {}   # `_window` per (start, breaks)
+        self._earlier: dict[tuple, tuple] = {}     # per (op, epoch start), its operands from earlier epochs
         self._from: dict[tuple, list] = {}      # `_segments_from` per (bound, chains, cuttable, breaks, start)
         lo = min(self._context(i, -1, False)[0].min() for i in range(n))
         hi = max(self._context(i, n, True)[0].max() for i in range(n))
@@ -144,7 +155,10 @@ class SegmentTable:
     def _context_key(self, i: int, start: int, out: bool) -> tuple:
         """What op i's costs in an epoch starting at `start` depend on: its kind, which of its operands come from
         earlier epochs, whether a later epoch reads its output."""
-        return (self._kinds[i], tuple(k for k, p in self._operand_positions[i] if p < start), out)
+        earlier = self._earlier.get((i, start))
+        if earlier is None:
+            earlier = self._earlier[i, start] = tuple(k for k, p in self._operand_positions[i] if p < start)
+        return (self._kinds[i], earlier, out)
 
     def _context(self, i: int, start: int, out: bool) -> tuple:
         """(cycles, latency, dram bytes, host input bytes, host output bytes, prologue bytes) per candidate of op i
@@ -177,29 +191,34 @@ class SegmentTable:
     def _op_bins(self, i: int, start: int, out: bool | None) -> _OpBins:
         """Op i's bins in an epoch starting at `start`, its output read by a later epoch if `out`; `out` None:
         the least of both (the bound's)."""
-        key = (self._context_key(i, start, False), out)
-        if key not in self._bins:
-            if out is None:
-                a, b = self._op_bins(i, start, True), self._op_bins(i, start, False)
-                self._bins[key] = dataclasses.replace(
-                    a, cores=np.minimum(a.cores, b.cores), least_cycles=min(a.least_cycles, b.least_cycles),
-                    least_latency=min(a.least_latency, b.least_latency),
-                    least_host_out=min(a.least_host_out, b.least_host_out),
-                    lean_dram=np.minimum(a.lean_dram, b.lean_dram),
-                    lean_prologue=np.minimum(a.lean_prologue, b.lean_prologue))
-                return self._bins[key]
-            cycles, latency, dram, host_in, host_out, prologue = self._context(i, start, out)
-            cores = np.array([c.cores for c in self.candidates[self.schedule[i]]], dtype=float)
-            masked = np.where(cycles[None, :] <= self.grid[:, None], cores[None, :], UNFIT)
-            index = masked.argmin(axis=1)
-            fits = masked.min(axis=1)
-            unfit = fits >= UNFIT
-            pick = lambda values: np.where(unfit, UNFIT_COST, values[index])  # noqa: E731
-            self._bins[key] = _OpBins(fits, np.where(unfit, -1, index), pick(cycles), pick(latency), pick(dram),
-                                      pick(prologue), float(cycles.min()), float(latency.min()), float(host_in.min()),
-                                      float(host_out.min()),
-                                      self._leanest(cycles, dram), self._leanest(cycles, prologue))
-        return self._bins[key]
+        at = (i, start, out)
+        if at not in self._bins_at:
+            key = (self._context_key(i, start, False), out)
+            if key not in self._bins:
+                self._bins[key] = self._both_bins(i, start) if out is None else self._new_bins(i, start, out)
+            self._bins_at[at] = self._bins[key]
+        return self._bins_at[at]
+
+    def _both_bins(self, i: int, start: int) -> _OpBins:
+        """Op i's bins with each term the least of both output contexts'."""
+        a, b = self._op_bins(i, start, True), self._op_bins(i, start, False)
+        return dataclasses.replace(
+            a, cores=np.minimum(a.cores, b.cores), least_cycles=min(a.least_cycles, b.least_cycles),
+            least_latency=min(a.least_latency, b.least_latency), least_host_out=min(a.least_host_out, b.least_host_out),
+            lean_dram=np.minimum(a.lean_dram, b.lean_dram), lean_prologue=np.minimum(a.lean_prologue, b.lean_prologue))
+
+    def _new_bins(self, i: int, start: int, out: bool) -> _OpBins:
+        """Op i's bins in one output context."""
+        cycles, latency, dram, host_in, host_out, prologue = self._context(i, start, out)
+        cores = np.array([c.cores for c in self.candidates[self.schedule[i]]], dtype=float)
+        masked = np.where(cycles[None, :] <= self.grid[:, None], cores[None, :], UNFIT)
+        index = masked.argmin(axis=1)
+        fits = masked.min(axis=1)
+        unfit = fits >= UNFIT
+        pick = lambda values: np.where(unfit, UNFIT_COST, values[index])  # noqa: E731
+        return _OpBins(fits, np.where(unfit, -1, index), pick(cycles), pick(latency), pick(dram), pick(prologue),
+                       float(cycles.min()), float(latency.min()), float(host_in.min()), float(host_out.min()),
+                       self._leanest(cycles, dram), self._leanest(cycles, prologue))
 
     def _leanest(self, cycles: np.ndarray, values: np.ndarray) -> np.ndarray:
         """Per grid value, the least of `values` over the candidates whose `cycles` are within it (`UNFIT_COST`:
@@ -289,6 +308,12 @@ class SegmentTable:
         """What the segments starting at s depend on, relative to s: per op that could join them, its context
         key, its producers' and last reader's offsets and whether it starts an epoch (`breaks`: the positions
         that do). Starts at the same offset in repeated blocks (a transformer's layers) share it."""
+        if (s, breaks) not in self._window_of:
+            self._window_of[s, breaks] = self._new_window(s, breaks)
+        return self._window_of[s, breaks]
+
+    def _new_window(self, s: int, breaks: frozenset) -> tuple:
+        """`_window`, computed."""
         n = len(self.schedule)
         end = min(n, s + self.cores)
         return (self.inputs[s], tuple(
@@ -384,8 +409,8 @@ class SegmentTable:
             for i in flips.pop(t, []):      # op i's last reader is now inside: its output stays on chip
                 was, now = self._op_bins(i, s, True), self._op_bins(i, s, False)
                 area = area if chains else area + now.cores - was.cores
-                dram = dram + _fit(now, now.dram) - _fit(was, was.dram)
-                prologue = prologue + _fit(now, now.prologue) - _fit(was, was.prologue)
+                dram = dram + now.fit_dram - was.fit_dram
+                prologue = prologue + now.fit_prologue - was.fit_prologue
                 unfit = unfit + (now.cores >= UNFIT) - (0 if cuttable else was.cores >= UNFIT)
             out = self.last_user[t] > t
             ob = self._op_bins(t, s, None if bound else out)   # the bound: the op's least over both contexts
@@ -415,8 +440,8 @@ class SegmentTable:
                                                                        host / self.device.pcie_bw_bytes_per_cycle))
                 yield t, first, pipeline, prologue[first:] / self.dram_bw, fill, area[first:]   # area: until resumed
             else:
-                dram = dram + _fit(ob, ob.dram)
-                prologue = prologue + _fit(ob, ob.prologue)
+                dram = dram + ob.fit_dram
+                prologue = prologue + ob.fit_prologue
                 unfit = unfit + (ob.cores >= UNFIT)
                 latency, cycles = ob.latency, ob.cycles
                 if out and not cuttable:    # where no candidate writes its output to DRAM within a grid value,
@@ -546,12 +571,6 @@ def _fill_step(partial: dict, whole: dict, i: int, preds: list[int], latency: np
     partial[i] = latency + before
     whole[i] = np.fmax(cycles + before, latency + _max_of([whole[p] for p in preds], size, -math.inf))
     return whole[i]
-
-
-def _fit(bins: _OpBins, values: np.ndarray) -> np.ndarray:
-    """An op's per-grid-value `values` where it has a candidate within the grid value, else 0 (its unfitness
-    counted apart: an `UNFIT_COST` in a running sum would swamp the others' bytes)."""
-    return np.where(bins.cores < UNFIT, values, 0.0)
 
 
 def _max_of(arrays: list, size: int, empty: float = 0.0) -> np.ndarray:
