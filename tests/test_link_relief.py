@@ -106,16 +106,24 @@ def _busiest(device, ops) -> float:
 def test_an_epoch_with_no_free_core_turns_a_region_off_a_shared_column():
     device, ops = _full_epoch_with_a_shared_column()
     before = _busiest(device, ops)
-    assert link_relief._search(device, ops, 0.0, frozenset(), frozenset(), (False,)) == ({}, before), \
+    assert link_relief._search(device, ops, 0.0, frozenset(), frozenset(), ((),)) == ({}, before), \
         "single moves have no free window and no op of c's footprint to swap with"
     for phases in link_relief.STRATEGIES:
         moved, busiest = link_relief._search(device, ops, 0.0, frozenset(), frozenset(), phases)
-        assert "c" in moved and _busiest(device, {**ops, **moved}) == busiest == before / 2   # one pipe per link
+        assert moved and _busiest(device, {**ops, **moved}) == busiest == before / 2   # one pipe per link
     turns = list(link_relief._turned_regions(device, "c", ops, frozenset(), frozenset()))
     assert any(m["c"].transpose and _busiest(device, {**ops, **m}) == before / 2 for m in turns), \
         "c turned into a row takes its two pipes down two columns"
     assert any(not m["c"].transpose and m["c"].loc[0] < 5 and _busiest(device, {**ops, **m}) == before / 2
                for m in turns), "c mirrored up to p's rows takes each pipe along its own row"
+
+
+def _assert_fills_the_grid(device, layout: dict) -> None:
+    """Every op of `layout` inside the grid, no two on one core, every core taken."""
+    cores = [(o.loc[0] + r, o.loc[1] + c) for o in layout.values()
+             for r in range(o.geometry.grid[o.transpose]) for c in range(o.geometry.grid[not o.transpose])]
+    assert len(cores) == len(set(cores)) == device.cores
+    assert all(0 <= r < device.grid_rows and 0 <= c < device.grid_cols for r, c in cores)
 
 
 def test_a_turned_region_keeps_whole_ops_inside_the_grid_and_the_users_constraints():
@@ -126,9 +134,27 @@ def test_a_turned_region_keeps_whole_ops_inside_the_grid_and_the_users_constrain
     moves = list(link_relief._turned_regions(device, "c", ops, fixed, transposed))
     assert any(below in move for move in free) and any("p" in move for move in free) and moves
     for move in moves:
-        layout = {**ops, **move}
-        cores = [(o.loc[0] + r, o.loc[1] + c) for o in layout.values()
-                 for r in range(o.geometry.grid[o.transpose]) for c in range(o.geometry.grid[not o.transpose])]
-        assert len(cores) == len(set(cores)) == device.cores
-        assert all(0 <= r < device.grid_rows and 0 <= c < device.grid_cols for r, c in cores)
+        _assert_fills_the_grid(device, {**ops, **move})
         assert below not in move and ("p" not in move or not move["p"].transpose)   # p may move, not turn
+
+
+def test_an_op_swaps_with_a_block_of_smaller_ops_that_fills_its_footprint():
+    device, ops = _full_epoch_with_a_shared_column()
+    before = _busiest(device, ops)
+    below = next(n for n, o in ops.items() if o.loc == (7, 3))
+    blocks = list(link_relief._block_swaps(device, "c", ops, frozenset({below})))
+    assert blocks and all(len(move) == 3 and below not in move for move in blocks)   # c and two (1, 1) ops
+    for move in blocks:
+        _assert_fills_the_grid(device, {**ops, **move})
+        assert {o.loc for n, o in move.items() if n != "c"} == {(5, 3), (6, 3)}   # the block takes c's place
+    assert any(_busiest(device, {**ops, **m}) == before / 2 for m in blocks), "c beside p: one pipe per link"
+    moved, busiest = link_relief._search(device, ops, 0.0, frozenset(), frozenset(), (("blocks",),))
+    assert moved and busiest == before / 2   # c beside p, or p moved beside c
+
+
+def test_a_whole_epoch_turned_as_a_start_keeps_every_footprint_inside_the_grid():
+    device, ops = _full_epoch_with_a_shared_column()
+    for rows, cols in link_relief.TURNS.values():
+        turned = link_relief._turned(device, ops, rows, cols)
+        _assert_fills_the_grid(device, turned)
+        assert turned["c"].loc == ((device.grid_rows - 7) if rows else 5, (device.grid_cols - 4) if cols else 3)

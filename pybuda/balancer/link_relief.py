@@ -5,16 +5,19 @@ its own cores), so ops whose pipes cross the same links can end up sharing one t
 depthwise convolutions' gathers down one column of the grid, say. Per epoch whose busiest link is slower than
 every other term of its ops (kernel, DRAM, PCIe, ...; the `floor`), a steepest-descent search moves the ops whose
 pipes load that link: each to every free window of its footprint (in either orientation unless the user fixed
-it), into the place of an op of the same footprint (a swap) and, where regions are searched, every square region
-holding it and only whole ops, turned (`_turned_regions`: transposed about its diagonal or mirrored, the moves
-that reach an epoch with no free window: a column of cores fed down one grid column becomes a row fed down
-several). A move re-routes only the pipes that touch the ops it moves (`_Links`, routes kept per placement in
-`_Routes`); the search takes the move that most lowers the busiest link (then the bytes all links carry beyond
-the floor) while one lowers either by `GAIN`, at most `ROUNDS` times and within `EVALUATIONS` moves tried per
-phase. Each of `STRATEGIES` is searched (single moves to their end then regions too; regions from the start:
-either can stop at a better local optimum; the next only while a link still sets the pace) and the cheapest of
-their results by the epoch's exact timing (`PlanCoster.epoch_timing`: fill, fork-join stalls, prologue included)
-is kept where it is cheaper than the placement. Ops the user placed (`override_op_placement` start) stay; an
+it), into the place of an op of the same footprint (a swap), where blocks are searched into a window of its
+footprint that smaller whole ops fill, which take its place as a block (`_block_swaps`), and where regions are
+searched, every square region holding it and only whole ops, turned (`_turned_regions`: transposed about its
+diagonal or mirrored, the moves that reach an epoch with no free window: a column of cores fed down one grid
+column becomes a row fed down several). A move re-routes only the pipes that touch the ops it moves (`_Links`,
+routes kept per placement in `_Routes`); the search takes the move that most lowers the busiest link (then the
+bytes all links carry beyond the floor) while one lowers either by `GAIN`, at most `ROUNDS` times and within
+`EVALUATIONS` moves tried per phase. Each of `STRATEGIES` is searched (single moves to their end then regions
+too; blocks, then regions too; and the same from the whole epoch turned upside down, mirrored or both (`TURNS`:
+the DRAM and PCIe ends do not turn with it, so its pipes route anew): each can stop at a better local optimum;
+the next only while a link still sets the pace) and the cheapest of their results by the epoch's exact timing
+(`PlanCoster.epoch_timing`: fill, fork-join stalls, prologue included) is kept where it is cheaper than the
+placement. Ops the user placed (`override_op_placement` start) stay, and no whole epoch holding one turns; an
 epoch that runs beside epochs of other chips is left as placed. Epochs alike in shape (a transformer's layers,
 placed alike) are searched once (`_relief`): the search reads no op name (ops, windows and ties in epoch order),
 so its moves depend on the epoch's shape alone, deterministic whatever compiled before it.
@@ -37,7 +40,10 @@ from .plan_cost import PlanCoster
 ROUNDS = 16             # moves taken per phase of a search at most
 GAIN = 0.005            # a move is taken when it lowers the busiest link (or the overflow) by more than this share
 EVALUATIONS = 6000      # moves tried per phase of a search at most
-STRATEGIES = ((False, True), (True,))   # per search, its phases: with regions turned or not (`_search`)
+# per search, its phases: each the kinds of move it adds to single moves and swaps (`_search`, `_moves`)
+TURNS = {"rotated": (True, True), "flipped": (True, False), "mirrored": (False, True)}   # whole-epoch starts
+STRATEGIES = (((), ("regions",)), (("blocks",), ("blocks", "regions")),
+              *(((turn, "blocks"), ("blocks", "regions")) for turn in TURNS))
 RECENT = 256            # epoch shapes whose moves are kept (`_relief`)
 
 _RECENT: collections.OrderedDict = collections.OrderedDict()
@@ -115,10 +121,14 @@ def _shape(ops: dict[str, MovingOp], fixed: frozenset, transposed: frozenset) ->
 def _search(device: DeviceSpec, ops: dict[str, MovingOp], floor: float, fixed: frozenset,
             transposed: frozenset, phases: tuple, routes: _Routes | None = None) -> tuple[dict[str, MovingOp], float]:
     """The ops the search moves (module docstring), at their new locations, and the busiest link's bytes then:
-    per phase (with regions turned or not) moves taken until none gains."""
+    per phase (the kinds of move it adds, `_moves`) moves taken until none gains; a phase with a kind of `TURNS`
+    first turns the whole epoch (where the user placed none of its ops)."""
     links = _Links(routes or _Routes(device, ops), ops, floor)
-    for regions in phases:
+    for kinds in phases:
         tried = 0
+        turns = [k for k in kinds if k in TURNS]
+        if turns and not fixed & set(ops):
+            links.apply(_turned(device, links.ops, *TURNS[turns[0]]))
         for _ in range(ROUNDS):
             most, link = links.busiest()
             if most <= floor:
@@ -129,7 +139,7 @@ def _search(device: DeviceSpec, ops: dict[str, MovingOp], floor: float, fixed: f
             for name in links.through(link):
                 if name in fixed:
                     continue
-                for move in _moves(device, name, links.ops, fixed, transposed, regions):
+                for move in _moves(device, name, links.ops, fixed, transposed, kinds):
                     key = tuple((n, op.loc, op.transpose) for n, op in move.items())
                     if len(move) > 1 and key in seen:
                         continue
@@ -155,10 +165,11 @@ def _footprint(op: MovingOp) -> tuple[int, int]:
 
 
 def _moves(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fixed: frozenset,
-           transposed: frozenset, regions: bool) -> Iterator[Move]:
+           transposed: frozenset, kinds: tuple = ()) -> Iterator[Move]:
     """Every move of op `name`: to each free window of its footprint (row-major, as placed first, then the other
     orientation where the user did not fix it), then swapped with each op of the same footprint (epoch order),
-    then, with `regions`, each square region holding it turned (`_turned_regions`)."""
+    then of `kinds`: "blocks", swapped with each block of smaller ops filling a window of its footprint
+    (`_block_swaps`); "regions", each square region holding it turned (`_turned_regions`)."""
     op = ops[name]
     occupied = Occupancy(device.grid_rows, device.grid_cols)
     for other in ops.values():
@@ -176,8 +187,35 @@ def _moves(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fixed: froze
     for other, partner in ops.items():
         if other != name and other not in fixed and _footprint(partner) == _footprint(op):
             yield {name: dataclasses.replace(op, loc=partner.loc), other: dataclasses.replace(partner, loc=op.loc)}
-    if regions:
+    if "blocks" in kinds:
+        yield from _block_swaps(device, name, ops, fixed)
+    if "regions" in kinds:
         yield from _turned_regions(device, name, ops, fixed, transposed)
+
+
+def _turned(device: DeviceSpec, ops: dict[str, MovingOp], rows: bool, cols: bool) -> Move:
+    """Every op mirrored top to bottom (`rows`) and/or left to right (`cols`) about the grid's centre (its
+    footprint stays)."""
+    def corner(o: MovingOp) -> tuple[int, int]:
+        (r, c), (h, w) = o.loc, _footprint(o)
+        return (device.grid_rows - r - h if rows else r, device.grid_cols - c - w if cols else c)
+    return {n: dataclasses.replace(o, loc=corner(o)) for n, o in ops.items()}
+
+
+def _block_swaps(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fixed: frozenset) -> Iterator[Move]:
+    """Op `name` swapped with every block of smaller ops (and free cores) that fills a window of its footprint
+    apart from its own: the op moves into the window, the block keeps its layout at the op's place (row-major)."""
+    op = ops[name]
+    (r0, c0), (h, w) = op.loc, _footprint(op)
+    for r in range(device.grid_rows - h + 1):
+        for c in range(device.grid_cols - w + 1):
+            if r < r0 + h and r0 < r + h and c < c0 + w and c0 < c + w:
+                continue        # overlaps the op's own window
+            block = _window_ops(ops, fixed, r, c, h, w)
+            if block and len(block) > 1 or block and _footprint(next(iter(block.values()))) != (h, w):
+                move = {n: dataclasses.replace(o, loc=(o.loc[0] - r + r0, o.loc[1] - c + c0)) for n, o in block.items()}
+                move[name] = dataclasses.replace(op, loc=(r, c))
+                yield move
 
 
 def _turned_regions(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fixed: frozenset,
@@ -208,12 +246,18 @@ def _turned_regions(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fix
 
 def _region(ops: dict[str, MovingOp], fixed: frozenset, top: int, left: int, size: int) -> dict[str, MovingOp] | None:
     """The ops in a square region, None where one lies across its edge or was placed by the user."""
+    return _window_ops(ops, fixed, top, left, size, size)
+
+
+def _window_ops(ops: dict[str, MovingOp], fixed: frozenset, top: int, left: int, height: int,
+                width: int) -> dict[str, MovingOp] | None:
+    """The ops in a window of the grid, None where one lies across its edge or was placed by the user."""
     inside = {}
     for other, o in ops.items():
         (r, c), (h, w) = o.loc, _footprint(o)
-        if r + h <= top or r >= top + size or c + w <= left or c >= left + size:
+        if r + h <= top or r >= top + height or c + w <= left or c >= left + width:
             continue
-        if other in fixed or not (top <= r and r + h <= top + size and left <= c and c + w <= left + size):
+        if other in fixed or not (top <= r and r + h <= top + height and left <= c and c + w <= left + width):
             return None
         inside[other] = o
     return inside
