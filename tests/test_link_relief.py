@@ -103,6 +103,20 @@ def _busiest(device, ops) -> float:
     return max(totals.values())
 
 
+def test_the_searchs_routes_load_each_link_as_the_cost_model_does():
+    """The search routes pipes leg by leg over the device's link ids (`_Routes`); every link's bytes agree with
+    `link_loads`, before and after moves (whatever epochs were searched before)."""
+    device, ops = _full_epoch_with_a_shared_column()
+    for layout in (ops, {**ops, **link_relief._turned(device, ops, True, False)},
+                   {**ops, **next(link_relief._block_swaps(device, "c", ops, frozenset()))}):
+        links = link_relief._Links(link_relief._Routes(device, layout), layout, 0.0)
+        expected, _ = link_loads(device, list(layout.values()), epoch_pipes(list(layout.values())))
+        searched = {links.routes.links[i]: b for i, b in enumerate(links.totals) if b}
+        assert searched.keys() == expected.keys()
+        assert all(abs(searched[link] - b) <= 1e-9 * b for link, b in expected.items())
+        assert links.busiest()[0] == _busiest(device, layout)
+
+
 def test_an_epoch_with_no_free_core_turns_a_region_off_a_shared_column():
     device, ops = _full_epoch_with_a_shared_column()
     before = _busiest(device, ops)

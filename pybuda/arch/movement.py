@@ -436,31 +436,29 @@ def _niu(direction: str, xy: tuple | None, kind: str, name: str, unit, queues: d
     return None
 
 
-def pipe_links(device: DeviceSpec, pipe: Pipe, ops: dict, queues: dict) -> dict:
-    """{link: bytes per input} a pipe loads: each leg routed on a NoC where both its ends are placed, else the
-    NIUs it leaves and enters (of placed nodes, unplaced cores by op and core, DRAM channels); the host end has
-    none. Legs: every source to the core the pipe runs on (gather), then a multicast along the row or column."""
-    loads: dict = {}
-
-    def add(links: Iterable, nbytes: float) -> None:
-        for link in links:
-            if link is not None:
-                loads[link] = loads.get(link, 0.0) + nbytes
+def pipe_legs(device: DeviceSpec, pipe: Pipe, ops: dict, queues: dict) -> list[tuple[tuple, float]]:
+    """A pipe's legs, each (its route, bytes per input; `leg_links` gives the links a route loads): every source to
+    the core the pipe runs on (gather), then a multicast along the row or column. A route is ("unicast", src, dst)
+    between placed nodes' NoC (x, y), ("multicast", src, dsts, noc) from a placed core, else ("nius", out, in),
+    the NIUs it leaves and enters (of placed nodes, unplaced cores by op and core, DRAM channels; None: the host).
+    A leg whose data is on its core already has none."""
+    legs: list = []
 
     def leg(src: tuple, src_xy, dst: tuple, dst_xy, nbytes: float) -> None:
         if src[:3] == dst[:3]:
             return          # the data is on that core already
         if src_xy is not None and dst_xy is not None:
-            add(noc.unicast_links(device, src_xy, dst_xy), nbytes)
+            if src_xy != dst_xy:
+                legs.append((("unicast", src_xy, dst_xy), nbytes))
         else:
-            add((_niu("out", src_xy, *src, queues), _niu("in", dst_xy, *dst, queues)), nbytes)
+            legs.append((("nius", _niu("out", src_xy, *src, queues), _niu("in", dst_xy, *dst, queues)), nbytes))
 
     if pipe.index < 0:                          # an op's output into a queue buffer (or the host)
         (kind, name, unit, _), = pipe.sources
         dst = pipe.dests[0]
         leg((kind, name, unit), _xy(device, ops, queues, kind, name, unit), dst,
             _xy(device, ops, queues, *dst), pipe.bytes)
-        return loads
+        return legs
     consumer = ops.get(pipe.consumer)
     core = _site(pipe, consumer)
     site = ("op", pipe.consumer, core)
@@ -471,11 +469,30 @@ def pipe_links(device: DeviceSpec, pipe: Pipe, ops: dict, queues: dict) -> dict:
         leg(src, _xy(device, ops, queues, kind, name, unit), site, site_xy, n * tile_bytes)
     if pipe.multicast:
         if site_xy is not None:
-            dsts = [noc.core_xy(device, _physical(consumer, d)) for d in pipe.dests]
-            add(noc.multicast_links(device, site_xy, dsts, _multicast_noc(pipe, consumer)), pipe.bytes)
+            dsts = tuple(noc.core_xy(device, _physical(consumer, d)) for d in pipe.dests)
+            legs.append((("multicast", site_xy, dsts, _multicast_noc(pipe, consumer)), pipe.bytes))
         else:
-            add([("out", pipe.consumer, core), *(("in", pipe.consumer, d) for d in pipe.dests if d != core)],
-                pipe.bytes)
+            legs.append((("nius", ("out", pipe.consumer, core),
+                          *(("in", pipe.consumer, d) for d in pipe.dests if d != core)), pipe.bytes))
+    return legs
+
+
+def leg_links(device: DeviceSpec, route: tuple) -> tuple:
+    """The links and NIUs a leg's route (`pipe_legs`) loads."""
+    if route[0] == "unicast":
+        return noc.unicast_links(device, route[1], route[2])
+    if route[0] == "multicast":
+        return noc.multicast_links(device, route[1], list(route[2]), route[3])
+    return tuple(link for link in route[1:] if link is not None)
+
+
+def pipe_links(device: DeviceSpec, pipe: Pipe, ops: dict, queues: dict) -> dict:
+    """{link: bytes per input} a pipe loads (its legs, `pipe_legs`): each leg routed on a NoC where both its ends
+    are placed, else the NIUs it leaves and enters; the host end has none."""
+    loads: dict = {}
+    for route, nbytes in pipe_legs(device, pipe, ops, queues):
+        for link in leg_links(device, route):
+            loads[link] = loads.get(link, 0.0) + nbytes
     return loads
 
 

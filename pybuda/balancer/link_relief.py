@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from ..arch.movement import MovingOp, epoch_pipes, pipe_links
+from ..arch.movement import MovingOp, epoch_pipes, leg_links, pipe_legs
 from ..device import DeviceSpec
 from .dram import DramPlacement
 from .op_model import OpModel
@@ -207,11 +207,12 @@ def _block_swaps(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fixed:
     apart from its own: the op moves into the window, the block keeps its layout at the op's place (row-major)."""
     op = ops[name]
     (r0, c0), (h, w) = op.loc, _footprint(op)
+    rects = _rects(ops)
     for r in range(device.grid_rows - h + 1):
         for c in range(device.grid_cols - w + 1):
             if r < r0 + h and r0 < r + h and c < c0 + w and c0 < c + w:
                 continue        # overlaps the op's own window
-            block = _window_ops(ops, fixed, r, c, h, w)
+            block = _window_ops(rects, fixed, r, c, h, w)
             if block and len(block) > 1 or block and _footprint(next(iter(block.values()))) != (h, w):
                 move = {n: dataclasses.replace(o, loc=(o.loc[0] - r + r0, o.loc[1] - c + c0)) for n, o in block.items()}
                 move[name] = dataclasses.replace(op, loc=(r, c))
@@ -227,10 +228,11 @@ def _turned_regions(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fix
     op = ops[name]
     r0, c0 = op.loc
     h0, w0 = _footprint(op)
+    rects = _rects(ops)
     for size in range(max(2, h0, w0), min(device.grid_rows, device.grid_cols) + 1):
         for top in range(max(0, r0 + h0 - size), min(r0, device.grid_rows - size) + 1):
             for left in range(max(0, c0 + w0 - size), min(c0, device.grid_cols - size) + 1):
-                inside = _region(ops, fixed, top, left, size)
+                inside = _window_ops(rects, fixed, top, left, size, size)
                 if not inside or len(inside) < 2:
                     continue
                 shapes = {n: _footprint(o) for n, o in inside.items()}
@@ -244,36 +246,70 @@ def _turned_regions(device: DeviceSpec, name: str, ops: dict[str, MovingOp], fix
                        for n, o in inside.items()}
 
 
-def _region(ops: dict[str, MovingOp], fixed: frozenset, top: int, left: int, size: int) -> dict[str, MovingOp] | None:
-    """The ops in a square region, None where one lies across its edge or was placed by the user."""
-    return _window_ops(ops, fixed, top, left, size, size)
+def _rects(ops: dict[str, MovingOp]) -> list[tuple]:
+    """Per op (name, op, top row, left column, height, width) of its footprint where it sits."""
+    return [(name, o, *o.loc, *_footprint(o)) for name, o in ops.items()]
 
 
-def _window_ops(ops: dict[str, MovingOp], fixed: frozenset, top: int, left: int, height: int,
+def _window_ops(rects: list[tuple], fixed: frozenset, top: int, left: int, height: int,
                 width: int) -> dict[str, MovingOp] | None:
-    """The ops in a window of the grid, None where one lies across its edge or was placed by the user."""
+    """The ops (`_rects`) in a window of the grid, None where one lies across its edge or was placed by the
+    user."""
     inside = {}
-    for other, o in ops.items():
-        (r, c), (h, w) = o.loc, _footprint(o)
-        if r + h <= top or r >= top + height or c + w <= left or c >= left + width:
+    bottom, right = top + height, left + width
+    for other, o, r, c, h, w in rects:
+        if r + h <= top or r >= bottom or c + w <= left or c >= right:
             continue
-        if other in fixed or not (top <= r and r + h <= top + height and left <= c and c + w <= left + width):
+        if other in fixed or not (top <= r and r + h <= bottom and left <= c and c + w <= right):
             return None
         inside[other] = o
     return inside
 
 
+_LINK_IDS: dict = {}    # per device: ({link: id}, [link by id]), every link a leg has loaded so far
+_LEG_IDS: dict = {}     # per device: {leg route: its links' ids}
+LEGS_KEPT = 1 << 17     # leg routes kept per device at most (the cache starts again beyond)
+
+
+class _Ids(NamedTuple):
+    """A device's link numbering (ids in the order links were first seen: indices only, no result reads them) and
+    the ids of the links each leg route loads (`pybuda.arch.movement.leg_links`)."""
+
+    ids: dict
+    links: list
+    legs: dict
+
+    def of_leg(self, device: DeviceSpec, route: tuple) -> tuple[int, ...]:
+        leg = self.legs.get(route)
+        if leg is None:
+            if len(self.legs) >= LEGS_KEPT:
+                self.legs.clear()
+            links = leg_links(device, route)
+            for link in links:
+                if link not in self.ids:
+                    self.ids[link] = len(self.links)
+                    self.links.append(link)
+            leg = self.legs[route] = tuple(self.ids[link] for link in links)
+        return leg
+
+
+def _device_ids(device: DeviceSpec) -> _Ids:
+    """The device's `_Ids`, shared by every epoch's search."""
+    ids, links = _LINK_IDS.setdefault(device, ({}, []))
+    return _Ids(ids, links, _LEG_IDS.setdefault(device, {}))
+
+
 class _Routes:
-    """An epoch's pipes and their routes (`pybuda.arch.movement.pipe_links`) as arrays over link ids, each pipe's
-    kept per placement of its ends: shared by the searches of one epoch."""
+    """An epoch's pipes and their routes (`pybuda.arch.movement.pipe_legs`) as arrays over the device's link ids,
+    each pipe's kept per placement of its ends: shared by the searches of one epoch."""
 
     def __init__(self, device: DeviceSpec, ops: dict[str, MovingOp]):
         self.device = device
         self.pipes = epoch_pipes(list(ops.values()))
         self.queues = {q.name: q for o in ops.values()
                        for q in (*o.writes, *(i.queue for i in o.inputs if i.queue is not None))}
-        self.links: list = []                   # link by id
-        self.ids: dict = {}                     # id by link
+        self._device_ids = _device_ids(device)
+        self.ids, self.links = self._device_ids.ids, self._device_ids.links
         self._memo: dict = {}
         self.ends = [sorted(({pipe.consumer} | pipe.producers) & set(ops)) for pipe in self.pipes]
         self.touching: dict[str, list[int]] = {}
@@ -282,14 +318,18 @@ class _Routes:
                 self.touching.setdefault(name, []).append(k)
 
     def routed(self, k: int, ops: dict[str, MovingOp]) -> tuple[np.ndarray, np.ndarray]:
-        """Pipe k's (link ids, bytes per input) with its ends where `ops` puts them."""
+        """Pipe k's (link ids, bytes per input) with its ends where `ops` puts them: per leg (`pipe_legs`) its
+        links' ids, a link that two legs load listed twice."""
         key = (k, *[(ops[n].loc, ops[n].transpose) for n in self.ends[k]])
         routed = self._memo.get(key)
         if routed is None:
-            loads = pipe_links(self.device, self.pipes[k], ops, self.queues)
-            ids = np.array([self.ids.setdefault(link, len(self.ids)) for link in loads], dtype=np.int64)
-            self.links.extend(link for link in loads if self.ids[link] >= len(self.links))
-            routed = self._memo[key] = (ids, np.fromiter(loads.values(), dtype=float, count=len(loads)))
+            ids: list = []
+            loads: list = []
+            for route, nbytes in pipe_legs(self.device, self.pipes[k], ops, self.queues):
+                leg = self._device_ids.of_leg(self.device, route)
+                ids += leg
+                loads += [nbytes] * len(leg)
+            routed = self._memo[key] = (np.array(ids, dtype=np.int64), np.array(loads, dtype=float))
         return routed
 
 
@@ -333,6 +373,8 @@ class _Links:
 
     def _after(self, delta: np.ndarray) -> np.ndarray:
         """Every link's bytes changed by `delta` (links first seen in `delta` start at zero)."""
+        if len(delta) == len(self.totals):
+            return self.totals + delta
         size = max(len(self.totals), len(delta))
         return np.pad(self.totals, (0, size - len(self.totals))) + np.pad(delta, (0, size - len(delta)))
 
