@@ -266,20 +266,19 @@ def _window_ops(rects: list[tuple], fixed: frozenset, top: int, left: int, heigh
     return inside
 
 
-_LINK_IDS: dict = {}    # per device: ({link: id}, [link by id]), every link a leg has loaded so far
-_LEG_IDS: dict = {}     # per device: {leg route: its links' ids}
 LEGS_KEPT = 1 << 17     # leg routes kept per device at most (the cache starts again beyond)
 
 
 class _Ids(NamedTuple):
     """A device's link numbering (ids in the order links were first seen: indices only, no result reads them) and
-    the ids of the links each leg route loads (`pybuda.arch.movement.leg_links`)."""
+    the ids of the links each leg route loads (`pybuda.arch.movement.leg_links`), shared by every epoch's search."""
 
     ids: dict
     links: list
     legs: dict
 
     def of_leg(self, device: DeviceSpec, route: tuple) -> tuple[int, ...]:
+        """The ids of the links `route` loads, numbering links seen for the first time."""
         leg = self.legs.get(route)
         if leg is None:
             if len(self.legs) >= LEGS_KEPT:
@@ -293,10 +292,7 @@ class _Ids(NamedTuple):
         return leg
 
 
-def _device_ids(device: DeviceSpec) -> _Ids:
-    """The device's `_Ids`, shared by every epoch's search."""
-    ids, links = _LINK_IDS.setdefault(device, ({}, []))
-    return _Ids(ids, links, _LEG_IDS.setdefault(device, {}))
+_IDS: dict[DeviceSpec, _Ids] = {}
 
 
 class _Routes:
@@ -308,7 +304,7 @@ class _Routes:
         self.pipes = epoch_pipes(list(ops.values()))
         self.queues = {q.name: q for o in ops.values()
                        for q in (*o.writes, *(i.queue for i in o.inputs if i.queue is not None))}
-        self._device_ids = _device_ids(device)
+        self._device_ids = _IDS.setdefault(device, _Ids({}, [], {}))
         self.ids, self.links = self._device_ids.ids, self._device_ids.links
         self._memo: dict = {}
         self.ends = [sorted(({pipe.consumer} | pipe.producers) & set(ops)) for pipe in self.pipes]
